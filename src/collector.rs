@@ -1,0 +1,462 @@
+//! The per-agent collector: the producer hot path (gate on the metric mask, push into the
+//! staging queue), a background thread flushing the queue into the exporter every
+//! `run_interval`, explicit flushes, and a final flush when it is dropped.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::config::{self, Config};
+use crate::error::{Error, Result, Status};
+use crate::event::{Event, EventType};
+use crate::exporter::{self, Exporter};
+use crate::filter::MetricMask;
+use crate::staging::StagingQueue;
+
+/// What happened to a recorded event (or a transfer's batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Staged for the next flush.
+    Accepted,
+    /// The metric is deactivated by `NIXL_TELEMETRY_ENABLED_METRICS`: skipped, not a drop.
+    Deactivated,
+    /// The staging queue was full: dropped and counted.
+    Dropped,
+}
+
+/// Counters of one collector since its creation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectorStats {
+    /// Events that entered the staging queue.
+    pub accepted: u64,
+    /// Events refused by the full staging queue (reported as `agent_telemetry_events_dropped`).
+    pub dropped: u64,
+    /// Events the exporter kept (including synthetic drop reports).
+    pub exported: u64,
+    /// Events the exporter could not keep (a full ring whose reader is behind).
+    pub lost: u64,
+    /// Completed flushes (periodic, explicit and final).
+    pub flushes: u64,
+    /// Synthetic `agent_telemetry_events_dropped` events emitted.
+    pub drop_reports: u64,
+}
+
+struct FlushState {
+    exporter: Box<dyn Exporter>,
+    batch: Vec<Event>,
+    warned_loss: bool,
+}
+
+struct Inner {
+    agent: String,
+    mask: MetricMask,
+    queue: StagingQueue,
+    flush: Mutex<FlushState>,
+    exported: AtomicU64,
+    lost: AtomicU64,
+    flushes: AtomicU64,
+    drop_reports: AtomicU64,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// One agent's telemetry: create per agent, record events, drop to flush and stop.
+pub struct Collector {
+    inner: Arc<Inner>,
+    flusher: Option<JoinHandle<()>>,
+    run_interval: std::time::Duration,
+    exporter_name: String,
+}
+
+impl Collector {
+    /// Creates the collector for `agent` if telemetry is requested (by `NIXL_TELEMETRY_ENABLE`,
+    /// or by `capture_telemetry` when that variable is unset), configured from the environment.
+    /// Returns a `NoTelemetry` error when it is not requested.
+    pub fn from_env(agent: &str, capture_telemetry: bool) -> Result<Collector> {
+        crate::logging::init();
+        if !config::telemetry_requested(&config::process_env, capture_telemetry, agent)? {
+            return Err(Error::new(
+                Status::NoTelemetry,
+                format!("telemetry is not requested for agent '{agent}'"),
+            ));
+        }
+        Collector::new(agent, Config::from_env()?)
+    }
+
+    /// Creates the collector for `agent` with an explicit configuration.
+    pub fn new(agent: &str, config: Config) -> Result<Collector> {
+        crate::logging::init();
+        if agent.is_empty() {
+            return Err(Error::invalid(
+                "Expected non-empty agent name in nixl telemetry create",
+            ));
+        }
+        let exporter = exporter::create(&config.exporter, agent, config.buffer_size)?;
+        Ok(Collector::with_exporter(agent, config, exporter)?)
+    }
+
+    /// Creates the collector for `agent` around an already created exporter (`config.exporter`
+    /// is ignored).
+    pub fn with_exporter(
+        agent: &str,
+        config: Config,
+        exporter: Box<dyn Exporter>,
+    ) -> Result<Collector> {
+        let exporter_name = exporter.name().to_owned();
+        let queue = StagingQueue::new(config.buffer_size);
+        let batch = queue.new_drain_buffer();
+        let inner = Arc::new(Inner {
+            agent: agent.to_owned(),
+            mask: config.enabled_metrics,
+            queue,
+            flush: Mutex::new(FlushState {
+                exporter,
+                batch,
+                warned_loss: false,
+            }),
+            exported: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            drop_reports: AtomicU64::new(0),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let interval = config.run_interval;
+        let worker = inner.clone();
+        let flusher = std::thread::Builder::new()
+            .name("nixl-telemetry-flush".into())
+            .spawn(move || worker.run_flusher(interval))
+            .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
+        Ok(Collector {
+            inner,
+            flusher: Some(flusher),
+            run_interval: interval,
+            exporter_name,
+        })
+    }
+
+    /// The agent name.
+    pub fn agent(&self) -> &str {
+        &self.inner.agent
+    }
+
+    /// The exporter's name (`BUFFER`, `NOP`, ...).
+    pub fn exporter_name(&self) -> &str {
+        &self.exporter_name
+    }
+
+    /// The flush period.
+    pub fn run_interval(&self) -> std::time::Duration {
+        self.run_interval
+    }
+
+    /// The enabled metrics.
+    pub fn enabled_metrics(&self) -> MetricMask {
+        self.inner.mask
+    }
+
+    /// Records one event (hot path: no allocation, no global lock).
+    #[inline]
+    pub fn update_data(&self, event_type: EventType, value: u64) -> Recorded {
+        if !self.inner.mask.contains(event_type) {
+            return Recorded::Deactivated;
+        }
+        if self.inner.queue.try_push(Event::new(event_type, value)) {
+            Recorded::Accepted
+        } else {
+            Recorded::Dropped
+        }
+    }
+
+    /// Records one error occurrence for a negative `nixl_status_t` (-1..-12); other statuses
+    /// are refused with `InvalidParam`.
+    pub fn update_error(&self, nixl_status: i32) -> Result<Recorded> {
+        match EventType::from_nixl_status(nixl_status) {
+            Some(t) => Ok(self.update_data(t, 1)),
+            None => Err(Error::invalid(format!(
+                "nixl status {nixl_status} is not an error status (expected -1..-12)"
+            ))),
+        }
+    }
+
+    /// Records a completed transfer as one all-or-none, contiguous batch of the enabled subset
+    /// of: XFER_POST_TIME, XFER_TIME, TX|RX_BYTES, TX|RX_REQUESTS_NUM = 1 (TX when `is_write`).
+    #[inline]
+    pub fn add_xfer_stats(
+        &self,
+        xfer_time_us: u64,
+        is_write: bool,
+        bytes: u64,
+        post_time_us: u64,
+    ) -> Recorded {
+        let (bytes_type, requests_type) = if is_write {
+            (EventType::AgentTxBytes, EventType::AgentTxRequestsNum)
+        } else {
+            (EventType::AgentRxBytes, EventType::AgentRxRequestsNum)
+        };
+        let all = [
+            Event::new(EventType::AgentXferPostTime, post_time_us),
+            Event::new(EventType::AgentXferTime, xfer_time_us),
+            Event::new(bytes_type, bytes),
+            Event::new(requests_type, 1),
+        ];
+        let mask = self.inner.mask;
+        let pushed = if mask == MetricMask::ALL {
+            self.inner.queue.try_push_batch(&all)
+        } else {
+            let mut subset = [Event::default(); 4];
+            let mut n = 0;
+            for e in all {
+                if mask.contains_raw(e.event_type) {
+                    subset[n] = e;
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                return Recorded::Deactivated;
+            }
+            self.inner.queue.try_push_batch(&subset[..n])
+        };
+        if pushed {
+            Recorded::Accepted
+        } else {
+            Recorded::Dropped
+        }
+    }
+
+    /// Drains the staging queue into the exporter now.
+    pub fn flush(&self) {
+        self.inner.flush_once();
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> CollectorStats {
+        let counts = self.inner.queue.counts();
+        CollectorStats {
+            accepted: counts.accepted,
+            dropped: counts.dropped,
+            exported: self.inner.exported.load(Ordering::Relaxed),
+            lost: self.inner.lost.load(Ordering::Relaxed),
+            flushes: self.inner.flushes.load(Ordering::Relaxed),
+            drop_reports: self.inner.drop_reports.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Collector {
+    /// Stops and joins the flush thread, then performs a final flush so nothing staged is lost.
+    fn drop(&mut self) {
+        *self.inner.lock_stop() = true;
+        self.inner.wake.notify_all();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+        self.inner.flush_once();
+    }
+}
+
+impl Inner {
+    fn lock_stop(&self) -> MutexGuard<'_, bool> {
+        self.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run_flusher(&self, interval: std::time::Duration) {
+        let mut stop = self.lock_stop();
+        loop {
+            let deadline = std::time::Instant::now() + interval;
+            // Sleep one interval (ignoring spurious wake-ups) unless asked to stop.
+            while !*stop {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                stop = self
+                    .wake
+                    .wait_timeout(stop, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            if *stop {
+                return;
+            }
+            drop(stop);
+            let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
+            if flushed.is_err() {
+                log::error!("telemetry flush for agent '{}' panicked; continuing", self.agent);
+            }
+            stop = self.lock_stop();
+        }
+    }
+
+    fn flush_once(&self) {
+        let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        let FlushState {
+            exporter,
+            batch,
+            warned_loss,
+        } = &mut *state;
+        self.queue.drain_into(batch);
+        let dropped = self.queue.take_dropped();
+        if dropped > 0 && self.mask.contains(EventType::AgentTelemetryEventsDropped) {
+            batch.push(Event::new(EventType::AgentTelemetryEventsDropped, dropped));
+            self.drop_reports.fetch_add(1, Ordering::Relaxed);
+        }
+        if !batch.is_empty() {
+            let kept = exporter.export_batch(batch).min(batch.len());
+            let lost = (batch.len() - kept) as u64;
+            self.exported.fetch_add(kept as u64, Ordering::Relaxed);
+            if lost > 0 {
+                self.lost.fetch_add(lost, Ordering::Relaxed);
+                if !*warned_loss {
+                    *warned_loss = true;
+                    log::warn!(
+                        "telemetry exporter {} for agent '{}' could not keep {lost} events (is \
+                         the ring reader keeping up?); further losses are counted silently in \
+                         the collector stats",
+                        exporter.name(),
+                        self.agent
+                    );
+                }
+            }
+        }
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ExporterChoice;
+    use crate::ring::RingReader;
+    use std::time::Duration;
+
+    fn buffer_config(dir: &std::path::Path, size: usize, interval_ms: u64) -> Config {
+        Config {
+            buffer_size: size,
+            run_interval: Duration::from_millis(interval_ms),
+            exporter: ExporterChoice::Buffer(dir.to_owned()),
+            enabled_metrics: MetricMask::ALL,
+        }
+    }
+
+    fn drain(r: &mut RingReader) -> Vec<(u32, u64)> {
+        r.by_ref().map(|e| (e.event_type, e.value)).collect()
+    }
+
+    #[test]
+    fn exact_order_for_updates_then_transfers() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("agent", buffer_config(dir.path(), 4096, 3_600_000)).unwrap();
+        let mut r = RingReader::open(dir.path().join("agent")).unwrap();
+        use EventType::*;
+        c.update_data(AgentTxBytes, 100);
+        c.update_data(AgentRxBytes, 200);
+        c.update_data(AgentTxRequestsNum, 1);
+        c.update_data(AgentMemoryRegistered, 4096);
+        c.update_data(AgentMemoryDeregistered, 2048);
+        c.update_error(-3).unwrap();
+        c.add_xfer_stats(500, true, 1024, 50);
+        c.add_xfer_stats(700, false, 2048, 70);
+        c.flush();
+        assert_eq!(
+            drain(&mut r),
+            [
+                (0, 100),
+                (1, 200),
+                (2, 1),
+                (4, 4096),
+                (5, 2048),
+                (10, 1),
+                (7, 50),
+                (6, 500),
+                (0, 1024),
+                (2, 1),
+                (7, 70),
+                (6, 700),
+                (1, 2048),
+                (3, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn one_drop_report_of_forty_after_ten_rejected_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("a", buffer_config(dir.path(), 1024, 3_600_000)).unwrap();
+        let mut r = RingReader::open(dir.path().join("a")).unwrap();
+        for i in 0..1022 {
+            assert_eq!(c.update_data(EventType::AgentTxBytes, i), Recorded::Accepted);
+        }
+        for _ in 0..10 {
+            assert_eq!(c.add_xfer_stats(1, true, 1, 1), Recorded::Dropped);
+        }
+        c.flush();
+        let events = drain(&mut r);
+        // The ring keeps 1023 of the 1023 exported events (1022 + the drop report).
+        assert_eq!(events.len(), 1023);
+        assert_eq!(events.last(), Some(&(20, 40)));
+        assert_eq!(events.iter().filter(|e| e.0 == 20).count(), 1);
+        let s = c.stats();
+        assert_eq!((s.accepted, s.dropped, s.exported, s.lost), (1022, 40, 1023, 0));
+        c.flush();
+        assert!(drain(&mut r).is_empty(), "no report without new drops");
+    }
+
+    #[test]
+    fn ring_overflow_is_counted_as_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("a", buffer_config(dir.path(), 4, 3_600_000)).unwrap();
+        for i in 0..6 {
+            c.update_data(EventType::AgentTxBytes, i);
+        }
+        let ((), logged) = crate::logging::capture(|| c.flush());
+        let s = c.stats();
+        assert_eq!((s.accepted, s.dropped), (4, 2));
+        // 4 staged + 1 drop report, 3 usable ring slots.
+        assert_eq!((s.exported, s.lost), (3, 2));
+        assert_eq!(crate::logging::warnings(&logged).len(), 1);
+    }
+
+    #[test]
+    fn deactivated_metrics_are_skipped_not_dropped() {
+        let mut config = Config::default();
+        config.buffer_size = 2;
+        config.enabled_metrics = MetricMask::resolve("agent_xfer_time,agent_rx_*").0;
+        let c = Collector::new("a", config).unwrap();
+        assert_eq!(c.update_data(EventType::AgentTxBytes, 1), Recorded::Deactivated);
+        assert_eq!(c.add_xfer_stats(5, true, 10, 1), Recorded::Accepted);
+        assert_eq!(c.add_xfer_stats(5, false, 10, 1), Recorded::Dropped);
+        let s = c.stats();
+        assert_eq!((s.accepted, s.dropped), (1, 3));
+    }
+
+    #[test]
+    fn periodic_flush_and_final_flush_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("p", buffer_config(dir.path(), 64, 10)).unwrap();
+        let mut r = RingReader::open(dir.path().join("p")).unwrap();
+        c.update_data(EventType::AgentRxBytes, 7);
+        let start = std::time::Instant::now();
+        while r.is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(drain(&mut r), [(1, 7)]);
+        let slow = Collector::new("q", buffer_config(dir.path(), 64, 3_600_000)).unwrap();
+        slow.update_data(EventType::AgentRxBytes, 9);
+        drop(slow);
+        let mut rq = RingReader::open(dir.path().join("q")).unwrap();
+        assert_eq!(drain(&mut rq), [(1, 9)], "destroy flushes what was staged");
+    }
+
+    #[test]
+    fn empty_agent_name_and_unknown_exporter_are_refused() {
+        assert_eq!(
+            Collector::new("", Config::default()).err().unwrap().status,
+            Status::InvalidParam
+        );
+        let mut config = Config::default();
+        config.exporter = ExporterChoice::Plugin("nosuch".into());
+        let e = Collector::new("a", config).err().unwrap();
+        assert!(e.message.contains("Failed to load telemetry plugin: nosuch"));
+    }
+}

@@ -1,0 +1,394 @@
+//! The NIXL event model: the 21 event types with their file-format values and names, the
+//! `nixl_status_t` -> error-event mapping, and the shared metric descriptor from which every
+//! series-exposing exporter derives its counters, gauges and histograms.
+
+use std::fmt;
+
+/// One telemetry record: an event type and a single per-operation reading.
+///
+/// This is also the 16-byte record of the shared-memory ring (`u32` type, 4 bytes of padding,
+/// `u64` value), and `nixl_telemetry_event_t` in C.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Event {
+    /// Numeric event type (see [`EventType`]); unknown values are possible in foreign files.
+    pub event_type: u32,
+    /// The reading: bytes, a count, or microseconds, depending on the type.
+    pub value: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Event>() == 16);
+const _: () = assert!(std::mem::align_of::<Event>() == 8);
+
+impl Event {
+    /// An event of a known type.
+    pub const fn new(event_type: EventType, value: u64) -> Event {
+        Event {
+            event_type: event_type as u32,
+            value,
+        }
+    }
+
+    /// The type, if it is one of the 21 known ones.
+    pub fn kind(&self) -> Option<EventType> {
+        EventType::from_u32(self.event_type)
+    }
+
+    /// The event's name, `unknown_event_<n>` for a value outside the known set.
+    pub fn name(&self) -> String {
+        match self.kind() {
+            Some(t) => t.name().to_owned(),
+            None => format!("unknown_event_{}", self.event_type),
+        }
+    }
+}
+
+/// What an event's value measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Bytes moved or registered by one operation.
+    Bytes,
+    /// A count (requests, errors, dropped events).
+    Count,
+    /// A duration in microseconds.
+    Microseconds,
+}
+
+macro_rules! event_types {
+    ($( $variant:ident = $value:literal, $name:literal; )*) => {
+        /// The 21 NIXL telemetry event types; the numeric values are part of the ring format.
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum EventType {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant = $value,
+            )*
+        }
+
+        impl EventType {
+            /// Every event type, in numeric order.
+            pub const ALL: [EventType; EVENT_TYPE_COUNT] = [$(EventType::$variant),*];
+
+            /// The base event name (`agent_tx_bytes`, ...), as readers print it.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(EventType::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+event_types! {
+    AgentTxBytes = 0, "agent_tx_bytes";
+    AgentRxBytes = 1, "agent_rx_bytes";
+    AgentTxRequestsNum = 2, "agent_tx_requests_num";
+    AgentRxRequestsNum = 3, "agent_rx_requests_num";
+    AgentMemoryRegistered = 4, "agent_memory_registered";
+    AgentMemoryDeregistered = 5, "agent_memory_deregistered";
+    AgentXferTime = 6, "agent_xfer_time";
+    AgentXferPostTime = 7, "agent_xfer_post_time";
+    AgentErrNotPosted = 8, "agent_err_not_posted";
+    AgentErrInvalidParam = 9, "agent_err_invalid_param";
+    AgentErrBackend = 10, "agent_err_backend";
+    AgentErrNotFound = 11, "agent_err_not_found";
+    AgentErrMismatch = 12, "agent_err_mismatch";
+    AgentErrNotAllowed = 13, "agent_err_not_allowed";
+    AgentErrRepostActive = 14, "agent_err_repost_active";
+    AgentErrUnknown = 15, "agent_err_unknown";
+    AgentErrNotSupported = 16, "agent_err_not_supported";
+    AgentErrRemoteDisconnect = 17, "agent_err_remote_disconnect";
+    AgentErrCanceled = 18, "agent_err_canceled";
+    AgentErrNoTelemetry = 19, "agent_err_no_telemetry";
+    AgentTelemetryEventsDropped = 20, "agent_telemetry_events_dropped";
+}
+
+/// Number of event types (the last one, `agent_telemetry_events_dropped`, is 20).
+pub const EVENT_TYPE_COUNT: usize = 21;
+
+/// First and last error event values (`agent_err_not_posted` .. `agent_err_no_telemetry`).
+const FIRST_ERROR_EVENT: u32 = 8;
+const LAST_ERROR_EVENT: u32 = 19;
+
+impl EventType {
+    /// The event type with this numeric value.
+    pub fn from_u32(value: u32) -> Option<EventType> {
+        EventType::ALL.get(value as usize).copied()
+    }
+
+    /// The event type with this base name.
+    pub fn from_name(name: &str) -> Option<EventType> {
+        EventType::ALL.iter().copied().find(|t| t.name() == name)
+    }
+
+    /// The error event for a negative `nixl_status_t` (-1 -> `agent_err_not_posted` ...
+    /// -12 -> `agent_err_no_telemetry`); `None` for success, in-progress or unknown codes.
+    pub fn from_nixl_status(status: i32) -> Option<EventType> {
+        if (-12..=-1).contains(&status) {
+            EventType::from_u32((7 - status) as u32)
+        } else {
+            None
+        }
+    }
+
+    /// True for the twelve `agent_err_*` events.
+    pub const fn is_error(self) -> bool {
+        let v = self as u32;
+        v >= FIRST_ERROR_EVENT && v <= LAST_ERROR_EVENT
+    }
+
+    /// The `status` label of an error event (`not_posted`, ...), `None` for other events.
+    pub fn status_label(self) -> Option<&'static str> {
+        if self.is_error() {
+            self.name().strip_prefix("agent_err_")
+        } else {
+            None
+        }
+    }
+
+    /// What the value measures.
+    pub const fn unit(self) -> Unit {
+        match self {
+            EventType::AgentTxBytes
+            | EventType::AgentRxBytes
+            | EventType::AgentMemoryRegistered
+            | EventType::AgentMemoryDeregistered => Unit::Bytes,
+            EventType::AgentXferTime | EventType::AgentXferPostTime => Unit::Microseconds,
+            _ => Unit::Count,
+        }
+    }
+
+    /// The series this event feeds on every exporter that exposes series.
+    pub fn metrics(self) -> &'static MetricDescriptor {
+        &METRIC_DESCRIPTORS[self as usize]
+    }
+
+    /// This type's bit in an event mask (see [`crate::filter::MetricMask`]).
+    pub const fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One derived series: its family name and HELP text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Series {
+    /// Family name as exposed (`agent_tx_bytes_total`, ...).
+    pub name: &'static str,
+    /// HELP text.
+    pub help: &'static str,
+}
+
+/// The series one event type feeds: a cumulative counter (errors share one labelled family),
+/// optionally a last-operation gauge and a latency histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDescriptor {
+    /// Cumulative counter (`..._total`): the sum of every value.
+    pub counter: Series,
+    /// Last-operation gauge: the most recent value.
+    pub gauge: Option<Series>,
+    /// Distribution of values in microseconds (transfer times only).
+    pub histogram: Option<Series>,
+}
+
+const fn series(name: &'static str, help: &'static str) -> Series {
+    Series { name, help }
+}
+
+/// The error family shared by the twelve `agent_err_*` events, labelled by `status`.
+pub const ERRORS_SERIES: Series = series("agent_errors_total", "Cumulative error count by status");
+
+const ERROR_DESCRIPTOR: MetricDescriptor = MetricDescriptor {
+    counter: ERRORS_SERIES,
+    gauge: None,
+    histogram: None,
+};
+
+/// The shared metric descriptor, indexed by event type: the single source of series names,
+/// types and HELP texts for the Prometheus and DOCA exporters.
+pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
+    MetricDescriptor {
+        counter: series("agent_tx_bytes_total", "Number of bytes sent by the agent"),
+        gauge: Some(series("agent_tx_last_bytes", "Bytes sent by the last request")),
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series("agent_rx_bytes_total", "Number of bytes received by the agent"),
+        gauge: Some(series("agent_rx_last_bytes", "Bytes received by the last request")),
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series(
+            "agent_tx_requests_num_total",
+            "Number of requests sent by the agent",
+        ),
+        gauge: None,
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series(
+            "agent_rx_requests_num_total",
+            "Number of requests received by the agent",
+        ),
+        gauge: None,
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series("agent_memory_registered_total", "Cumulative memory registered"),
+        gauge: Some(series(
+            "agent_memory_registered_last_bytes",
+            "Memory registered by the last operation",
+        )),
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series(
+            "agent_memory_deregistered_total",
+            "Cumulative memory deregistered",
+        ),
+        gauge: Some(series(
+            "agent_memory_deregistered_last_bytes",
+            "Memory deregistered by the last operation",
+        )),
+        histogram: None,
+    },
+    MetricDescriptor {
+        counter: series(
+            "agent_xfer_time_total",
+            "Cumulative sum of transfer time from start to completion",
+        ),
+        gauge: Some(series("agent_xfer_time", "Transfer time of the last request")),
+        histogram: Some(series(
+            "agent_xfer_time_us",
+            "Distribution of transfer time from start to completion, in microseconds",
+        )),
+    },
+    MetricDescriptor {
+        counter: series(
+            "agent_xfer_post_time_total",
+            "Cumulative sum of time from start to posting to the back-end",
+        ),
+        gauge: Some(series("agent_xfer_post_time", "Post time of the last request")),
+        histogram: Some(series(
+            "agent_xfer_post_time_us",
+            "Distribution of time from start to posting to the back-end, in microseconds",
+        )),
+    },
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    ERROR_DESCRIPTOR,
+    MetricDescriptor {
+        counter: series(
+            "agent_telemetry_events_dropped_total",
+            "Cumulative telemetry events dropped at the producer-side staging queue",
+        ),
+        gauge: None,
+        histogram: None,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_and_names_match_nixl() {
+        assert_eq!(EventType::ALL.len(), 21);
+        for (i, t) in EventType::ALL.iter().enumerate() {
+            assert_eq!(*t as usize, i);
+            assert_eq!(EventType::from_u32(i as u32), Some(*t));
+            assert_eq!(EventType::from_name(t.name()), Some(*t));
+        }
+        assert_eq!(EventType::AgentTxBytes.name(), "agent_tx_bytes");
+        assert_eq!(EventType::AgentXferPostTime as u32, 7);
+        assert_eq!(EventType::AgentErrNoTelemetry as u32, 19);
+        assert_eq!(
+            EventType::AgentTelemetryEventsDropped.name(),
+            "agent_telemetry_events_dropped"
+        );
+        assert_eq!(EventType::from_u32(21), None);
+        assert_eq!(Event { event_type: 77, value: 1 }.name(), "unknown_event_77");
+    }
+
+    #[test]
+    fn status_mapping_covers_minus_one_to_minus_twelve() {
+        let labels: Vec<&str> = (1..=12)
+            .map(|s| {
+                let t = EventType::from_nixl_status(-s).unwrap();
+                assert_eq!(t as u32, (7 + s) as u32);
+                t.status_label().unwrap()
+            })
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "not_posted",
+                "invalid_param",
+                "backend",
+                "not_found",
+                "mismatch",
+                "not_allowed",
+                "repost_active",
+                "unknown",
+                "not_supported",
+                "remote_disconnect",
+                "canceled",
+                "no_telemetry"
+            ]
+        );
+        for bad in [0, 1, -13, i32::MIN, i32::MAX] {
+            assert_eq!(EventType::from_nixl_status(bad), None);
+        }
+        assert_eq!(EventType::AgentTxBytes.status_label(), None);
+    }
+
+    #[test]
+    fn descriptor_follows_the_naming_contract() {
+        let mut counters = std::collections::BTreeSet::new();
+        let mut gauges = Vec::new();
+        let mut histograms = Vec::new();
+        for t in EventType::ALL {
+            let d = t.metrics();
+            assert!(d.counter.name.ends_with("_total"), "{}", d.counter.name);
+            counters.insert(d.counter.name);
+            if let Some(g) = d.gauge {
+                assert!(!g.name.ends_with("_total"));
+                gauges.push(g.name);
+            }
+            if let Some(h) = d.histogram {
+                assert_eq!(t.unit(), Unit::Microseconds);
+                histograms.push(h.name);
+            }
+            assert_eq!(t.is_error(), d.counter == ERRORS_SERIES);
+        }
+        // 9 per-event counters plus the shared error family.
+        assert_eq!(counters.len(), 10);
+        assert_eq!(
+            gauges,
+            [
+                "agent_tx_last_bytes",
+                "agent_rx_last_bytes",
+                "agent_memory_registered_last_bytes",
+                "agent_memory_deregistered_last_bytes",
+                "agent_xfer_time",
+                "agent_xfer_post_time"
+            ]
+        );
+        assert_eq!(histograms, ["agent_xfer_time_us", "agent_xfer_post_time_us"]);
+    }
+}

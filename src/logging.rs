@@ -1,0 +1,168 @@
+//! Where the library's messages go: through the `log` facade to stderr (one line each, with the
+//! level), filtered by `NIXL_LOG_LEVEL`, or to a sink installed by the host (a C callback or a
+//! Rust closure). Tests can capture the messages logged on their own thread.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CString};
+use std::io::Write;
+use std::sync::{Arc, Once, OnceLock, RwLock};
+
+use log::{Level, LevelFilter, Log, Metadata, Record};
+
+/// A C log callback: `level` is one of the `NIXL_TELEMETRY_LOG_*` values, `message` a
+/// NUL-terminated string valid only during the call. It must not unwind (C++: `noexcept`).
+pub type LogCallback =
+    Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
+
+/// Numeric level passed to log callbacks: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
+pub fn level_code(level: Level) -> i32 {
+    level as i32
+}
+
+enum Sink {
+    Stderr,
+    C(unsafe extern "C" fn(i32, *const c_char, *mut c_void), usize),
+    Rust(Arc<dyn Fn(Level, &str) + Send + Sync>),
+}
+
+static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
+static THRESHOLD: OnceLock<LevelFilter> = OnceLock::new();
+static INSTALL: Once = Once::new();
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Vec<(Level, String)>>> = const { RefCell::new(None) };
+}
+
+struct Logger;
+
+static LOGGER: Logger = Logger;
+
+/// Parses `NIXL_LOG_LEVEL` (TRACE, DEBUG, INFO, WARN, ERROR, FATAL; case-insensitive; default
+/// WARN). An invalid value keeps the default and is reported once.
+fn threshold() -> LevelFilter {
+    *THRESHOLD.get_or_init(|| {
+        let raw = std::env::var("NIXL_LOG_LEVEL").ok();
+        match raw.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            None => LevelFilter::Warn,
+            Some("TRACE") => LevelFilter::Trace,
+            Some("DEBUG") => LevelFilter::Debug,
+            Some("INFO") => LevelFilter::Info,
+            Some("WARN") | Some("WARNING") => LevelFilter::Warn,
+            Some("ERROR") => LevelFilter::Error,
+            Some("FATAL") => LevelFilter::Off,
+            Some(_) => {
+                eprintln!(
+                    "[WARN nixl_telemetry] NIXL_LOG_LEVEL={:?} is not one of TRACE, DEBUG, INFO, \
+                     WARN, ERROR, FATAL; using WARN",
+                    raw.unwrap_or_default()
+                );
+                LevelFilter::Warn
+            }
+        }
+    })
+}
+
+impl Log for Logger {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        metadata.level() <= threshold()
+            || CAPTURE.with(|c| c.try_borrow().map(|c| c.is_some()).unwrap_or(false))
+    }
+
+    fn log(&self, record: &Record) {
+        let message = record.args().to_string();
+        let captured = CAPTURE.with(|c| match c.try_borrow_mut() {
+            Ok(mut c) => match c.as_mut() {
+                Some(v) => {
+                    v.push((record.level(), message.clone()));
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        });
+        if captured || record.level() > threshold() {
+            return;
+        }
+        let sink = SINK.read().unwrap_or_else(|e| e.into_inner());
+        match &*sink {
+            Sink::Stderr => {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "[{} nixl_telemetry] {message}",
+                    record.level()
+                );
+            }
+            Sink::C(cb, user) => {
+                let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+                // SAFETY: the host promised a valid, non-unwinding callback; the string lives
+                // until after the call.
+                unsafe { cb(level_code(record.level()), text.as_ptr(), *user as *mut c_void) };
+            }
+            Sink::Rust(f) => f(record.level(), &message),
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs our logger as the `log` facade's logger (once; if the host program already set a
+/// different logger, messages go to that one instead).
+pub fn init() {
+    INSTALL.call_once(|| {
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(LevelFilter::Trace);
+        }
+    });
+}
+
+/// Sends messages to a C callback (or back to stderr when `cb` is `None`).
+pub fn set_c_callback(cb: LogCallback, user_data: *mut c_void) {
+    init();
+    let sink = match cb {
+        Some(f) => Sink::C(f, user_data as usize),
+        None => Sink::Stderr,
+    };
+    *SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;
+}
+
+/// Sends messages to a Rust closure.
+pub fn set_rust_sink(f: Arc<dyn Fn(Level, &str) + Send + Sync>) {
+    init();
+    *SINK.write().unwrap_or_else(|e| e.into_inner()) = Sink::Rust(f);
+}
+
+/// Runs `f` and returns, with its result, every message logged on this thread meanwhile
+/// (at any level; they are not forwarded to the sink).
+pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(Level, String)>) {
+    init();
+    let previous = CAPTURE.with(|c| c.borrow_mut().replace(Vec::new()));
+    let result = f();
+    let logged = CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous));
+    (result, logged.unwrap_or_default())
+}
+
+/// Only the warnings and errors among captured messages.
+pub fn warnings(logged: &[(Level, String)]) -> Vec<&str> {
+    logged
+        .iter()
+        .filter(|(l, _)| *l <= Level::Warn)
+        .map(|(_, m)| m.as_str())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_sees_this_threads_messages_only() {
+        let ((), logged) = capture(|| {
+            log::warn!("one");
+            std::thread::spawn(|| log::warn!("elsewhere")).join().unwrap();
+            log::info!("two");
+        });
+        let texts: Vec<_> = logged.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(texts, ["one", "two"]);
+        assert_eq!(warnings(&logged), ["one"]);
+    }
+}

@@ -1,0 +1,568 @@
+//! The shared-memory cyclic buffer (BUFFER exporter's file), byte-compatible with NIXL's
+//! version-4 `sharedRingBuffer`: a 40-byte header then `capacity` 16-byte event records.
+//!
+//! One producer (our flush thread) and one consumer (a reader, possibly another process or
+//! NIXL's own C++/Python reader) share the file. Positions are stored masked; the ring is full
+//! when `(write_pos + 1) & mask == read_pos`, so `capacity - 1` slots are usable. The producer
+//! writes the records before a release store of `write_pos`; the consumer reads a record before
+//! a release store of `read_pos`.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::{Error, Result, Status};
+use crate::event::Event;
+
+/// The file layout, in one place: a future layout version is a change here only.
+pub mod layout {
+    /// Layout version written in the header and exact-matched by readers.
+    pub const VERSION: i32 = 4;
+    /// Header size in bytes; records start here.
+    pub const HEADER_SIZE: usize = 40;
+    /// `write_pos` (u64), advanced by the producer.
+    pub const WRITE_POS: usize = 0;
+    /// `read_pos` (u64), advanced by the consumer.
+    pub const READ_POS: usize = 8;
+    /// `version` (i32).
+    pub const VERSION_OFFSET: usize = 16;
+    /// `expected_version` (i32, informational).
+    pub const EXPECTED_VERSION: usize = 20;
+    /// `capacity` (u64), a power of two.
+    pub const CAPACITY: usize = 24;
+    /// `mask` (u64) = capacity - 1.
+    pub const MASK: usize = 32;
+    /// Size of one event record.
+    pub const RECORD_SIZE: usize = 16;
+    /// Offset of the event type (u32) inside a record.
+    pub const RECORD_TYPE: usize = 0;
+    /// Offset of the 4 padding bytes inside a record (written as zero, ignored when read).
+    pub const RECORD_PADDING: usize = 4;
+    /// Offset of the value (u64) inside a record.
+    pub const RECORD_VALUE: usize = 8;
+
+    /// Total file size for `capacity` records, or `None` on overflow.
+    pub const fn file_size(capacity: u64) -> Option<u64> {
+        match capacity.checked_mul(RECORD_SIZE as u64) {
+            Some(data) => data.checked_add(HEADER_SIZE as u64),
+            None => None,
+        }
+    }
+}
+
+const _: () = assert!(layout::RECORD_SIZE == std::mem::size_of::<Event>());
+
+/// Checks that `name` can safely be used as the ring's file name inside the telemetry
+/// directory: not empty, no `/` or NUL, not `.` or `..`.
+pub fn validate_file_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.contains('/') {
+        "it contains '/'"
+    } else if name.contains('\0') {
+        "it contains a NUL byte"
+    } else if name == "." || name == ".." {
+        "it is a directory reference"
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(format!(
+        "agent name {name:?} cannot name a telemetry ring file: {reason}"
+    )))
+}
+
+/// A mapped ring file with validated geometry.
+struct Mapped {
+    map: MmapRaw,
+    mask: u64,
+}
+
+impl Mapped {
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset % 8 == 0);
+        // SAFETY: the map is page-aligned and at least HEADER_SIZE bytes long; `offset` is a
+        // multiple of 8 inside the header. Other processes only access these words atomically
+        // (or with aligned 8-byte loads and stores), so an atomic view is sound.
+        unsafe { &*(self.map.as_mut_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    fn version(&self) -> &AtomicI32 {
+        // SAFETY: as for `word`; offset 16 is 4-byte aligned inside the header.
+        unsafe { &*(self.map.as_mut_ptr().add(layout::VERSION_OFFSET) as *const AtomicI32) }
+    }
+
+    fn slot(&self, index: u64) -> *mut u8 {
+        let index = (index & self.mask) as usize;
+        // SAFETY: index <= mask < capacity and the map covers HEADER_SIZE + capacity records.
+        unsafe {
+            self.map
+                .as_mut_ptr()
+                .add(layout::HEADER_SIZE + index * layout::RECORD_SIZE)
+        }
+    }
+
+    fn positions(&self) -> (u64, u64) {
+        let w = self.word(layout::WRITE_POS).load(Ordering::Acquire) & self.mask;
+        let r = self.word(layout::READ_POS).load(Ordering::Acquire) & self.mask;
+        (w, r)
+    }
+}
+
+/// The producer side: creates (or resets) the ring file and appends events.
+pub struct RingWriter {
+    mapped: Mapped,
+    path: PathBuf,
+    /// Held for the writer's lifetime: the file's flock marks it as owned.
+    _file: File,
+}
+
+impl RingWriter {
+    /// Creates the ring `dir/name` with `capacity` records (a power of two), owner-only
+    /// (mode 0600), refusing symbolic links and files already owned by another live writer.
+    /// An existing file of a previous run is reset.
+    pub fn create(dir: &Path, name: &str, capacity: usize) -> Result<RingWriter> {
+        validate_file_name(name)?;
+        if capacity == 0 || !capacity.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "Telemetry buffer size must be a power of 2 for the BUFFER exporter \
+                 (NIXL_TELEMETRY_BUFFER_SIZE={capacity})"
+            )));
+        }
+        let path = dir.join(name);
+        let size = layout::file_size(capacity as u64)
+            .ok_or_else(|| Error::invalid(format!("ring capacity {capacity} is too large")))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    Error::new(
+                        Status::NotAllowed,
+                        format!("refusing to open telemetry ring {}: it is a symbolic link", path.display()),
+                    )
+                } else {
+                    Error::io(format!("cannot create telemetry ring {}", path.display()), &e)
+                }
+            })?;
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::new(
+                Status::NotAllowed,
+                format!("refusing to use {} as a telemetry ring: not a regular file", path.display()),
+            ));
+        }
+        lock_exclusive(&file, &path)?;
+        if meta.mode() & 0o777 != 0o600 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| Error::io(format!("cannot chmod {}", path.display()), &e))?;
+        }
+        file.set_len(size)
+            .map_err(|e| Error::io(format!("cannot size telemetry ring {} to {size} bytes", path.display()), &e))?;
+        let map = MmapOptions::new()
+            .len(size as usize)
+            .map_raw(&file)
+            .map_err(|e| Error::io(format!("cannot map telemetry ring {}", path.display()), &e))?;
+        let mapped = Mapped {
+            map,
+            mask: capacity as u64 - 1,
+        };
+        // Invalidate first so a reader never trusts a half-written header, reset, then publish.
+        mapped.version().store(0, Ordering::Release);
+        // SAFETY: the map covers `size` bytes; no other writer exists (flock held).
+        unsafe {
+            std::ptr::write_bytes(
+                mapped.map.as_mut_ptr().add(layout::HEADER_SIZE),
+                0,
+                size as usize - layout::HEADER_SIZE,
+            );
+            let base = mapped.map.as_mut_ptr();
+            (base.add(layout::EXPECTED_VERSION) as *mut i32).write(layout::VERSION);
+        }
+        mapped.word(layout::CAPACITY).store(capacity as u64, Ordering::Relaxed);
+        mapped.word(layout::MASK).store(capacity as u64 - 1, Ordering::Relaxed);
+        mapped.word(layout::WRITE_POS).store(0, Ordering::Relaxed);
+        mapped.word(layout::READ_POS).store(0, Ordering::Relaxed);
+        mapped.version().store(layout::VERSION, Ordering::Release);
+        log::info!(
+            "Creating file-based shared memory on path: {} with size: {capacity}",
+            path.display()
+        );
+        Ok(RingWriter {
+            mapped,
+            path,
+            _file: file,
+        })
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of records (one fewer is usable).
+    pub fn capacity(&self) -> u64 {
+        self.mapped.mask + 1
+    }
+
+    /// Appends as many of `events` as fit, in order, and publishes them with one release
+    /// store. Returns how many were written; the rest were lost because the ring is full.
+    pub fn push_batch(&self, events: &[Event]) -> usize {
+        let m = &self.mapped;
+        let w = m.word(layout::WRITE_POS).load(Ordering::Relaxed) & m.mask;
+        let r = m.word(layout::READ_POS).load(Ordering::Acquire) & m.mask;
+        let free = r.wrapping_sub(w).wrapping_sub(1) & m.mask;
+        let n = events.len().min(free as usize);
+        for (i, e) in events[..n].iter().enumerate() {
+            let slot = m.slot(w + i as u64);
+            // SAFETY: `slot` points at a 16-byte record inside the map, 8-byte aligned; the
+            // consumer does not read it until the release store of write_pos below.
+            unsafe {
+                (slot.add(layout::RECORD_TYPE) as *mut u32).write(e.event_type);
+                (slot.add(layout::RECORD_PADDING) as *mut u32).write(0);
+                (slot.add(layout::RECORD_VALUE) as *mut u64).write(e.value);
+            }
+        }
+        if n > 0 {
+            m.word(layout::WRITE_POS)
+                .store((w + n as u64) & m.mask, Ordering::Release);
+        }
+        n
+    }
+
+    /// Number of unread events.
+    pub fn len(&self) -> u64 {
+        let (w, r) = self.mapped.positions();
+        w.wrapping_sub(r) & self.mapped.mask
+    }
+
+    /// Whether a reader has consumed everything.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for RingWriter {
+    fn drop(&mut self) {
+        if let Err(e) = self.mapped.map.flush() {
+            log::warn!("cannot sync telemetry ring {}: {e}", self.path.display());
+        }
+    }
+}
+
+fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a valid, open descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Err(Error::new(
+            Status::NotAllowed,
+            format!(
+                "telemetry ring {} is already being written by another agent (agent names must \
+                 be unique per NIXL_TELEMETRY_DIR)",
+                path.display()
+            ),
+        ))
+    } else {
+        Err(Error::io(format!("cannot lock telemetry ring {}", path.display()), &err))
+    }
+}
+
+/// Header fields as read from a ring file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingHeader {
+    /// Next slot the producer writes.
+    pub write_pos: u64,
+    /// Next slot the consumer reads.
+    pub read_pos: u64,
+    /// Layout version.
+    pub version: i32,
+    /// Number of records.
+    pub capacity: u64,
+}
+
+/// The consumer side: opens an existing ring (validating it fully before trusting any index)
+/// and pops events in insertion order, advancing `read_pos` in the file.
+pub struct RingReader {
+    mapped: Mapped,
+    path: PathBuf,
+}
+
+impl RingReader {
+    /// Opens the ring file at `path` read-write (popping writes `read_pos`). Refuses, with a
+    /// message naming the file and the problem: a missing or unreadable file, something that is
+    /// not a regular file, a file shorter than the header, a version other than 4, a capacity
+    /// that is not a power of two or a mask that does not match it, and truncated data.
+    /// A file with the wrong version is left untouched.
+    pub fn open(path: impl AsRef<Path>) -> Result<RingReader> {
+        let path = path.as_ref();
+        let shown = path.display();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    Error::new(Status::NotFound, format!("telemetry file {shown} does not exist"))
+                }
+                std::io::ErrorKind::PermissionDenied => Error::new(
+                    Status::NotAllowed,
+                    format!(
+                        "cannot open telemetry file {shown} for reading and writing (a reader \
+                         advances read_pos): permission denied"
+                    ),
+                ),
+                _ => Error::io(format!("cannot open telemetry file {shown}"), &e),
+            })?;
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot stat {shown}"), &e))?;
+        if !meta.file_type().is_file() || meta.file_type().is_fifo() {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!("{shown} is not a telemetry ring: not a regular file"),
+            ));
+        }
+        let size = meta.len();
+        if size < layout::HEADER_SIZE as u64 {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{shown} is too small for a telemetry ring header ({size} bytes, need at \
+                     least {})",
+                    layout::HEADER_SIZE
+                ),
+            ));
+        }
+        let header_map = MmapOptions::new()
+            .len(layout::HEADER_SIZE)
+            .map_raw_read_only(&file)
+            .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
+        let header = read_header(&header_map);
+        if header.version != layout::VERSION {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{shown}: version mismatch: expected {}, got {} (not a NIXL telemetry ring \
+                     of this layout)",
+                    layout::VERSION,
+                    header.version
+                ),
+            ));
+        }
+        let capacity = header.capacity;
+        // SAFETY: the header map is HEADER_SIZE bytes; MASK is in bounds.
+        let mask = unsafe { (header_map.as_ptr().add(layout::MASK) as *const u64).read() };
+        if capacity == 0 || !capacity.is_power_of_two() {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!("{shown}: ring capacity {capacity} is not a power of two"),
+            ));
+        }
+        if mask != capacity - 1 {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!("{shown}: ring mask {mask} does not match capacity {capacity}"),
+            ));
+        }
+        let needed = layout::file_size(capacity).filter(|n| *n <= isize::MAX as u64);
+        let Some(needed) = needed.filter(|n| *n <= size) else {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{shown} is truncated: capacity {capacity} needs {} bytes, the file has {size}",
+                    layout::file_size(capacity).map_or("too many".to_string(), |n| n.to_string())
+                ),
+            ));
+        };
+        drop(header_map);
+        let map = MmapOptions::new()
+            .len(needed as usize)
+            .map_raw(&file)
+            .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
+        Ok(RingReader {
+            mapped: Mapped { map, mask },
+            path: path.to_owned(),
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of records in the ring.
+    pub fn capacity(&self) -> u64 {
+        self.mapped.mask + 1
+    }
+
+    /// Current header fields.
+    pub fn header(&self) -> RingHeader {
+        let (write_pos, read_pos) = self.mapped.positions();
+        RingHeader {
+            write_pos,
+            read_pos,
+            version: self.mapped.version().load(Ordering::Acquire),
+            capacity: self.capacity(),
+        }
+    }
+
+    /// Number of unread events.
+    pub fn len(&self) -> u64 {
+        let (w, r) = self.mapped.positions();
+        w.wrapping_sub(r) & self.mapped.mask
+    }
+
+    /// Whether there is nothing to read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes the oldest unread event, or `None` when the ring is empty. The 4 padding bytes of
+    /// the record are ignored.
+    pub fn pop(&mut self) -> Option<Event> {
+        let m = &self.mapped;
+        let r = m.word(layout::READ_POS).load(Ordering::Relaxed) & m.mask;
+        let w = m.word(layout::WRITE_POS).load(Ordering::Acquire) & m.mask;
+        if r == w {
+            return None;
+        }
+        let slot = m.slot(r);
+        // SAFETY: `slot` is a record inside the map, published by the producer's release store.
+        let event = unsafe {
+            Event {
+                event_type: (slot.add(layout::RECORD_TYPE) as *const u32).read(),
+                value: (slot.add(layout::RECORD_VALUE) as *const u64).read(),
+            }
+        };
+        m.word(layout::READ_POS)
+            .store((r + 1) & m.mask, Ordering::Release);
+        Some(event)
+    }
+}
+
+impl Iterator for RingReader {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        self.pop()
+    }
+}
+
+fn read_header(map: &MmapRaw) -> RingHeader {
+    let p = map.as_ptr();
+    // SAFETY: `map` is at least HEADER_SIZE bytes and page-aligned; the fields are aligned.
+    unsafe {
+        RingHeader {
+            write_pos: (*(p.add(layout::WRITE_POS) as *const AtomicU64)).load(Ordering::Acquire),
+            read_pos: (*(p.add(layout::READ_POS) as *const AtomicU64)).load(Ordering::Acquire),
+            version: (*(p.add(layout::VERSION_OFFSET) as *const AtomicI32)).load(Ordering::Acquire),
+            capacity: (p.add(layout::CAPACITY) as *const u64).read(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+
+    fn ev(v: u64) -> Event {
+        Event::new(EventType::AgentRxBytes, v)
+    }
+
+    #[test]
+    fn header_bytes_match_nixl_v4() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "agent", 16).unwrap();
+        assert_eq!(w.push_batch(&[Event::new(EventType::AgentTxBytes, 0x1122)]), 1);
+        let bytes = std::fs::read(dir.path().join("agent")).unwrap();
+        assert_eq!(bytes.len(), 40 + 16 * 16);
+        let u64_at = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
+        let i32_at = |o: usize| i32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(0), 1, "write_pos");
+        assert_eq!(u64_at(8), 0, "read_pos");
+        assert_eq!((i32_at(16), i32_at(20)), (4, 4));
+        assert_eq!((u64_at(24), u64_at(32)), (16, 15));
+        assert_eq!(&bytes[40..56], &[0, 0, 0, 0, 0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0]);
+        let mode = std::fs::metadata(dir.path().join("agent")).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn keeps_capacity_minus_one_and_wraps() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "a", 8).unwrap();
+        let mut r = RingReader::open(dir.path().join("a")).unwrap();
+        assert_eq!(w.push_batch(&(0..10).map(ev).collect::<Vec<_>>()), 7);
+        assert_eq!(r.len(), 7);
+        let got: Vec<u64> = r.by_ref().take(5).map(|e| e.value).collect();
+        assert_eq!(got, [0, 1, 2, 3, 4]);
+        assert_eq!(w.push_batch(&(100..110).map(ev).collect::<Vec<_>>()), 5);
+        let got: Vec<u64> = r.by_ref().map(|e| e.value).collect();
+        assert_eq!(got, [5, 6, 100, 101, 102, 103, 104]);
+        assert!(r.pop().is_none());
+    }
+
+    #[test]
+    fn refuses_bad_names_sizes_links_and_second_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["", ".", "..", "a/b", "../x", "a\0b"] {
+            let e = RingWriter::create(dir.path(), name, 16).err().unwrap();
+            assert_eq!(e.status, Status::InvalidParam, "{name:?}");
+        }
+        let e = RingWriter::create(dir.path(), "x", 12).err().unwrap();
+        assert!(e.message.contains("power of 2"), "{}", e.message);
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link")).unwrap();
+        let e = RingWriter::create(dir.path(), "link", 16).err().unwrap();
+        assert!(e.message.contains("symbolic link"), "{}", e.message);
+        let _first = RingWriter::create(dir.path(), "dup", 16).unwrap();
+        let e = RingWriter::create(dir.path(), "dup", 16).err().unwrap();
+        assert_eq!(e.status, Status::NotAllowed);
+        assert!(e.message.contains("already being written"), "{}", e.message);
+    }
+
+    #[test]
+    fn reader_refuses_foreign_and_damaged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let header = |version: i32, cap: u64, mask: u64| {
+            let mut h = vec![0u8; 40];
+            h[16..20].copy_from_slice(&version.to_ne_bytes());
+            h[20..24].copy_from_slice(&version.to_ne_bytes());
+            h[24..32].copy_from_slice(&cap.to_ne_bytes());
+            h[32..40].copy_from_slice(&mask.to_ne_bytes());
+            h
+        };
+        let msg = |p: PathBuf| RingReader::open(p).err().unwrap().message;
+        assert!(msg(dir.path().join("missing")).contains("does not exist"));
+        assert!(msg(write("small", &[0; 39])).contains("too small"));
+        let v3 = write("v3", &[header(3, 8, 7), vec![0; 128]].concat());
+        assert!(msg(v3.clone()).contains("version mismatch: expected 4, got 3"));
+        assert!(v3.exists(), "a mismatched file is never deleted");
+        assert!(msg(write("npot", &[header(4, 12, 11), vec![0; 192]].concat()))
+            .contains("not a power of two"));
+        assert!(msg(write("mask", &[header(4, 8, 3), vec![0; 128]].concat()))
+            .contains("does not match"));
+        assert!(msg(write("trunc", &[header(4, 8, 7), vec![0; 100]].concat()))
+            .contains("truncated"));
+        assert!(msg(write("huge", &header(4, 1 << 62, (1 << 62) - 1))).contains("truncated"));
+        assert!(msg(dir.path().to_owned()).contains("telemetry file"));
+    }
+}
