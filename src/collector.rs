@@ -92,7 +92,7 @@ impl Collector {
             ));
         }
         let exporter = exporter::create(&config.exporter, agent, config.buffer_size)?;
-        Ok(Collector::with_exporter(agent, config, exporter)?)
+        Collector::with_exporter(agent, config, exporter)
     }
 
     /// Creates the collector for `agent` around an already created exporter (`config.exporter`
@@ -241,17 +241,28 @@ impl Collector {
             drop_reports: self.inner.drop_reports.load(Ordering::Relaxed),
         }
     }
+
+    /// Stops the flush thread, performs the final flush and returns the final counters.
+    pub fn close(mut self) -> CollectorStats {
+        self.shutdown();
+        self.stats()
+    }
+
+    /// Stops and joins the flush thread, then flushes what is still staged (once).
+    fn shutdown(&mut self) {
+        if let Some(t) = self.flusher.take() {
+            *self.inner.lock_stop() = true;
+            self.inner.wake.notify_all();
+            let _ = t.join();
+            self.inner.flush_once();
+        }
+    }
 }
 
 impl Drop for Collector {
     /// Stops and joins the flush thread, then performs a final flush so nothing staged is lost.
     fn drop(&mut self) {
-        *self.inner.lock_stop() = true;
-        self.inner.wake.notify_all();
-        if let Some(t) = self.flusher.take() {
-            let _ = t.join();
-        }
-        self.inner.flush_once();
+        self.shutdown();
     }
 }
 
@@ -280,9 +291,13 @@ impl Inner {
                 return;
             }
             drop(stop);
-            let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
+            let flushed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
             if flushed.is_err() {
-                log::error!("telemetry flush for agent '{}' panicked; continuing", self.agent);
+                log::error!(
+                    "telemetry flush for agent '{}' panicked; continuing",
+                    self.agent
+                );
             }
             stop = self.lock_stop();
         }
@@ -385,7 +400,10 @@ mod tests {
         let c = Collector::new("a", buffer_config(dir.path(), 1024, 3_600_000)).unwrap();
         let mut r = RingReader::open(dir.path().join("a")).unwrap();
         for i in 0..1022 {
-            assert_eq!(c.update_data(EventType::AgentTxBytes, i), Recorded::Accepted);
+            assert_eq!(
+                c.update_data(EventType::AgentTxBytes, i),
+                Recorded::Accepted
+            );
         }
         for _ in 0..10 {
             assert_eq!(c.add_xfer_stats(1, true, 1, 1), Recorded::Dropped);
@@ -397,7 +415,10 @@ mod tests {
         assert_eq!(events.last(), Some(&(20, 40)));
         assert_eq!(events.iter().filter(|e| e.0 == 20).count(), 1);
         let s = c.stats();
-        assert_eq!((s.accepted, s.dropped, s.exported, s.lost), (1022, 40, 1023, 0));
+        assert_eq!(
+            (s.accepted, s.dropped, s.exported, s.lost),
+            (1022, 40, 1023, 0)
+        );
         c.flush();
         assert!(drain(&mut r).is_empty(), "no report without new drops");
     }
@@ -419,11 +440,16 @@ mod tests {
 
     #[test]
     fn deactivated_metrics_are_skipped_not_dropped() {
-        let mut config = Config::default();
-        config.buffer_size = 2;
-        config.enabled_metrics = MetricMask::resolve("agent_xfer_time,agent_rx_*").0;
+        let config = Config {
+            buffer_size: 2,
+            enabled_metrics: MetricMask::resolve("agent_xfer_time,agent_rx_*").0,
+            ..Config::default()
+        };
         let c = Collector::new("a", config).unwrap();
-        assert_eq!(c.update_data(EventType::AgentTxBytes, 1), Recorded::Deactivated);
+        assert_eq!(
+            c.update_data(EventType::AgentTxBytes, 1),
+            Recorded::Deactivated
+        );
         assert_eq!(c.add_xfer_stats(5, true, 10, 1), Recorded::Accepted);
         assert_eq!(c.add_xfer_stats(5, false, 10, 1), Recorded::Dropped);
         let s = c.stats();
@@ -443,7 +469,8 @@ mod tests {
         assert_eq!(drain(&mut r), [(1, 7)]);
         let slow = Collector::new("q", buffer_config(dir.path(), 64, 3_600_000)).unwrap();
         slow.update_data(EventType::AgentRxBytes, 9);
-        drop(slow);
+        let stats = slow.close();
+        assert_eq!((stats.exported, stats.flushes), (1, 1));
         let mut rq = RingReader::open(dir.path().join("q")).unwrap();
         assert_eq!(drain(&mut rq), [(1, 9)], "destroy flushes what was staged");
     }
@@ -454,9 +481,13 @@ mod tests {
             Collector::new("", Config::default()).err().unwrap().status,
             Status::InvalidParam
         );
-        let mut config = Config::default();
-        config.exporter = ExporterChoice::Plugin("nosuch".into());
+        let config = Config {
+            exporter: ExporterChoice::Plugin("nosuch".into()),
+            ..Config::default()
+        };
         let e = Collector::new("a", config).err().unwrap();
-        assert!(e.message.contains("Failed to load telemetry plugin: nosuch"));
+        assert!(e
+            .message
+            .contains("Failed to load telemetry plugin: nosuch"));
     }
 }

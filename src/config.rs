@@ -216,7 +216,9 @@ fn choose_exporter(name: Option<String>, dir: Option<String>) -> Result<Exporter
             buffer(dir)
         }
         _ => {
-            log::info!("No telemetry sink configured; using in-process telemetry collection via NOP");
+            log::info!(
+                "No telemetry sink configured; using in-process telemetry collection via NOP"
+            );
             Ok(ExporterChoice::Nop)
         }
     }
@@ -251,7 +253,11 @@ pub(crate) mod tests {
         }
         for w in ["", "2", "maybe", " yes", "yes ", "tru"] {
             let e = parse_bool("NIXL_X", w).unwrap_err();
-            assert!(e.message.contains(&format!("NIXL_X='{w}'")), "{}", e.message);
+            assert!(
+                e.message.contains(&format!("NIXL_X='{w}'")),
+                "{}",
+                e.message
+            );
         }
     }
 
@@ -260,9 +266,15 @@ pub(crate) mod tests {
         assert_eq!(parse_u64("V", "4096"), Ok(4096));
         assert_eq!(parse_u64("V", "0x1000"), Ok(4096));
         assert_eq!(parse_u64("V", "0X10"), Ok(16));
-        for bad in ["", "-1", "+1", " 1", "1 ", "12abc", "0x", "1.5", "100ms", "0xg"] {
+        for bad in [
+            "", "-1", "+1", " 1", "1 ", "12abc", "0x", "1.5", "100ms", "0xg",
+        ] {
             let e = parse_u64("NIXL_V", bad).unwrap_err();
-            assert!(e.message.contains(&format!("NIXL_V='{bad}'")), "{}", e.message);
+            assert!(
+                e.message.contains(&format!("NIXL_V='{bad}'")),
+                "{}",
+                e.message
+            );
         }
         assert!(parse_u64("V", "18446744073709551616")
             .unwrap_err()
@@ -278,10 +290,7 @@ pub(crate) mod tests {
 
     #[test]
     fn buffer_size_and_interval_are_validated() {
-        assert_eq!(
-            config(&[(ENV_BUFFER_SIZE, "32")]).unwrap().buffer_size,
-            32
-        );
+        assert_eq!(config(&[(ENV_BUFFER_SIZE, "32")]).unwrap().buffer_size, 32);
         for (var, bad) in [
             (ENV_BUFFER_SIZE, "0"),
             (ENV_BUFFER_SIZE, "-4"),
@@ -325,7 +334,10 @@ pub(crate) mod tests {
             .unwrap_err()
             .message
             .contains(ENV_DIR));
-        assert!(pick(&[(ENV_DIR, "")]).unwrap_err().message.contains(ENV_DIR));
+        assert!(pick(&[(ENV_DIR, "")])
+            .unwrap_err()
+            .message
+            .contains(ENV_DIR));
     }
 
     #[test]
@@ -348,7 +360,9 @@ pub(crate) mod tests {
         assert!(c.enabled_metrics.contains(EventType::AgentErrBackend));
         assert!(!c.enabled_metrics.contains(EventType::AgentRxBytes));
         assert_eq!(
-            config(&[(ENV_ENABLED_METRICS, " , ")]).unwrap().enabled_metrics,
+            config(&[(ENV_ENABLED_METRICS, " , ")])
+                .unwrap()
+                .enabled_metrics,
             MetricMask::ALL
         );
     }

@@ -11,7 +11,7 @@ use std::fmt;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Event {
-    /// Numeric event type (see [`EventType`]); unknown values are possible in foreign files.
+    /// Numeric event type (0..20); other values are possible in foreign files.
     pub event_type: u32,
     /// The reading: bytes, a count, or microseconds, depending on the type.
     pub value: u64,
@@ -215,12 +215,21 @@ const ERROR_DESCRIPTOR: MetricDescriptor = MetricDescriptor {
 pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
     MetricDescriptor {
         counter: series("agent_tx_bytes_total", "Number of bytes sent by the agent"),
-        gauge: Some(series("agent_tx_last_bytes", "Bytes sent by the last request")),
+        gauge: Some(series(
+            "agent_tx_last_bytes",
+            "Bytes sent by the last request",
+        )),
         histogram: None,
     },
     MetricDescriptor {
-        counter: series("agent_rx_bytes_total", "Number of bytes received by the agent"),
-        gauge: Some(series("agent_rx_last_bytes", "Bytes received by the last request")),
+        counter: series(
+            "agent_rx_bytes_total",
+            "Number of bytes received by the agent",
+        ),
+        gauge: Some(series(
+            "agent_rx_last_bytes",
+            "Bytes received by the last request",
+        )),
         histogram: None,
     },
     MetricDescriptor {
@@ -240,7 +249,10 @@ pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
         histogram: None,
     },
     MetricDescriptor {
-        counter: series("agent_memory_registered_total", "Cumulative memory registered"),
+        counter: series(
+            "agent_memory_registered_total",
+            "Cumulative memory registered",
+        ),
         gauge: Some(series(
             "agent_memory_registered_last_bytes",
             "Memory registered by the last operation",
@@ -263,7 +275,10 @@ pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
             "agent_xfer_time_total",
             "Cumulative sum of transfer time from start to completion",
         ),
-        gauge: Some(series("agent_xfer_time", "Transfer time of the last request")),
+        gauge: Some(series(
+            "agent_xfer_time",
+            "Transfer time of the last request",
+        )),
         histogram: Some(series(
             "agent_xfer_time_us",
             "Distribution of transfer time from start to completion, in microseconds",
@@ -274,7 +289,10 @@ pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
             "agent_xfer_post_time_total",
             "Cumulative sum of time from start to posting to the back-end",
         ),
-        gauge: Some(series("agent_xfer_post_time", "Post time of the last request")),
+        gauge: Some(series(
+            "agent_xfer_post_time",
+            "Post time of the last request",
+        )),
         histogram: Some(series(
             "agent_xfer_post_time_us",
             "Distribution of time from start to posting to the back-end, in microseconds",
@@ -322,7 +340,14 @@ mod tests {
             "agent_telemetry_events_dropped"
         );
         assert_eq!(EventType::from_u32(21), None);
-        assert_eq!(Event { event_type: 77, value: 1 }.name(), "unknown_event_77");
+        assert_eq!(
+            Event {
+                event_type: 77,
+                value: 1
+            }
+            .name(),
+            "unknown_event_77"
+        );
     }
 
     #[test]
@@ -389,6 +414,9 @@ mod tests {
                 "agent_xfer_post_time"
             ]
         );
-        assert_eq!(histograms, ["agent_xfer_time_us", "agent_xfer_post_time_us"]);
+        assert_eq!(
+            histograms,
+            ["agent_xfer_time_us", "agent_xfer_post_time_us"]
+        );
     }
 }

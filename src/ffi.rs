@@ -540,7 +540,10 @@ mod tests {
     fn last_error() -> String {
         let mut buf = [0 as c_char; 512];
         let n = unsafe { nixl_telemetry_last_error(buf.as_mut_ptr(), buf.len()) };
-        let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap().to_owned();
+        let s = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_str()
+            .unwrap()
+            .to_owned();
         assert_eq!(n, s.len());
         s
     }
@@ -559,7 +562,10 @@ mod tests {
             (NIXL_TELEMETRY_ERR_REPOST_ACTIVE, Status::RepostActive),
             (NIXL_TELEMETRY_ERR_UNKNOWN, Status::Unknown),
             (NIXL_TELEMETRY_ERR_NOT_SUPPORTED, Status::NotSupported),
-            (NIXL_TELEMETRY_ERR_REMOTE_DISCONNECT, Status::RemoteDisconnect),
+            (
+                NIXL_TELEMETRY_ERR_REMOTE_DISCONNECT,
+                Status::RemoteDisconnect,
+            ),
             (NIXL_TELEMETRY_ERR_CANCELED, Status::Canceled),
             (NIXL_TELEMETRY_ERR_NO_TELEMETRY, Status::NoTelemetry),
             (NIXL_TELEMETRY_ERR_BIND_FAILED, Status::BindFailed),
@@ -576,7 +582,10 @@ mod tests {
             NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED,
             EventType::AgentTelemetryEventsDropped as u32
         );
-        assert_eq!(NIXL_TELEMETRY_EVENT_TYPE_COUNT as usize, EventType::ALL.len());
+        assert_eq!(
+            NIXL_TELEMETRY_EVENT_TYPE_COUNT as usize,
+            EventType::ALL.len()
+        );
     }
 
     #[test]
@@ -590,7 +599,9 @@ mod tests {
 
     #[test]
     fn panics_become_a_status_and_a_message() {
-        let status = boundary("f", NIXL_TELEMETRY_ERR_UNKNOWN, || -> i32 { panic!("boom") });
+        let status = boundary("f", NIXL_TELEMETRY_ERR_UNKNOWN, || -> i32 {
+            panic!("boom")
+        });
         assert_eq!(status, NIXL_TELEMETRY_ERR_UNKNOWN);
         assert_eq!(last_error(), "f: internal error: boom");
         assert_eq!(boundary("f", 0, || 7), 7, "still usable afterwards");

@@ -58,7 +58,10 @@ impl MetricMask {
     /// The mask for `list` and the tokens that matched nothing, without logging.
     pub fn resolve(list: &str) -> (MetricMask, Vec<String>) {
         let mut tokens: Vec<&str> = Vec::new();
-        for t in list.split(',').map(|t| t.trim_matches(|c: char| c.is_ascii_whitespace())) {
+        for t in list
+            .split(',')
+            .map(|t| t.trim_matches(|c: char| c.is_ascii_whitespace()))
+        {
             if !t.is_empty() && !tokens.contains(&t) {
                 tokens.push(t);
             }
@@ -114,9 +117,13 @@ mod tests {
             .collect();
         assert_eq!(names.len(), 14);
         assert!(names.contains(&"agent_tx_bytes") && names.contains(&"agent_rx_bytes"));
-        assert!(names.iter().all(|n| n.starts_with("agent_err_") || n.ends_with("x_bytes")));
+        assert!(names
+            .iter()
+            .all(|n| n.starts_with("agent_err_") || n.ends_with("x_bytes")));
         let (m, _) = MetricMask::resolve("agent_[tr]x_requests_num");
-        assert!(m.contains(EventType::AgentTxRequestsNum) && m.contains(EventType::AgentRxRequestsNum));
+        assert!(
+            m.contains(EventType::AgentTxRequestsNum) && m.contains(EventType::AgentRxRequestsNum)
+        );
         assert_eq!(m.bits().count_ones(), 2);
     }
 

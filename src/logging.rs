@@ -19,10 +19,13 @@ pub fn level_code(level: Level) -> i32 {
     level as i32
 }
 
+/// A Rust log sink: receives every message at or above the threshold.
+pub type RustSink = Arc<dyn Fn(Level, &str) + Send + Sync>;
+
 enum Sink {
     Stderr,
     C(unsafe extern "C" fn(i32, *const c_char, *mut c_void), usize),
-    Rust(Arc<dyn Fn(Level, &str) + Send + Sync>),
+    Rust(RustSink),
 }
 
 static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
@@ -96,7 +99,13 @@ impl Log for Logger {
                 let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
                 // SAFETY: the host promised a valid, non-unwinding callback; the string lives
                 // until after the call.
-                unsafe { cb(level_code(record.level()), text.as_ptr(), *user as *mut c_void) };
+                unsafe {
+                    cb(
+                        level_code(record.level()),
+                        text.as_ptr(),
+                        *user as *mut c_void,
+                    )
+                };
             }
             Sink::Rust(f) => f(record.level(), &message),
         }
@@ -126,7 +135,7 @@ pub fn set_c_callback(cb: LogCallback, user_data: *mut c_void) {
 }
 
 /// Sends messages to a Rust closure.
-pub fn set_rust_sink(f: Arc<dyn Fn(Level, &str) + Send + Sync>) {
+pub fn set_rust_sink(f: RustSink) {
     init();
     *SINK.write().unwrap_or_else(|e| e.into_inner()) = Sink::Rust(f);
 }
@@ -158,7 +167,9 @@ mod tests {
     fn capture_sees_this_threads_messages_only() {
         let ((), logged) = capture(|| {
             log::warn!("one");
-            std::thread::spawn(|| log::warn!("elsewhere")).join().unwrap();
+            std::thread::spawn(|| log::warn!("elsewhere"))
+                .join()
+                .unwrap();
             log::info!("two");
         });
         let texts: Vec<_> = logged.iter().map(|(_, m)| m.as_str()).collect();

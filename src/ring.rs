@@ -145,10 +145,16 @@ impl RingWriter {
                 if e.raw_os_error() == Some(libc::ELOOP) {
                     Error::new(
                         Status::NotAllowed,
-                        format!("refusing to open telemetry ring {}: it is a symbolic link", path.display()),
+                        format!(
+                            "refusing to open telemetry ring {}: it is a symbolic link",
+                            path.display()
+                        ),
                     )
                 } else {
-                    Error::io(format!("cannot create telemetry ring {}", path.display()), &e)
+                    Error::io(
+                        format!("cannot create telemetry ring {}", path.display()),
+                        &e,
+                    )
                 }
             })?;
         let meta = file
@@ -157,7 +163,10 @@ impl RingWriter {
         if !meta.file_type().is_file() {
             return Err(Error::new(
                 Status::NotAllowed,
-                format!("refusing to use {} as a telemetry ring: not a regular file", path.display()),
+                format!(
+                    "refusing to use {} as a telemetry ring: not a regular file",
+                    path.display()
+                ),
             ));
         }
         lock_exclusive(&file, &path)?;
@@ -165,8 +174,15 @@ impl RingWriter {
             file.set_permissions(std::fs::Permissions::from_mode(0o600))
                 .map_err(|e| Error::io(format!("cannot chmod {}", path.display()), &e))?;
         }
-        file.set_len(size)
-            .map_err(|e| Error::io(format!("cannot size telemetry ring {} to {size} bytes", path.display()), &e))?;
+        file.set_len(size).map_err(|e| {
+            Error::io(
+                format!(
+                    "cannot size telemetry ring {} to {size} bytes",
+                    path.display()
+                ),
+                &e,
+            )
+        })?;
         let map = MmapOptions::new()
             .len(size as usize)
             .map_raw(&file)
@@ -187,8 +203,12 @@ impl RingWriter {
             let base = mapped.map.as_mut_ptr();
             (base.add(layout::EXPECTED_VERSION) as *mut i32).write(layout::VERSION);
         }
-        mapped.word(layout::CAPACITY).store(capacity as u64, Ordering::Relaxed);
-        mapped.word(layout::MASK).store(capacity as u64 - 1, Ordering::Relaxed);
+        mapped
+            .word(layout::CAPACITY)
+            .store(capacity as u64, Ordering::Relaxed);
+        mapped
+            .word(layout::MASK)
+            .store(capacity as u64 - 1, Ordering::Relaxed);
         mapped.word(layout::WRITE_POS).store(0, Ordering::Relaxed);
         mapped.word(layout::READ_POS).store(0, Ordering::Relaxed);
         mapped.version().store(layout::VERSION, Ordering::Release);
@@ -275,7 +295,10 @@ fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
             ),
         ))
     } else {
-        Err(Error::io(format!("cannot lock telemetry ring {}", path.display()), &err))
+        Err(Error::io(
+            format!("cannot lock telemetry ring {}", path.display()),
+            &err,
+        ))
     }
 }
 
@@ -314,9 +337,10 @@ impl RingReader {
             .custom_flags(libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    Error::new(Status::NotFound, format!("telemetry file {shown} does not exist"))
-                }
+                std::io::ErrorKind::NotFound => Error::new(
+                    Status::NotFound,
+                    format!("telemetry file {shown} does not exist"),
+                ),
                 std::io::ErrorKind::PermissionDenied => Error::new(
                     Status::NotAllowed,
                     format!(
@@ -487,7 +511,10 @@ mod tests {
     fn header_bytes_match_nixl_v4() {
         let dir = tempfile::tempdir().unwrap();
         let w = RingWriter::create(dir.path(), "agent", 16).unwrap();
-        assert_eq!(w.push_batch(&[Event::new(EventType::AgentTxBytes, 0x1122)]), 1);
+        assert_eq!(
+            w.push_batch(&[Event::new(EventType::AgentTxBytes, 0x1122)]),
+            1
+        );
         let bytes = std::fs::read(dir.path().join("agent")).unwrap();
         assert_eq!(bytes.len(), 40 + 16 * 16);
         let u64_at = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
@@ -496,7 +523,10 @@ mod tests {
         assert_eq!(u64_at(8), 0, "read_pos");
         assert_eq!((i32_at(16), i32_at(20)), (4, 4));
         assert_eq!((u64_at(24), u64_at(32)), (16, 15));
-        assert_eq!(&bytes[40..56], &[0, 0, 0, 0, 0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &bytes[40..56],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0]
+        );
         let mode = std::fs::metadata(dir.path().join("agent")).unwrap().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
@@ -556,12 +586,17 @@ mod tests {
         let v3 = write("v3", &[header(3, 8, 7), vec![0; 128]].concat());
         assert!(msg(v3.clone()).contains("version mismatch: expected 4, got 3"));
         assert!(v3.exists(), "a mismatched file is never deleted");
-        assert!(msg(write("npot", &[header(4, 12, 11), vec![0; 192]].concat()))
-            .contains("not a power of two"));
-        assert!(msg(write("mask", &[header(4, 8, 3), vec![0; 128]].concat()))
-            .contains("does not match"));
-        assert!(msg(write("trunc", &[header(4, 8, 7), vec![0; 100]].concat()))
-            .contains("truncated"));
+        assert!(
+            msg(write("npot", &[header(4, 12, 11), vec![0; 192]].concat()))
+                .contains("not a power of two")
+        );
+        assert!(
+            msg(write("mask", &[header(4, 8, 3), vec![0; 128]].concat()))
+                .contains("does not match")
+        );
+        assert!(
+            msg(write("trunc", &[header(4, 8, 7), vec![0; 100]].concat())).contains("truncated")
+        );
         assert!(msg(write("huge", &header(4, 1 << 62, (1 << 62) - 1))).contains("truncated"));
         assert!(msg(dir.path().to_owned()).contains("telemetry file"));
     }

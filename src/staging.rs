@@ -136,7 +136,13 @@ mod tests {
         let mut out = q.new_drain_buffer();
         q.drain_into(&mut out);
         assert_eq!(out, (0..4).map(ev).collect::<Vec<_>>());
-        assert_eq!(q.counts(), StagingCounts { accepted: 4, dropped: 1 });
+        assert_eq!(
+            q.counts(),
+            StagingCounts {
+                accepted: 4,
+                dropped: 1
+            }
+        );
         assert_eq!(q.take_dropped(), 1);
         assert_eq!(q.take_dropped(), 0);
     }
@@ -149,7 +155,13 @@ mod tests {
         assert_eq!(q.len(), 4);
         assert!(q.try_push_batch(&[ev(5), ev(6)]));
         assert!(q.try_push_batch(&[]));
-        assert_eq!(q.counts(), StagingCounts { accepted: 6, dropped: 3 });
+        assert_eq!(
+            q.counts(),
+            StagingCounts {
+                accepted: 6,
+                dropped: 3
+            }
+        );
         assert!(!q.try_push_batch(&[ev(9); 7]), "larger than capacity");
         assert_eq!(q.take_dropped(), 10);
     }
@@ -200,7 +212,10 @@ mod tests {
                 std::thread::spawn(move || {
                     for b in 0..BATCHES {
                         let id = (p << 32) | b;
-                        let batch = [0, 1, 2, 3].map(|i| Event { event_type: i, value: id });
+                        let batch = [0, 1, 2, 3].map(|i| Event {
+                            event_type: i,
+                            value: id,
+                        });
                         q.try_push_batch(&batch);
                     }
                 })
@@ -217,8 +232,14 @@ mod tests {
         assert_eq!(counts.dropped % 4, 0);
         let mut ids = std::collections::HashSet::new();
         for quad in got.chunks(4) {
-            assert_eq!(quad.iter().map(|e| e.event_type).collect::<Vec<_>>(), [0, 1, 2, 3]);
-            assert!(quad.iter().all(|e| e.value == quad[0].value), "partial batch");
+            assert_eq!(
+                quad.iter().map(|e| e.event_type).collect::<Vec<_>>(),
+                [0, 1, 2, 3]
+            );
+            assert!(
+                quad.iter().all(|e| e.value == quad[0].value),
+                "partial batch"
+            );
             assert!(ids.insert(quad[0].value), "duplicate batch");
         }
     }

@@ -1,0 +1,96 @@
+//! Shared output helpers: the NIXL reader's event block, JSON lines, Ctrl+C handling and the
+//! error type of the commands.
+
+use std::fmt;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nixl_telemetry::Event;
+
+/// Output format of `read`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The block format of NIXL's telemetry readers.
+    Text,
+    /// One JSON object per line: {"event": name, "type": number, "value": number}.
+    Json,
+}
+
+/// A command failure: a library error (bad file, ...) or an output error.
+#[derive(Debug)]
+pub enum CliError {
+    /// From the telemetry library; its message names the file and the problem.
+    Telemetry(nixl_telemetry::Error),
+    /// Writing the output failed.
+    Io(std::io::Error),
+    /// Bad command-line usage not caught by the parser.
+    Usage(String),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Telemetry(e) => write!(f, "{e}"),
+            CliError::Io(e) => write!(f, "cannot write output: {e}"),
+            CliError::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<nixl_telemetry::Error> for CliError {
+    fn from(e: nixl_telemetry::Error) -> Self {
+        CliError::Telemetry(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Io(e)
+    }
+}
+
+/// Result of a command.
+pub type CliResult = Result<(), CliError>;
+
+/// Whether the error is a closed stdout (e.g. `| head`): not worth reporting.
+pub fn is_broken_pipe(e: &CliError) -> bool {
+    matches!(e, CliError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Writes one event as NIXL's readers print it.
+pub fn write_event_block(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "=== NIXL Telemetry Event ===")?;
+    writeln!(out, "Event: {}", event.name())?;
+    writeln!(out, "Value: {}", event.value)?;
+    writeln!(out, "{}", "=".repeat(27))
+}
+
+/// Writes one event as a JSON line.
+pub fn write_event_json(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
+    let line = serde_json::json!({
+        "event": event.name(),
+        "type": event.event_type,
+        "value": event.value,
+    });
+    writeln!(out, "{line}")
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Makes Ctrl+C set a flag (see [`interrupted`]) instead of killing the process.
+pub fn catch_ctrl_c() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+}
+
+/// Whether Ctrl+C was pressed since [`catch_ctrl_c`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}

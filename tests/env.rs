@@ -1,0 +1,164 @@
+//! Creation through the environment, as a NIXL agent does it. The environment is
+//! process-global, so these tests take a lock and set exactly the variables they need.
+
+use std::sync::Mutex;
+
+use nixl_telemetry::logging::{capture, warnings};
+use nixl_telemetry::{Collector, EventType, Status};
+
+static ENV: Mutex<()> = Mutex::new(());
+
+const VARS: [&str; 6] = [
+    "NIXL_TELEMETRY_ENABLE",
+    "NIXL_TELEMETRY_BUFFER_SIZE",
+    "NIXL_TELEMETRY_RUN_INTERVAL",
+    "NIXL_TELEMETRY_EXPORTER",
+    "NIXL_TELEMETRY_DIR",
+    "NIXL_TELEMETRY_ENABLED_METRICS",
+];
+
+/// Runs `f` with exactly `vars` set among the telemetry variables.
+fn with_env<R>(vars: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
+    let _guard = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    for v in VARS {
+        std::env::remove_var(v);
+    }
+    for (k, v) in vars {
+        std::env::set_var(k, v);
+    }
+    let r = f();
+    for v in VARS {
+        std::env::remove_var(v);
+    }
+    r
+}
+
+fn create_error(vars: &[(&str, &str)], agent: &str) -> nixl_telemetry::Error {
+    with_env(vars, || {
+        Collector::from_env(agent, true)
+            .err()
+            .expect("creation must fail")
+    })
+}
+
+#[test]
+fn not_requested_means_no_telemetry() {
+    let e = with_env(&[], || Collector::from_env("a", false).err().unwrap());
+    assert_eq!(e.status, Status::NoTelemetry);
+    let (e, logged) = capture(|| {
+        with_env(&[("NIXL_TELEMETRY_ENABLE", "n")], || {
+            Collector::from_env("a", true).err().unwrap()
+        })
+    });
+    assert_eq!(e.status, Status::NoTelemetry);
+    let w = warnings(&logged);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("ignoring telemetry requested through agent config"));
+    let (e, logged) = capture(|| {
+        with_env(&[("NIXL_TELEMETRY_ENABLE", "off")], || {
+            Collector::from_env("a", false).err().unwrap()
+        })
+    });
+    assert_eq!(e.status, Status::NoTelemetry);
+    assert!(warnings(&logged).is_empty());
+}
+
+#[test]
+fn enable_alone_gives_a_nop_collector() {
+    let c = with_env(&[("NIXL_TELEMETRY_ENABLE", "YES")], || {
+        Collector::from_env("a", false).unwrap()
+    });
+    assert_eq!(c.exporter_name(), "NOP");
+    c.update_data(EventType::AgentTxBytes, 5);
+    let s = c.close();
+    assert_eq!((s.accepted, s.exported), (1, 1));
+}
+
+#[test]
+fn every_bad_value_names_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for (var, value, extra) in [
+        ("NIXL_TELEMETRY_ENABLE", "maybe", None),
+        ("NIXL_TELEMETRY_BUFFER_SIZE", "0", None),
+        ("NIXL_TELEMETRY_BUFFER_SIZE", "-1", None),
+        ("NIXL_TELEMETRY_BUFFER_SIZE", "12abc", None),
+        (
+            "NIXL_TELEMETRY_BUFFER_SIZE",
+            "12",
+            Some(("NIXL_TELEMETRY_DIR", d)),
+        ),
+        ("NIXL_TELEMETRY_RUN_INTERVAL", "fast", None),
+        ("NIXL_TELEMETRY_RUN_INTERVAL", "0", None),
+        ("NIXL_TELEMETRY_DIR", "", None),
+    ] {
+        let mut vars = vec![(var, value)];
+        vars.extend(extra);
+        let e = create_error(&vars, "agent");
+        assert_eq!(
+            e.status,
+            Status::InvalidParam,
+            "{var}={value}: {}",
+            e.message
+        );
+        assert!(e.message.contains(var), "{var}={value}: {}", e.message);
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn buffer_rings_are_private_and_names_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for hostile in ["../escape", "a/b", ".", "..", "/etc/x"] {
+        let e = create_error(&[("NIXL_TELEMETRY_DIR", d)], hostile);
+        assert_eq!(e.status, Status::InvalidParam, "{hostile}");
+    }
+    assert!(!dir.path().parent().unwrap().join("escape").exists());
+    let c = with_env(
+        &[
+            ("NIXL_TELEMETRY_DIR", d),
+            ("NIXL_TELEMETRY_BUFFER_SIZE", "32"),
+        ],
+        || Collector::from_env("agent-1", true).unwrap(),
+    );
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir.path().join("agent-1")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    assert_eq!(meta.len(), 40 + 16 * 32);
+    // A second agent with the same name in the same directory is refused.
+    let e = create_error(&[("NIXL_TELEMETRY_DIR", d)], "agent-1");
+    assert_eq!(e.status, Status::NotAllowed);
+    drop(c);
+    // NOP named explicitly beats the directory: no file.
+    let c = with_env(
+        &[
+            ("NIXL_TELEMETRY_DIR", d),
+            ("NIXL_TELEMETRY_EXPORTER", "NOP"),
+        ],
+        || Collector::from_env("agent-2", true).unwrap(),
+    );
+    assert_eq!(c.exporter_name(), "NOP");
+    assert!(!dir.path().join("agent-2").exists());
+}
+
+#[test]
+fn unknown_exporter_and_unmatched_metrics() {
+    let e = create_error(&[("NIXL_TELEMETRY_EXPORTER", "nosuch")], "a");
+    assert_eq!(e.status, Status::NotFound);
+    assert!(e.message.contains("nosuch"));
+    let (c, logged) = capture(|| {
+        with_env(
+            &[(
+                "NIXL_TELEMETRY_ENABLED_METRICS",
+                "agent_rx_*, bogus ,agent_tx_bytes_total",
+            )],
+            || Collector::from_env("a", true).unwrap(),
+        )
+    });
+    let w = warnings(&logged);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w[0].contains("'bogus'") && w[1].contains("'agent_tx_bytes_total'"));
+    assert!(c.enabled_metrics().contains(EventType::AgentRxBytes));
+    assert!(!c.enabled_metrics().contains(EventType::AgentTxBytes));
+}
