@@ -192,10 +192,6 @@ typedef struct {
 // The staging queue was full: the event (or the whole transfer batch) was dropped and counted.
 #define NIXL_TELEMETRY_ERR_DROPPED -101
 
-
-
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
