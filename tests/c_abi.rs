@@ -1,0 +1,107 @@
+//! Runs the C and C++ ABI test suite (`c_tests/`, CMake + CTest) against the libraries that
+//! cargo built: `libnixl_telemetry.so` and `libnixl_telemetry.a` in `target/<profile>`.
+//!
+//! Needs `cmake` (and a C/C++ compiler) on PATH.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>`: this test runs as `target/<profile>/deps/c_abi-<hash>`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("cannot locate the test executable");
+    let deps = exe
+        .parent()
+        .expect("the test executable has no parent directory");
+    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().expect("deps/ has no parent directory")
+    } else {
+        deps
+    };
+    profile.to_path_buf()
+}
+
+fn run(what: &str, cmd: &mut Command) -> Output {
+    eprintln!("c_abi: running {cmd:?}");
+    match cmd.output() {
+        Ok(out) => out,
+        Err(e) => panic!("{what}: cannot run {cmd:?}: {e}"),
+    }
+}
+
+fn assert_success(what: &str, out: &Output) {
+    if !out.status.success() {
+        panic!(
+            "{what} failed ({}):\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn have_tool(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn c_and_cpp_abi_suite_passes() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let profile = profile_dir();
+    for lib in ["libnixl_telemetry.so", "libnixl_telemetry.a"] {
+        let p = profile.join(lib);
+        assert!(
+            p.is_file(),
+            "{} is missing: run cargo build first (the C tests link the cargo-built libraries)",
+            p.display()
+        );
+    }
+    assert!(
+        have_tool("cmake") && have_tool("ctest"),
+        "cmake/ctest not found on PATH: install cmake, e.g. apt-get install cmake"
+    );
+
+    let source = manifest.join("c_tests");
+    let build = profile.join("c_tests-build");
+    let mut configure = Command::new("cmake");
+    configure
+        .arg("-S")
+        .arg(&source)
+        .arg("-B")
+        .arg(&build)
+        .arg(format!("-DNIXL_TELEMETRY_LIB_DIR={}", profile.display()))
+        .arg(format!(
+            "-DNIXL_TELEMETRY_INCLUDE_DIR={}",
+            manifest.join("include").display()
+        ));
+    // Always pass the fixtures directory so that a value cached by an earlier configure (for
+    // example from a NIXL_TELEMETRY_FIXTURES override) does not stick.
+    let fixtures = std::env::var_os("NIXL_TELEMETRY_FIXTURES")
+        .filter(|f| !f.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../shared/fixtures"));
+    let mut arg = std::ffi::OsString::from("-DNIXL_TELEMETRY_FIXTURES=");
+    arg.push(fixtures.as_os_str());
+    configure.arg(arg);
+    let out = run("cmake configure", &mut configure);
+    assert_success("cmake configure", &out);
+
+    let out = run(
+        "cmake build",
+        Command::new("cmake").arg("--build").arg(&build).arg("-j2"),
+    );
+    assert_success("cmake --build", &out);
+
+    let out = run(
+        "ctest",
+        Command::new("ctest")
+            .arg("--output-on-failure")
+            .arg("--timeout")
+            .arg("600")
+            .current_dir(&build),
+    );
+    assert_success("ctest --output-on-failure", &out);
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+}
