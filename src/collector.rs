@@ -43,7 +43,6 @@ pub struct CollectorStats {
 
 struct FlushState {
     exporter: Box<dyn Exporter>,
-    batch: Vec<Event>,
     warned_loss: bool,
 }
 
@@ -104,14 +103,12 @@ impl Collector {
     ) -> Result<Collector> {
         let exporter_name = exporter.name().to_owned();
         let queue = StagingQueue::new(config.buffer_size);
-        let batch = queue.new_drain_buffer();
         let inner = Arc::new(Inner {
             agent: agent.to_owned(),
             mask: config.enabled_metrics,
             queue,
             flush: Mutex::new(FlushState {
                 exporter,
-                batch,
                 warned_loss: false,
             }),
             exported: AtomicU64::new(0),
@@ -307,31 +304,34 @@ impl Inner {
         let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
         let FlushState {
             exporter,
-            batch,
             warned_loss,
         } = &mut *state;
-        self.queue.drain_into(batch);
         let dropped = self.queue.take_dropped();
-        if dropped > 0 && self.mask.contains(EventType::AgentTelemetryEventsDropped) {
-            batch.push(Event::new(EventType::AgentTelemetryEventsDropped, dropped));
+        let report = (dropped > 0 && self.mask.contains(EventType::AgentTelemetryEventsDropped))
+            .then(|| Event::new(EventType::AgentTelemetryEventsDropped, dropped));
+        if report.is_some() {
             self.drop_reports.fetch_add(1, Ordering::Relaxed);
         }
-        if !batch.is_empty() {
-            let kept = exporter.export_batch(batch).min(batch.len());
-            let lost = (batch.len() - kept) as u64;
-            self.exported.fetch_add(kept as u64, Ordering::Relaxed);
-            if lost > 0 {
-                self.lost.fetch_add(lost, Ordering::Relaxed);
-                if !*warned_loss {
-                    *warned_loss = true;
-                    log::warn!(
-                        "telemetry exporter {} for agent '{}' could not keep {lost} events (is \
-                         the ring reader keeping up?); further losses are counted silently in \
-                         the collector stats",
-                        exporter.name(),
-                        self.agent
-                    );
-                }
+        let (len, kept) = self.queue.drain(report, |events| {
+            let kept = match events.is_empty() {
+                true => 0,
+                false => exporter.export_batch(events).min(events.len()),
+            };
+            (events.len(), kept)
+        });
+        self.exported.fetch_add(kept as u64, Ordering::Relaxed);
+        let lost = (len - kept) as u64;
+        if lost > 0 {
+            self.lost.fetch_add(lost, Ordering::Relaxed);
+            if !*warned_loss {
+                *warned_loss = true;
+                log::warn!(
+                    "telemetry exporter {} for agent '{}' could not keep {lost} events (is the \
+                     ring reader keeping up?); further losses are counted silently in the \
+                     collector stats",
+                    exporter.name(),
+                    self.agent
+                );
             }
         }
         self.flushes.fetch_add(1, Ordering::Relaxed);

@@ -2,8 +2,31 @@
 //! all-or-none batches; one flusher drains everything at once. When full it drops the newest
 //! events (never overwriting queued ones) and counts every drop exactly.
 //!
-//! Both buffers are allocated once at construction; pushing and draining never allocate.
+//! # Design: lock-free reservation into two alternating buffers
+//!
+//! There are two buffers of `capacity` slots. Each has a 64-bit reservation word:
+//! `generation` (high 32 bits), a `CLOSED` bit and the number of `reserved` slots. A shared
+//! `active` word names the buffer producers append to and the generation it had when it was
+//! opened.
+//!
+//! * A producer loads `active`, then reserves `n` slots in that buffer with one
+//!   compare-and-swap, which succeeds only if the buffer is still open, still in that
+//!   generation, and has room for all `n` slots (otherwise the batch is dropped: all or none).
+//!   It writes its events into the reserved slots and publishes each slot by a release store of
+//!   the generation into the slot's stamp (the 4 padding bytes of the 16-byte record).
+//! * The flusher (one at a time) reopens the idle buffer under a new generation, makes it
+//!   active, closes the previous one (`CLOSED` makes every later reservation fail and retry on
+//!   the new active buffer), then reads its `reserved` slots in order, waiting for each
+//!   slot's stamp to carry the current generation (a producer may still be writing it).
+//!
+//! Producers never wait: the hot path is one load of `active`, one load and one CAS of the
+//! reservation word, and plain stores (a drop is one atomic add on the drop counter). A
+//! producer that loaded `active` long ago cannot reserve into a reopened buffer because the
+//! generation no longer matches; so events of one thread are drained in the order it
+//! recorded them, and batches are contiguous. Nothing allocates after construction.
 
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::event::Event;
@@ -17,47 +40,97 @@ pub struct StagingCounts {
     pub dropped: u64,
 }
 
-struct Live {
-    events: Vec<Event>,
-    counts: StagingCounts,
-    /// Drops not yet reported by [`StagingQueue::take_dropped`].
-    unreported_drops: u64,
+/// Bit marking a buffer as closed to new reservations.
+const CLOSED: u64 = 1 << 31;
+/// Mask of the reserved-slot count (capacity is at most 2^24, see `config::MAX_BUFFER_SIZE`).
+const RESERVED: u64 = CLOSED - 1;
+/// Largest supported capacity.
+pub const MAX_CAPACITY: usize = 1 << 30;
+
+fn generation(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+fn word(generation: u32, closed: bool, reserved: u64) -> u64 {
+    ((generation as u64) << 32) | if closed { CLOSED } else { 0 } | reserved
+}
+
+/// One 16-byte slot, laid out exactly like [`Event`]: the stamp lives in the record's padding.
+#[repr(C)]
+struct Slot {
+    event_type: UnsafeCell<u32>,
+    stamp: AtomicU32,
+    value: UnsafeCell<u64>,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == std::mem::size_of::<Event>());
+
+/// A cache-line-aligned atomic word, so producers hammering one word do not slow the others.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+struct Buffer {
+    reservation: Padded<AtomicU64>,
+    /// `capacity + 1` slots: the spare one holds the flusher's synthetic drop report.
+    slots: Box<[Slot]>,
+}
+
+/// What the single drainer owns.
+struct DrainState {
+    drained: u64,
+    reported_drops: u64,
 }
 
 /// Bounded multi-producer, single-consumer queue with drop-newest semantics.
 pub struct StagingQueue {
-    capacity: usize,
-    live: Mutex<Live>,
+    capacity: u64,
+    /// `(generation << 1) | buffer index` of the buffer producers append to.
+    active: Padded<AtomicU64>,
+    dropped: Padded<AtomicU64>,
+    buffers: [Buffer; 2],
+    drain: Mutex<DrainState>,
 }
 
+// SAFETY: slots are written only by the producer that reserved them (exclusive by the CAS)
+// and read only by the drainer after the stamp's release/acquire hand-off; the drainer is
+// serialised by `drain`.
+unsafe impl Sync for StagingQueue {}
+unsafe impl Send for StagingQueue {}
+
 impl StagingQueue {
-    /// A queue holding at most `capacity` events (capacity must be positive).
+    /// A queue holding at most `capacity` events (1..=2^30).
     pub fn new(capacity: usize) -> StagingQueue {
-        assert!(capacity > 0, "staging queue capacity must be positive");
+        assert!(
+            capacity > 0 && capacity <= MAX_CAPACITY,
+            "staging queue capacity must be in 1..=2^30"
+        );
+        let buffer = |generation: u32, closed: bool| Buffer {
+            reservation: Padded(AtomicU64::new(word(generation, closed, 0))),
+            slots: (0..=capacity)
+                .map(|_| Slot {
+                    event_type: UnsafeCell::new(0),
+                    stamp: AtomicU32::new(0),
+                    value: UnsafeCell::new(0),
+                })
+                .collect(),
+        };
+        // Buffer 0 starts active in generation 1 (stamps start at 0, so no slot looks written);
+        // buffer 1 starts closed and drained.
         StagingQueue {
-            capacity,
-            live: Mutex::new(Live {
-                events: Vec::with_capacity(capacity + 1),
-                counts: StagingCounts::default(),
-                unreported_drops: 0,
+            capacity: capacity as u64,
+            active: Padded(AtomicU64::new(1 << 1)),
+            dropped: Padded(AtomicU64::new(0)),
+            buffers: [buffer(1, false), buffer(0, true)],
+            drain: Mutex::new(DrainState {
+                drained: 0,
+                reported_drops: 0,
             }),
         }
     }
 
-    /// A buffer for [`StagingQueue::drain_into`]: room for a full queue plus one spare slot,
-    /// where the flusher appends its synthetic drop report without reallocating.
-    pub fn new_drain_buffer(&self) -> Vec<Event> {
-        Vec::with_capacity(self.capacity + 1)
-    }
-
     /// Maximum number of staged events.
     pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Live> {
-        // Nothing panics while the lock is held, so a poisoned lock still holds consistent data.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.capacity as usize
     }
 
     /// Appends one event; returns false (and counts one drop) when the queue is full.
@@ -71,48 +144,150 @@ impl StagingQueue {
     /// is accepted and changes nothing.
     #[inline]
     pub fn try_push_batch(&self, batch: &[Event]) -> bool {
-        if batch.is_empty() {
+        let n = batch.len() as u64;
+        if n == 0 {
             return true;
         }
-        let n = batch.len() as u64;
-        let mut live = self.lock();
-        if batch.len() > self.capacity - live.events.len() {
-            live.counts.dropped += n;
-            live.unreported_drops += n;
-            return false;
+        loop {
+            let active = self.active.0.load(Ordering::Acquire);
+            let (index, gen) = ((active & 1) as usize, (active >> 1) as u32);
+            let buffer = &self.buffers[index];
+            let mut current = buffer.reservation.0.load(Ordering::Relaxed);
+            let start = loop {
+                if current & CLOSED != 0 || generation(current) != gen {
+                    break None; // the flusher switched buffers: retry on the new one
+                }
+                let reserved = current & RESERVED;
+                if reserved + n > self.capacity {
+                    self.dropped.0.fetch_add(n, Ordering::Relaxed);
+                    return false;
+                }
+                match buffer.reservation.0.compare_exchange_weak(
+                    current,
+                    current + n,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break Some(reserved as usize),
+                    Err(seen) => current = seen,
+                }
+            };
+            let Some(start) = start else { continue };
+            for (slot, event) in buffer.slots[start..start + batch.len()].iter().zip(batch) {
+                // SAFETY: the CAS gave this thread exclusive use of these slots until the
+                // drainer observes the stamp below.
+                unsafe {
+                    *slot.event_type.get() = event.event_type;
+                    *slot.value.get() = event.value;
+                }
+                slot.stamp.store(gen, Ordering::Release);
+            }
+            return true;
         }
-        live.events.extend_from_slice(batch);
-        live.counts.accepted += n;
-        true
     }
 
-    /// Moves every staged event, in insertion order, into `out` (which is cleared first) by
-    /// swapping buffers. `out` should come from [`StagingQueue::new_drain_buffer`] so that the
-    /// swap keeps both buffers pre-allocated.
+    /// Takes every staged event, in insertion order, and passes them to `export` followed by
+    /// `tail` (the flusher's drop report) when given. Returns `export`'s result. One drain runs
+    /// at a time; producers are never blocked by it.
+    pub fn drain<R>(&self, tail: Option<Event>, export: impl FnOnce(&[Event]) -> R) -> R {
+        let mut state = self.lock_drain();
+        let active = self.active.0.load(Ordering::Acquire);
+        let (old, old_gen) = ((active & 1) as usize, (active >> 1) as u32);
+        let new = 1 - old;
+        // Reopen the idle buffer under a fresh generation and make it active.
+        let new_gen = generation(self.buffers[new].reservation.0.load(Ordering::Relaxed))
+            .wrapping_add(1)
+            .max(1);
+        self.buffers[new]
+            .reservation
+            .0
+            .store(word(new_gen, false, 0), Ordering::Release);
+        self.active
+            .0
+            .store(((new_gen as u64) << 1) | new as u64, Ordering::Release);
+        // Close the old one: from now on its reservation count is final.
+        let closed = self.buffers[old]
+            .reservation
+            .0
+            .fetch_or(CLOSED, Ordering::AcqRel);
+        let count = (closed & RESERVED) as usize;
+        let slots = &self.buffers[old].slots;
+        for slot in &slots[..count] {
+            let mut spins = 0u32;
+            while slot.stamp.load(Ordering::Acquire) != old_gen {
+                // A producer reserved this slot and is still writing it.
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let mut len = count;
+        if let Some(extra) = tail {
+            // Slot `count` is past every reservation of this closed buffer (it is the spare
+            // slot when the buffer is full), so the tail extends the batch contiguously.
+            // SAFETY: no producer can reserve it; only this serialised drainer touches it.
+            unsafe {
+                let slot = &slots[count];
+                *slot.event_type.get() = extra.event_type;
+                *slot.value.get() = extra.value;
+            }
+            len += 1;
+        }
+        state.drained += count as u64;
+        // SAFETY: `Slot` and `Event` have the same size and field offsets (the stamp occupies
+        // the padding); every slot in [0, len) is initialised and no producer can write to
+        // this closed buffer until the next drain reopens it, which needs `state` (held).
+        let events = unsafe { std::slice::from_raw_parts(slots.as_ptr() as *const Event, len) };
+        export(events)
+    }
+
+    /// Moves every staged event into `out` (cleared first), for tests and simple consumers.
     pub fn drain_into(&self, out: &mut Vec<Event>) {
         out.clear();
-        let mut live = self.lock();
-        std::mem::swap(&mut live.events, out);
+        self.drain(None, |events| out.extend_from_slice(events));
     }
 
     /// Number of drops since the previous call (the delta a flush reports).
     pub fn take_dropped(&self) -> u64 {
-        std::mem::take(&mut self.lock().unreported_drops)
+        let mut state = self.lock_drain();
+        let total = self.dropped.0.load(Ordering::Relaxed);
+        let delta = total - state.reported_drops;
+        state.reported_drops = total;
+        delta
     }
 
-    /// Totals since creation.
+    /// Totals since creation (exact when no producer is running).
     pub fn counts(&self) -> StagingCounts {
-        self.lock().counts
+        let state = self.lock_drain();
+        StagingCounts {
+            accepted: state.drained + self.len_locked() as u64,
+            dropped: self.dropped.0.load(Ordering::Relaxed),
+        }
     }
 
     /// Number of events currently staged.
     pub fn len(&self) -> usize {
-        self.lock().events.len()
+        let _state = self.lock_drain();
+        self.len_locked()
+    }
+
+    fn len_locked(&self) -> usize {
+        let active = self.active.0.load(Ordering::Acquire);
+        let buffer = &self.buffers[(active & 1) as usize];
+        (buffer.reservation.0.load(Ordering::Acquire) & RESERVED) as usize
     }
 
     /// Whether no event is staged.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    fn lock_drain(&self) -> MutexGuard<'_, DrainState> {
+        // Nothing panics while the lock is held, so a poisoned lock still holds consistent data.
+        self.drain.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -133,7 +308,7 @@ mod tests {
             assert!(q.try_push(ev(v)));
         }
         assert!(!q.try_push(ev(99)));
-        let mut out = q.new_drain_buffer();
+        let mut out = Vec::new();
         q.drain_into(&mut out);
         assert_eq!(out, (0..4).map(ev).collect::<Vec<_>>());
         assert_eq!(
@@ -167,25 +342,42 @@ mod tests {
     }
 
     #[test]
-    fn draining_alternates_two_buffers_without_allocating() {
+    fn drained_batch_ends_with_the_tail() {
+        let q = StagingQueue::new(3);
+        let report = Event::new(EventType::AgentTelemetryEventsDropped, 5);
+        let got = q.drain(Some(report), |e| e.to_vec());
+        assert_eq!(got, [report]);
+        for v in 0..3 {
+            q.try_push(ev(v));
+        }
+        let got = q.drain(Some(report), |e| e.to_vec());
+        assert_eq!(got, [ev(0), ev(1), ev(2), report]);
+        q.try_push(ev(7));
+        assert_eq!(q.drain(Some(report), |e| e.to_vec()), [ev(7), report]);
+        assert_eq!(q.drain(None, |e| e.len()), 0);
+    }
+
+    #[test]
+    fn many_drain_cycles_reuse_the_two_buffers() {
         let q = StagingQueue::new(8);
-        let mut out = q.new_drain_buffer();
         let mut seen = std::collections::HashSet::new();
         for cycle in 0..200u64 {
             for v in 0..8 {
                 assert!(q.try_push(ev(cycle * 8 + v)));
             }
-            q.drain_into(&mut out);
-            assert_eq!(out.len(), 8);
-            assert_eq!(out[0].value, cycle * 8);
-            assert!(out.capacity() >= 8);
-            seen.insert(out.as_ptr() as usize);
+            let (first, ptr) = q.drain(None, |e| {
+                assert_eq!(e.len(), 8);
+                (e[0].value, e.as_ptr() as usize)
+            });
+            assert_eq!(first, cycle * 8);
+            seen.insert(ptr);
         }
         assert_eq!(seen.len(), 2, "exactly two storages alternate");
+        assert_eq!(q.counts().accepted, 1600);
     }
 
     #[test]
-    fn concurrent_batches_conserve_events_and_stay_whole() {
+    fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
         const PRODUCERS: u64 = 8;
         const BATCHES: u64 = 5000;
         let q = Arc::new(StagingQueue::new(256));
@@ -193,12 +385,10 @@ mod tests {
         let consumer = {
             let (q, done) = (q.clone(), done.clone());
             std::thread::spawn(move || {
-                let mut out = q.new_drain_buffer();
                 let mut got = Vec::new();
                 loop {
                     let finished = done.load(std::sync::atomic::Ordering::Acquire);
-                    q.drain_into(&mut out);
-                    got.extend_from_slice(&out);
+                    q.drain(None, |e| got.extend_from_slice(e));
                     if finished {
                         return got;
                     }
@@ -210,27 +400,28 @@ mod tests {
             .map(|p| {
                 let q = q.clone();
                 std::thread::spawn(move || {
+                    let mut accepted = 0;
                     for b in 0..BATCHES {
                         let id = (p << 32) | b;
                         let batch = [0, 1, 2, 3].map(|i| Event {
                             event_type: i,
                             value: id,
                         });
-                        q.try_push_batch(&batch);
+                        accepted += q.try_push_batch(&batch) as u64;
                     }
+                    accepted
                 })
             })
             .collect();
-        for p in producers {
-            p.join().unwrap();
-        }
+        let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
         done.store(true, std::sync::atomic::Ordering::Release);
         let got = consumer.join().unwrap();
         let counts = q.counts();
+        assert_eq!(counts.accepted, accepted * 4);
         assert_eq!(got.len() as u64, counts.accepted);
         assert_eq!(counts.accepted + counts.dropped, PRODUCERS * BATCHES * 4);
         assert_eq!(counts.dropped % 4, 0);
-        let mut ids = std::collections::HashSet::new();
+        let mut last = std::collections::HashMap::new();
         for quad in got.chunks(4) {
             assert_eq!(
                 quad.iter().map(|e| e.event_type).collect::<Vec<_>>(),
@@ -240,7 +431,10 @@ mod tests {
                 quad.iter().all(|e| e.value == quad[0].value),
                 "partial batch"
             );
-            assert!(ids.insert(quad[0].value), "duplicate batch");
+            let (producer, seq) = (quad[0].value >> 32, quad[0].value & 0xffff_ffff);
+            if let Some(prev) = last.insert(producer, seq) {
+                assert!(seq > prev, "producer {producer}: {seq} after {prev}");
+            }
         }
     }
 }
