@@ -276,6 +276,15 @@ size_t nixl_telemetry_last_error(char *buf, size_t len);
 // `cb` is NULL or a function valid for the rest of the process (or until replaced).
 void nixl_telemetry_set_log_callback(nixl_telemetry_log_callback_t cb, void *user_data);
 
+// Adds `dir` (which must exist) to the front of the exporter plug-in search path: plug-ins
+// `libtelemetry_exporter_<NAME>.so` are searched in added directories (most recent first),
+// then `NIXL_PLUGIN_DIR`, then `<directory of libnixl_telemetry.so>/plugins`. Adding a
+// directory twice warns and succeeds. Missing directories return `ERR_NOT_FOUND`.
+//
+// # Safety
+// `dir` is NULL or a NUL-terminated string.
+nixl_telemetry_status_t nixl_telemetry_add_plugin_dir(const char *dir);
+
 // Opens the ring file at `path` for reading and stores the reader in `*out` (NULL on
 // failure). Missing files return `ERR_NOT_FOUND`; permission problems `ERR_NOT_ALLOWED`;
 // files that are too small, of another version, of a non-power-of-two capacity or truncated

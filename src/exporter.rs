@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::config::ExporterChoice;
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 use crate::event::Event;
 use crate::ring::RingWriter;
 
@@ -67,12 +67,6 @@ pub fn create(choice: &ExporterChoice, agent: &str, capacity: usize) -> Result<B
     match choice {
         ExporterChoice::Nop => Ok(Box::new(NopExporter)),
         ExporterChoice::Buffer(dir) => Ok(Box::new(BufferExporter::create(dir, agent, capacity)?)),
-        ExporterChoice::Plugin(name) => Err(Error::new(
-            Status::NotFound,
-            format!(
-                "Failed to load telemetry plugin: {name} (this build has only the built-in \
-                 exporters BUFFER and NOP; exporter names are case-sensitive)"
-            ),
-        )),
+        ExporterChoice::Plugin(name) => crate::plugin::create_exporter(name, agent, capacity),
     }
 }

@@ -439,6 +439,27 @@ pub unsafe extern "C" fn nixl_telemetry_set_log_callback(cb: LogCallback, user_d
     })
 }
 
+/// Adds `dir` (which must exist) to the front of the exporter plug-in search path: plug-ins
+/// `libtelemetry_exporter_<NAME>.so` are searched in added directories (most recent first),
+/// then `NIXL_PLUGIN_DIR`, then `<directory of libnixl_telemetry.so>/plugins`. Adding a
+/// directory twice warns and succeeds. Missing directories return `ERR_NOT_FOUND`.
+///
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_add_plugin_dir(
+    dir: *const c_char,
+) -> nixl_telemetry_status_t {
+    const F: &str = "nixl_telemetry_add_plugin_dir";
+    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+        if dir.is_null() {
+            return fail(null_arg(F, "dir"));
+        }
+        let dir = std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(dir).to_bytes());
+        status_of(crate::plugin::add_plugin_dir(std::path::Path::new(dir)))
+    })
+}
+
 /// Opens the ring file at `path` for reading and stores the reader in `*out` (NULL on
 /// failure). Missing files return `ERR_NOT_FOUND`; permission problems `ERR_NOT_ALLOWED`;
 /// files that are too small, of another version, of a non-power-of-two capacity or truncated

@@ -15,6 +15,7 @@ pub mod exporter;
 pub mod ffi;
 pub mod filter;
 pub mod logging;
+pub mod plugin;
 pub mod ring;
 pub mod staging;
 

@@ -53,3 +53,12 @@ fn core_header_is_current() {
         "include/nixl_telemetry.h",
     );
 }
+
+#[test]
+fn plugin_header_is_current() {
+    check(
+        "cbindgen_plugin.toml",
+        &["src/plugin/abi.rs"],
+        "include/nixl_telemetry_plugin.h",
+    );
+}

@@ -1,0 +1,109 @@
+//! The exporter plug-in C ABI, version 3 (`include/nixl_telemetry_plugin.h`).
+//!
+//! A plug-in is a shared library `libtelemetry_exporter_<NAME>.so` exporting
+//! `const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void)` (and, optionally,
+//! `void nixl_telemetry_plugin_fini(void)`). The descriptor it returns is static and C-only:
+//! its first field is the API version, so a NIXL C++ plug-in (version 2 at the same offset) is
+//! recognised and refused. Batches of events, not single events, cross the boundary.
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_void};
+
+use crate::event::Event;
+
+/// Status codes shared with the core ABI (`nixl_telemetry_status_t`).
+pub type nixl_telemetry_plugin_status_t = i32;
+
+/// The plug-in API version this library loads.
+pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
+
+/// The API version NIXL's own C++ plug-ins report at the same offset (refused).
+pub const NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP: u32 = 2;
+
+/// `create` succeeded.
+pub const NIXL_TELEMETRY_PLUGIN_SUCCESS: nixl_telemetry_plugin_status_t = 0;
+/// `create` failed because of an invalid configuration value (message in `error_buf`).
+pub const NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM: nixl_telemetry_plugin_status_t = -2;
+/// `create` failed for another reason (message in `error_buf`).
+pub const NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN: nixl_telemetry_plugin_status_t = -8;
+/// `create` could not bind its scrape port because another process holds it: benign, the
+/// agent runs without a telemetry sink (one warning).
+pub const NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED: nixl_telemetry_plugin_status_t = -100;
+
+/// Log levels a plug-in passes to `host_log`: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
+pub type nixl_telemetry_plugin_log_fn =
+    Option<unsafe extern "C" fn(level: i32, message: *const c_char)>;
+
+/// What the host passes to `create`. Valid only during the call (copy what you keep).
+#[repr(C)]
+pub struct nixl_telemetry_plugin_params_t {
+    /// Size of this struct as the host knows it (fields may be added at the end).
+    pub struct_size: usize,
+    /// The agent's name (NUL-terminated UTF-8).
+    pub agent_name: *const c_char,
+    /// The staging capacity (`NIXL_TELEMETRY_BUFFER_SIZE`): a flush batch has at most this
+    /// many events plus one drop report.
+    pub max_events_buffered: usize,
+    /// Logs a message through the host's logging (stderr or the host's callback); thread-safe.
+    pub host_log: nixl_telemetry_plugin_log_fn,
+}
+
+/// Creates the exporter state for one agent. On success stores it in `*state` and returns
+/// `NIXL_TELEMETRY_PLUGIN_SUCCESS`; on failure writes a NUL-terminated message into
+/// `error_buf` (at most `error_len` bytes) and returns an error status.
+pub type nixl_telemetry_plugin_create_fn = Option<
+    unsafe extern "C" fn(
+        params: *const nixl_telemetry_plugin_params_t,
+        state: *mut *mut c_void,
+        error_buf: *mut c_char,
+        error_len: usize,
+    ) -> nixl_telemetry_plugin_status_t,
+>;
+
+/// Exports `count` events in order and returns how many were kept (the rest count as lost).
+/// Called from one thread at a time per state. Must not throw or unwind.
+pub type nixl_telemetry_plugin_export_fn =
+    Option<unsafe extern "C" fn(state: *mut c_void, events: *const Event, count: usize) -> usize>;
+
+/// Releases the state created by `create`.
+pub type nixl_telemetry_plugin_destroy_fn = Option<unsafe extern "C" fn(state: *mut c_void)>;
+
+/// The static descriptor returned by `nixl_telemetry_plugin_init`.
+#[repr(C)]
+pub struct nixl_telemetry_plugin_t {
+    /// Must be `NIXL_TELEMETRY_PLUGIN_API_VERSION` (3); always the first field.
+    pub api_version: u32,
+    /// `sizeof(nixl_telemetry_plugin_t)` as the plug-in was compiled.
+    pub struct_size: u32,
+    /// The exporter's name (NUL-terminated, static).
+    pub name: *const c_char,
+    /// The plug-in's own version string (NUL-terminated, static).
+    pub version: *const c_char,
+    /// Creates one agent's exporter.
+    pub create: nixl_telemetry_plugin_create_fn,
+    /// Exports a batch.
+    pub export_batch: nixl_telemetry_plugin_export_fn,
+    /// Destroys one agent's exporter.
+    pub destroy: nixl_telemetry_plugin_destroy_fn,
+}
+
+// SAFETY: the descriptor is immutable static data (pointers to static strings and functions).
+unsafe impl Sync for nixl_telemetry_plugin_t {}
+unsafe impl Send for nixl_telemetry_plugin_t {}
+
+/// Signature of the entry point `nixl_telemetry_plugin_init`.
+pub type nixl_telemetry_plugin_init_fn = unsafe extern "C" fn() -> *const nixl_telemetry_plugin_t;
+
+/// Name of the entry point every plug-in exports.
+pub const INIT_SYMBOL: &[u8] = b"nixl_telemetry_plugin_init\0";
+/// Name of the optional finaliser.
+pub const FINI_SYMBOL: &[u8] = b"nixl_telemetry_plugin_fini\0";
+
+// Declares the entry points for the header; plug-ins define them, the core does not.
+#[allow(dead_code)]
+extern "C" {
+    /// Returns the plug-in's static descriptor (or NULL when it cannot initialise).
+    pub fn nixl_telemetry_plugin_init() -> *const nixl_telemetry_plugin_t;
+    /// Optional: called once when the process no longer needs the plug-in (never unloaded).
+    pub fn nixl_telemetry_plugin_fini();
+}

@@ -1,0 +1,200 @@
+//! Writing an exporter plug-in in Rust: implement [`TelemetryPlugin`] for your exporter type
+//! and invoke [`export_telemetry_plugin!`](crate::export_telemetry_plugin) once in a `cdylib`
+//! crate named `telemetry_exporter_<name>`. The macro defines `nixl_telemetry_plugin_init`
+//! returning a static version-3 descriptor whose trampolines catch every panic at the C
+//! boundary and route the plug-in's `log` messages into the host's logging.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
+
+use super::abi::*;
+use crate::event::Event;
+
+/// What `create` receives.
+#[derive(Clone, Copy, Debug)]
+pub struct InitParams<'a> {
+    /// The agent's name.
+    pub agent_name: &'a str,
+    /// The staging capacity: a batch has at most this many events plus one drop report.
+    pub max_events_buffered: usize,
+}
+
+/// Why `create` failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateError {
+    /// A configuration value is invalid (the message names it).
+    InvalidParam(String),
+    /// The scrape port is held by another process: benign, the agent runs without a sink.
+    BindFailed(String),
+    /// Any other failure.
+    Other(String),
+}
+
+/// An exporter plug-in written in Rust.
+pub trait TelemetryPlugin: Sized + Send + 'static {
+    /// The exporter's name (as in `libtelemetry_exporter_<NAME>.so`).
+    const NAME: &'static CStr;
+    /// The plug-in's version.
+    const VERSION: &'static CStr;
+
+    /// Creates one agent's exporter.
+    fn create(params: &InitParams) -> Result<Self, CreateError>;
+
+    /// Exports a batch in order; returns how many events were kept.
+    fn export(&mut self, events: &[Event]) -> usize;
+}
+
+/// The descriptor for `T` (used by [`export_telemetry_plugin!`](crate::export_telemetry_plugin)).
+pub const fn descriptor<T: TelemetryPlugin>() -> nixl_telemetry_plugin_t {
+    nixl_telemetry_plugin_t {
+        api_version: NIXL_TELEMETRY_PLUGIN_API_VERSION,
+        struct_size: std::mem::size_of::<nixl_telemetry_plugin_t>() as u32,
+        name: T::NAME.as_ptr(),
+        version: T::VERSION.as_ptr(),
+        create: Some(create::<T>),
+        export_batch: Some(export::<T>),
+        destroy: Some(destroy::<T>),
+    }
+}
+
+fn write_message(buf: *mut c_char, len: usize, message: &str) {
+    if buf.is_null() || len == 0 {
+        return;
+    }
+    let bytes = message.as_bytes();
+    let n = bytes.len().min(len - 1);
+    // SAFETY: the host gave `len` writable bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, n);
+        *buf.add(n) = 0;
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+unsafe extern "C" fn create<T: TelemetryPlugin>(
+    params: *const nixl_telemetry_plugin_params_t,
+    state: *mut *mut c_void,
+    error_buf: *mut c_char,
+    error_len: usize,
+) -> i32 {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        if params.is_null() || state.is_null() || (*params).agent_name.is_null() {
+            return Err(CreateError::InvalidParam("NULL argument to create".into()));
+        }
+        let p = &*params;
+        install_host_log(p.host_log);
+        let agent = CStr::from_ptr(p.agent_name)
+            .to_str()
+            .map_err(|_| CreateError::InvalidParam("agent name is not UTF-8".into()))?;
+        let exporter = T::create(&InitParams {
+            agent_name: agent,
+            max_events_buffered: p.max_events_buffered,
+        })?;
+        *state = Box::into_raw(Box::new(exporter)) as *mut c_void;
+        Ok(())
+    }));
+    let (status, message) = match result {
+        Ok(Ok(())) => return NIXL_TELEMETRY_PLUGIN_SUCCESS,
+        Ok(Err(CreateError::InvalidParam(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM, m),
+        Ok(Err(CreateError::BindFailed(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED, m),
+        Ok(Err(CreateError::Other(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN, m),
+        Err(p) => (
+            NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN,
+            format!("panic: {}", panic_text(p)),
+        ),
+    };
+    write_message(error_buf, error_len, &message);
+    status
+}
+
+unsafe extern "C" fn export<T: TelemetryPlugin>(
+    state: *mut c_void,
+    events: *const Event,
+    count: usize,
+) -> usize {
+    if state.is_null() || (events.is_null() && count > 0) {
+        return 0;
+    }
+    let exporter = &mut *(state as *mut T);
+    let events = if count == 0 {
+        &[][..]
+    } else {
+        std::slice::from_raw_parts(events, count)
+    };
+    catch_unwind(AssertUnwindSafe(|| exporter.export(events))).unwrap_or_else(|p| {
+        log::error!("exporter {:?} panicked: {}", T::NAME, panic_text(p));
+        0
+    })
+}
+
+unsafe extern "C" fn destroy<T: TelemetryPlugin>(state: *mut c_void) {
+    if !state.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(state as *mut T))));
+    }
+}
+
+/// The host's log function, as a usize (0 = none).
+static HOST_LOG: AtomicUsize = AtomicUsize::new(0);
+static LOGGER_INSTALLED: Once = Once::new();
+
+struct HostLogger;
+
+impl log::Log for HostLogger {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        HOST_LOG.load(Ordering::Relaxed) != 0
+    }
+
+    fn log(&self, record: &log::Record) {
+        let f = HOST_LOG.load(Ordering::Relaxed);
+        if f == 0 {
+            return;
+        }
+        // SAFETY: stored from a valid `host_log` function pointer.
+        let f: unsafe extern "C" fn(i32, *const c_char) = unsafe { std::mem::transmute(f) };
+        let text = CString::new(record.args().to_string().replace('\0', " ")).unwrap_or_default();
+        // SAFETY: the host's function is thread-safe by contract; the string outlives the call.
+        unsafe { f(record.level() as i32, text.as_ptr()) };
+    }
+
+    fn flush(&self) {}
+}
+
+static HOST_LOGGER: HostLogger = HostLogger;
+
+/// Routes this plug-in's `log` messages to the host (when the plug-in's own copy of the `log`
+/// facade has no logger yet). In a plug-in, `log` is the plug-in's own static copy.
+fn install_host_log(f: nixl_telemetry_plugin_log_fn) {
+    if let Some(f) = f {
+        HOST_LOG.store(f as usize, Ordering::Relaxed);
+        LOGGER_INSTALLED.call_once(|| {
+            if log::set_logger(&HOST_LOGGER).is_ok() {
+                log::set_max_level(log::LevelFilter::Trace);
+            }
+        });
+    }
+}
+
+/// Defines `nixl_telemetry_plugin_init` for the plug-in type `$ty` (which implements
+/// [`TelemetryPlugin`](crate::plugin::author::TelemetryPlugin)).
+#[macro_export]
+macro_rules! export_telemetry_plugin {
+    ($ty:ty) => {
+        /// The plug-in entry point: returns the static version-3 descriptor.
+        #[no_mangle]
+        pub extern "C" fn nixl_telemetry_plugin_init(
+        ) -> *const $crate::plugin::abi::nixl_telemetry_plugin_t {
+            static DESCRIPTOR: $crate::plugin::abi::nixl_telemetry_plugin_t =
+                $crate::plugin::author::descriptor::<$ty>();
+            &DESCRIPTOR
+        }
+    };
+}

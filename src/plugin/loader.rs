@@ -1,0 +1,351 @@
+//! Finding, opening and validating plug-ins, and adapting them to [`Exporter`].
+//!
+//! Search order for `libtelemetry_exporter_<NAME>.so`: directories added at run time (most
+//! recent first), then `NIXL_PLUGIN_DIR`, then `<directory of libnixl_telemetry>/plugins`.
+//! A plug-in is opened once per process (`RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`) and never
+//! unloaded: its threads and thread-locals may outlive any agent.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::abi::*;
+use crate::error::{Error, Result, Status};
+use crate::event::Event;
+use crate::exporter::Exporter;
+
+/// Directories added with [`add_plugin_dir`], most recent first.
+static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Plug-ins opened so far, by name.
+static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
+
+/// A validated plug-in descriptor of a library that stays loaded for the whole process.
+#[derive(Clone, Copy)]
+pub struct LoadedPlugin {
+    descriptor: &'static nixl_telemetry_plugin_t,
+    create: unsafe extern "C" fn(
+        *const nixl_telemetry_plugin_params_t,
+        *mut *mut c_void,
+        *mut c_char,
+        usize,
+    ) -> i32,
+    export: unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize,
+    destroy: unsafe extern "C" fn(*mut c_void),
+}
+
+impl LoadedPlugin {
+    /// The name the plug-in reports.
+    pub fn name(&self) -> String {
+        c_str(self.descriptor.name)
+    }
+
+    /// The version the plug-in reports.
+    pub fn version(&self) -> String {
+        c_str(self.descriptor.version)
+    }
+}
+
+fn c_str(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: the descriptor's strings are static NUL-terminated strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// Adds a directory to search first (it must exist). Adding one twice warns and changes
+/// nothing.
+pub fn add_plugin_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(Error::new(
+            Status::NotFound,
+            format!("plug-in directory {} does not exist", dir.display()),
+        ));
+    }
+    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    if dirs.iter().any(|d| d == dir) {
+        log::warn!("plug-in directory {} was already added", dir.display());
+        return Ok(());
+    }
+    dirs.insert(0, dir.to_owned());
+    Ok(())
+}
+
+/// The directories searched for plug-ins, in order.
+pub fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match std::env::var_os("NIXL_PLUGIN_DIR") {
+        Some(d) if !d.is_empty() => dirs.push(PathBuf::from(d)),
+        _ => {}
+    }
+    if let Some(own) = own_library_dir() {
+        dirs.push(own.join("plugins"));
+    }
+    dirs
+}
+
+/// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
+/// executable when linked statically).
+fn own_library_dir() -> Option<PathBuf> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address; `info` is a valid out-parameter.
+    let found = unsafe { libc::dladdr(own_library_dir as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    let file = unsafe { CStr::from_ptr(info.dli_fname) };
+    let path = Path::new(OsStr::from_bytes(file.to_bytes()));
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    path.parent().map(Path::to_owned)
+}
+
+fn file_name(name: &str) -> String {
+    format!("libtelemetry_exporter_{name}.so")
+}
+
+/// Finds, opens and validates plug-in `name` (once per process).
+pub fn load(name: &str) -> Result<LoadedPlugin> {
+    if name.is_empty() || name.contains('/') || name.contains('\0') {
+        return Err(Error::invalid(format!(
+            "invalid telemetry exporter name {name:?}"
+        )));
+    }
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let loaded = loaded.get_or_insert_with(HashMap::new);
+    if let Some(p) = loaded.get(name) {
+        return Ok(*p);
+    }
+    let dirs = search_dirs();
+    let mut problems = Vec::new();
+    for dir in &dirs {
+        let path = dir.join(file_name(name));
+        if !path.exists() {
+            continue;
+        }
+        match open(&path) {
+            Ok(plugin) => {
+                log::info!(
+                    "Loaded telemetry plugin '{name}' (version {}) from {}",
+                    plugin.version(),
+                    path.display()
+                );
+                loaded.insert(name.to_owned(), plugin);
+                return Ok(plugin);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    if let Some(first) = problems.into_iter().next() {
+        return Err(first);
+    }
+    Err(Error::new(
+        Status::NotFound,
+        format!(
+            "Failed to load telemetry plugin: {name}: {} not found in {} (searched: {}; \
+             exporter names are case-sensitive; BUFFER and NOP are built in)",
+            file_name(name),
+            if dirs.is_empty() {
+                "any directory"
+            } else {
+                "any plug-in directory"
+            },
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ))
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown dynamic loader error".into()
+    } else {
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+fn open(path: &Path) -> Result<LoadedPlugin> {
+    let shown = path.display();
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::invalid(format!("plug-in path {shown} contains NUL")))?;
+    // SAFETY: dlopen of a path; the handle is deliberately never closed.
+    let handle = unsafe {
+        libc::dlopen(
+            c_path.as_ptr(),
+            libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
+        )
+    };
+    if handle.is_null() {
+        return Err(Error::new(
+            Status::Backend,
+            format!("cannot load telemetry plug-in {shown}: {}", dl_error()),
+        ));
+    }
+    // SAFETY: looking up a symbol in a handle we own.
+    let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr() as *const c_char) };
+    if init.is_null() {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{shown} is not a telemetry exporter plug-in: it has no nixl_telemetry_plugin_init"
+            ),
+        ));
+    }
+    // SAFETY: the symbol has the documented signature.
+    let init: nixl_telemetry_plugin_init_fn = unsafe { std::mem::transmute(init) };
+    // SAFETY: calling the plug-in's entry point (C, no unwinding by contract).
+    let descriptor = unsafe { init() };
+    if descriptor.is_null() {
+        return Err(Error::new(
+            Status::Unknown,
+            format!("telemetry plug-in {shown} failed to initialise (nixl_telemetry_plugin_init returned NULL)"),
+        ));
+    }
+    // Read only the version first: a NIXL C++ descriptor has a different layout after it.
+    // SAFETY: every descriptor version starts with a u32 API version.
+    let version = unsafe { (descriptor as *const u32).read() };
+    if version == NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{shown} is a NIXL C++ telemetry plug-in (plug-in API version 2); this library \
+                 loads C plug-ins of API version {NIXL_TELEMETRY_PLUGIN_API_VERSION}: rebuild \
+                 the exporter against nixl_telemetry_plugin.h (or nixl_telemetry_plugin.hpp)"
+            ),
+        ));
+    }
+    if version != NIXL_TELEMETRY_PLUGIN_API_VERSION {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{shown} has plug-in API version {version}; this library supports version \
+                 {NIXL_TELEMETRY_PLUGIN_API_VERSION}"
+            ),
+        ));
+    }
+    // SAFETY: version 3 descriptors have the layout of nixl_telemetry_plugin_t.
+    let descriptor: &'static nixl_telemetry_plugin_t = unsafe { &*descriptor };
+    if (descriptor.struct_size as usize) < std::mem::size_of::<nixl_telemetry_plugin_t>() {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{shown}: plug-in descriptor is {} bytes, expected at least {}",
+                descriptor.struct_size,
+                std::mem::size_of::<nixl_telemetry_plugin_t>()
+            ),
+        ));
+    }
+    let (Some(create), Some(export), Some(destroy)) = (
+        descriptor.create,
+        descriptor.export_batch,
+        descriptor.destroy,
+    ) else {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!("{shown}: plug-in descriptor lacks create, export_batch or destroy"),
+        ));
+    };
+    Ok(LoadedPlugin {
+        descriptor,
+        create,
+        export,
+        destroy,
+    })
+}
+
+/// Forwards a plug-in's log message into this library's logging.
+unsafe extern "C" fn host_log(level: i32, message: *const c_char) {
+    if message.is_null() {
+        return;
+    }
+    let text = CStr::from_ptr(message).to_string_lossy();
+    let level = match level {
+        1 => log::Level::Error,
+        2 => log::Level::Warn,
+        3 => log::Level::Info,
+        4 => log::Level::Debug,
+        _ => log::Level::Trace,
+    };
+    log::log!(target: "plugin", level, "{text}");
+}
+
+/// One agent's exporter inside a plug-in.
+pub struct PluginExporter {
+    plugin: LoadedPlugin,
+    state: *mut c_void,
+    name: String,
+}
+
+// SAFETY: the plug-in contract allows calls from any thread, one at a time per state; the
+// collector serialises export calls and destroys the state once.
+unsafe impl Send for PluginExporter {}
+
+impl Exporter for PluginExporter {
+    fn export_batch(&mut self, events: &[Event]) -> usize {
+        // SAFETY: `state` came from this plug-in's create; events are valid for the call.
+        unsafe { (self.plugin.export)(self.state, events.as_ptr(), events.len()) }.min(events.len())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for PluginExporter {
+    fn drop(&mut self) {
+        // SAFETY: destroying the state exactly once.
+        unsafe { (self.plugin.destroy)(self.state) }
+    }
+}
+
+/// Loads plug-in `name` and creates its exporter for `agent`. A scrape-port collision
+/// (`NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED`) logs one warning and returns `BindFailed`.
+pub fn create_exporter(name: &str, agent: &str, capacity: usize) -> Result<Box<dyn Exporter>> {
+    let plugin = load(name)?;
+    let agent_c = CString::new(agent)
+        .map_err(|_| Error::invalid(format!("agent name {agent:?} contains NUL")))?;
+    let params = nixl_telemetry_plugin_params_t {
+        struct_size: std::mem::size_of::<nixl_telemetry_plugin_params_t>(),
+        agent_name: agent_c.as_ptr(),
+        max_events_buffered: capacity,
+        host_log: Some(host_log),
+    };
+    let mut state: *mut c_void = std::ptr::null_mut();
+    let mut message = [0 as c_char; 1024];
+    // SAFETY: all pointers are valid for the call; the plug-in writes at most `len` bytes.
+    let status =
+        unsafe { (plugin.create)(&params, &mut state, message.as_mut_ptr(), message.len()) };
+    message[message.len() - 1] = 0;
+    let text = unsafe { CStr::from_ptr(message.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let text = if text.is_empty() {
+        "no message".to_owned()
+    } else {
+        text
+    };
+    match status {
+        NIXL_TELEMETRY_PLUGIN_SUCCESS => Ok(Box::new(PluginExporter {
+            plugin,
+            state,
+            name: name.to_owned(),
+        })),
+        NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED => {
+            log::warn!("{text}; this process will run without a telemetry sink");
+            Err(Error::new(Status::BindFailed, text))
+        }
+        NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM => Err(Error::invalid(format!(
+            "Failed to create telemetry exporter {name}: {text}"
+        ))),
+        _ => Err(Error::new(
+            Status::Unknown,
+            format!("Failed to create telemetry exporter {name}: {text}"),
+        )),
+    }
+}
