@@ -18,6 +18,7 @@ pub mod logging;
 pub mod plugin;
 pub mod ring;
 pub mod staging;
+pub mod trace;
 
 pub use collector::{Collector, CollectorStats, Recorded};
 pub use config::{Config, ExporterChoice};

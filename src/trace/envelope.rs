@@ -1,0 +1,121 @@
+//! The row format: one compact JSON object per line,
+//! `{"timestamp":<ms since the writer started>,"event":<record>}` followed by `\n`, and the FPM
+//! record `dynamo.fpm.trace.v1` that goes in `event`.
+
+use serde::Serialize;
+
+use crate::trace::config::CaptureMode;
+use crate::trace::payload::ValidPayload;
+
+/// The schema name of FPM trace records.
+pub const FPM_SCHEMA: &str = "dynamo.fpm.trace.v1";
+
+/// Who produced a record. `producer_id` is written unsanitized; only file names sanitize it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Source {
+    /// The component's namespace (for example `default`).
+    pub namespace: String,
+    /// The component name (for example `backend`).
+    pub component: String,
+    /// The runtime connection id of the producer process (for example `4192`).
+    pub producer_id: String,
+}
+
+impl Source {
+    /// A source from its three parts.
+    pub fn new(namespace: &str, component: &str, producer_id: &str) -> Source {
+        Source {
+            namespace: namespace.to_owned(),
+            component: component.to_owned(),
+            producer_id: producer_id.to_owned(),
+        }
+    }
+}
+
+/// One FPM trace record (the `event` of a row), serialized in this field order.
+#[derive(Debug, Serialize)]
+pub struct FpmRecord<'a> {
+    /// Always [`FPM_SCHEMA`].
+    pub schema: &'static str,
+    /// The producer.
+    pub source: &'a Source,
+    /// `sampled` or `full`.
+    pub capture_mode: &'static str,
+    /// Wall-clock milliseconds since the Unix epoch when the payload was recorded.
+    pub observed_at_unix_ms: u64,
+    /// The complete payload.
+    pub fpm: &'a ValidPayload,
+}
+
+impl<'a> FpmRecord<'a> {
+    /// A record of `fpm` observed at `observed_at_unix_ms`.
+    pub fn new(
+        source: &'a Source,
+        mode: CaptureMode,
+        observed_at_unix_ms: u64,
+        fpm: &'a ValidPayload,
+    ) -> FpmRecord<'a> {
+        FpmRecord {
+            schema: FPM_SCHEMA,
+            source,
+            capture_mode: mode.as_str(),
+            observed_at_unix_ms,
+            fpm,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Envelope<'a, E: ?Sized> {
+    timestamp: u64,
+    event: &'a E,
+}
+
+/// Appends the row `{"timestamp":..,"event":..}\n` to `out` and returns its length in bytes.
+/// On a serialization error (impossible for the records of this crate) `out` is unchanged.
+pub fn encode_row<E: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    timestamp_ms: u64,
+    event: &E,
+) -> Result<usize, serde_json::Error> {
+    let start = out.len();
+    let result = serde_json::to_writer(
+        &mut *out,
+        &Envelope {
+            timestamp: timestamp_ms,
+            event,
+        },
+    );
+    if let Err(e) = result {
+        out.truncate(start);
+        return Err(e);
+    }
+    out.push(b'\n');
+    Ok(out.len() - start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::payload::FpmPayload;
+
+    #[test]
+    fn rows_are_compact_and_ordered() {
+        let source = Source::new("default", "backend", "4192");
+        let fpm = FpmPayload::heartbeat("4192", 0, 7).validate().unwrap();
+        let mut out = b"x".to_vec();
+        let n = encode_row(
+            &mut out,
+            1250,
+            &FpmRecord::new(&source, CaptureMode::Sampled, 1_782_777_601_250, &fpm),
+        )
+        .unwrap();
+        let row = std::str::from_utf8(&out[1..]).unwrap();
+        assert_eq!(n, row.len());
+        assert!(row.starts_with(
+            r#"{"timestamp":1250,"event":{"schema":"dynamo.fpm.trace.v1","source":{"namespace":"default","component":"backend","producer_id":"4192"},"capture_mode":"sampled","observed_at_unix_ms":1782777601250,"fpm":{"version":1,"worker_id":"4192","dp_rank":0,"counter_id":7,"wall_time":0.0,"#
+        ), "{row}");
+        assert!(row.ends_with("}}}\n"));
+        assert_eq!(row.matches('\n').count(), 1);
+    }
+}

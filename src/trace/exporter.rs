@@ -1,0 +1,313 @@
+//! The built-in `TRACE` exporter (`NIXL_TELEMETRY_EXPORTER=TRACE`): persists NIXL telemetry
+//! events as gzip JSONL segments for offline analysis, with the segment writer, rolling and
+//! retention rules of the FPM trace.
+//!
+//! Configuration (strict, like every `NIXL_TELEMETRY_*` variable: an invalid value makes
+//! collector creation fail with a message naming the variable and value):
+//!
+//! | Variable | Default | Meaning |
+//! |---|---|---|
+//! | `NIXL_TELEMETRY_TRACE_PATH` | `/tmp/nixl-telemetry` | output prefix; files are `<prefix>.<agent>.<index>.jsonl.gz` (agent name sanitized like an FPM producer id) |
+//! | `NIXL_TELEMETRY_TRACE_ROLL_BYTES` | 268435456 | roll threshold in uncompressed bytes |
+//! | `NIXL_TELEMETRY_TRACE_MAX_SEGMENTS` | 4 | segments kept per agent, the active one included |
+//!
+//! Each event is one row:
+//! `{"timestamp":<ms since the exporter started>,"event":{"schema":"nixl.telemetry.event.v1",
+//! "agent":"agent-0","exported_at_unix_ms":<wall clock of the collector flush>,"type":0,
+//! "name":"agent_tx_bytes","value":4096}}`. NIXL events carry no time of their own, so the
+//! time is that of the collector flush that exported them (every `NIXL_TELEMETRY_RUN_INTERVAL`).
+//!
+//! Rows are written as one gzip member per second (or per 1 MiB) by a small flusher thread, so
+//! an idle agent's last rows reach the disk within about a second; destroying the collector
+//! writes the rest. A batch lost to a write error is counted in [`TraceExporter::stats`] and
+//! logged; the collector still counts the events as exported, because they left it.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::{parse_u64, Lookup};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::exporter::Exporter;
+use crate::trace::clock::{Clock, SystemClock};
+use crate::trace::config::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::trace::segment::{SegmentNaming, SegmentWriter, WriterOptions, WriterStats};
+
+/// `NIXL_TELEMETRY_TRACE_PATH`: output prefix of the TRACE exporter.
+pub const ENV_TRACE_PATH: &str = "NIXL_TELEMETRY_TRACE_PATH";
+/// `NIXL_TELEMETRY_TRACE_ROLL_BYTES`: roll threshold in uncompressed bytes.
+pub const ENV_TRACE_ROLL_BYTES: &str = "NIXL_TELEMETRY_TRACE_ROLL_BYTES";
+/// `NIXL_TELEMETRY_TRACE_MAX_SEGMENTS`: segments kept per agent.
+pub const ENV_TRACE_MAX_SEGMENTS: &str = "NIXL_TELEMETRY_TRACE_MAX_SEGMENTS";
+/// Default output prefix of the TRACE exporter.
+pub const DEFAULT_TRACE_PATH: &str = "/tmp/nixl-telemetry";
+/// Schema name of the exporter's rows.
+pub const NIXL_EVENT_SCHEMA: &str = "nixl.telemetry.event.v1";
+
+/// Settings of the TRACE exporter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceExporterConfig {
+    /// Output prefix.
+    pub path: PathBuf,
+    /// Roll threshold in uncompressed bytes (positive).
+    pub roll_bytes: u64,
+    /// Segments kept per agent, the active one included (positive).
+    pub max_segments: usize,
+}
+
+impl Default for TraceExporterConfig {
+    fn default() -> Self {
+        TraceExporterConfig {
+            path: PathBuf::from(DEFAULT_TRACE_PATH),
+            roll_bytes: DEFAULT_ROLL_BYTES,
+            max_segments: DEFAULT_MAX_SEGMENTS,
+        }
+    }
+}
+
+impl TraceExporterConfig {
+    /// Reads and validates the `NIXL_TELEMETRY_TRACE_*` variables through `env`.
+    pub fn from_lookup(env: Lookup) -> Result<TraceExporterConfig> {
+        let mut config = TraceExporterConfig::default();
+        if let Some(v) = env(ENV_TRACE_PATH)? {
+            if v.is_empty() {
+                return Err(Error::invalid(format!(
+                    "{ENV_TRACE_PATH} is set but empty: set it to the output prefix of the \
+                     TRACE exporter's files"
+                )));
+            }
+            config.path = PathBuf::from(v);
+        }
+        if let Some(v) = env(ENV_TRACE_ROLL_BYTES)? {
+            config.roll_bytes = parse_u64(ENV_TRACE_ROLL_BYTES, &v)?;
+            if config.roll_bytes == 0 {
+                return Err(Error::invalid(format!(
+                    "{ENV_TRACE_ROLL_BYTES} cannot be 0"
+                )));
+            }
+        }
+        if let Some(v) = env(ENV_TRACE_MAX_SEGMENTS)? {
+            let n = parse_u64(ENV_TRACE_MAX_SEGMENTS, &v)?;
+            if n == 0 {
+                return Err(Error::invalid(format!(
+                    "{ENV_TRACE_MAX_SEGMENTS} cannot be 0"
+                )));
+            }
+            config.max_segments = usize::try_from(n).map_err(|_| {
+                Error::invalid(format!("{ENV_TRACE_MAX_SEGMENTS}='{v}' is out of range"))
+            })?;
+        }
+        Ok(config)
+    }
+}
+
+#[derive(Serialize)]
+struct EventRow<'a> {
+    schema: &'static str,
+    agent: &'a str,
+    exported_at_unix_ms: u64,
+    #[serde(rename = "type")]
+    event_type: u32,
+    name: &'a str,
+    value: u64,
+}
+
+struct Flusher {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// The TRACE exporter of one agent.
+pub struct TraceExporter {
+    agent: String,
+    clock: Arc<dyn Clock>,
+    writer: Arc<Mutex<SegmentWriter>>,
+    flusher: Option<Flusher>,
+}
+
+fn lock(writer: &Mutex<SegmentWriter>) -> MutexGuard<'_, SegmentWriter> {
+    writer.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl TraceExporter {
+    /// Creates the exporter of `agent`, with a flusher thread on the system clock.
+    pub fn create(config: &TraceExporterConfig, agent: &str) -> Result<TraceExporter> {
+        let mut exporter = TraceExporter::with_clock(config, agent, Arc::new(SystemClock::new()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (writer, flag) = (exporter.writer.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("nixl-trace-flush".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Acquire) {
+                    std::thread::park_timeout(Duration::from_millis(250));
+                    lock(&writer).flush_if_due();
+                }
+            })
+            .map_err(|e| Error::io("cannot start the TRACE exporter's flush thread", &e))?;
+        exporter.flusher = Some(Flusher { stop, handle });
+        Ok(exporter)
+    }
+
+    /// Creates the exporter of `agent` reading time from `clock`, without a flusher thread
+    /// (rows are written when a batch finds the flush due, and when the exporter is dropped).
+    pub fn with_clock(
+        config: &TraceExporterConfig,
+        agent: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<TraceExporter> {
+        let naming = SegmentNaming::new(&config.path, agent);
+        let options = WriterOptions::new(config.roll_bytes, config.max_segments);
+        let writer = SegmentWriter::open(naming.clone(), options, clock.clone()).map_err(|e| {
+            Error::io(
+                format!(
+                    "TRACE exporter cannot write its segments in {}",
+                    naming.dir().display()
+                ),
+                &e,
+            )
+        })?;
+        Ok(TraceExporter {
+            agent: agent.to_owned(),
+            clock,
+            writer: Arc::new(Mutex::new(writer)),
+            flusher: None,
+        })
+    }
+
+    /// The writer's counters.
+    pub fn stats(&self) -> WriterStats {
+        lock(&self.writer).stats()
+    }
+
+    /// Writes the buffered rows now.
+    pub fn flush(&self) {
+        lock(&self.writer).flush();
+    }
+}
+
+impl Exporter for TraceExporter {
+    fn export_batch(&mut self, events: &[Event]) -> usize {
+        let exported_at_unix_ms = self.clock.unix_ms();
+        let mut writer = lock(&self.writer);
+        for event in events {
+            let unknown;
+            let name = match event.kind() {
+                Some(kind) => kind.name(),
+                None => {
+                    unknown = event.name();
+                    unknown.as_str()
+                }
+            };
+            writer.push(&EventRow {
+                schema: NIXL_EVENT_SCHEMA,
+                agent: &self.agent,
+                exported_at_unix_ms,
+                event_type: event.event_type,
+                name,
+                value: event.value,
+            });
+        }
+        writer.flush_if_due();
+        events.len()
+    }
+
+    fn name(&self) -> &str {
+        "TRACE"
+    }
+}
+
+impl Drop for TraceExporter {
+    /// Stops the flusher thread and writes every buffered row.
+    fn drop(&mut self) {
+        if let Some(f) = self.flusher.take() {
+            f.stop.store(true, Ordering::Release);
+            f.handle.thread().unpark();
+            let _ = f.handle.join();
+        }
+        lock(&self.writer).flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::env_of;
+    use crate::event::EventType;
+    use crate::trace::clock::ManualClock;
+    use crate::trace::reader::{segments_of, SegmentReader};
+
+    #[test]
+    fn configuration_is_strict() {
+        let c = |p: &[(&str, &str)]| TraceExporterConfig::from_lookup(&env_of(p));
+        assert_eq!(c(&[]).unwrap(), TraceExporterConfig::default());
+        assert_eq!(
+            c(&[
+                (ENV_TRACE_PATH, "/x/t"),
+                (ENV_TRACE_ROLL_BYTES, "0x1000"),
+                (ENV_TRACE_MAX_SEGMENTS, "9")
+            ])
+            .unwrap(),
+            TraceExporterConfig {
+                path: "/x/t".into(),
+                roll_bytes: 4096,
+                max_segments: 9
+            }
+        );
+        for (var, bad) in [
+            (ENV_TRACE_PATH, ""),
+            (ENV_TRACE_ROLL_BYTES, "0"),
+            (ENV_TRACE_ROLL_BYTES, "-1"),
+            (ENV_TRACE_ROLL_BYTES, "1k"),
+            (ENV_TRACE_MAX_SEGMENTS, "0"),
+            (ENV_TRACE_MAX_SEGMENTS, "two"),
+        ] {
+            let e = c(&[(var, bad)]).unwrap_err();
+            assert!(e.message.contains(var), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn events_become_rows_that_roll_and_are_retained() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = TraceExporterConfig {
+            path: dir.path().join("nixl"),
+            roll_bytes: 400,
+            max_segments: 2,
+        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let mut e = TraceExporter::with_clock(&config, "agent/0", clock.clone()).unwrap();
+        let batch = [
+            Event::new(EventType::AgentTxBytes, 4096),
+            Event::new(EventType::AgentXferTime, 120),
+            Event {
+                event_type: 99,
+                value: 1,
+            },
+        ];
+        for _ in 0..4 {
+            assert_eq!(e.export_batch(&batch), 3);
+            clock.advance_ms(1000);
+        }
+        drop(e);
+        let files = segments_of(&dir.path().join("nixl.agent_0")).unwrap();
+        assert_eq!(files.len(), 2, "{files:?}");
+        let (rows, _) = SegmentReader::read_rows(&files[0]).unwrap();
+        let first: serde_json::Value = serde_json::from_slice(&rows[0]).unwrap();
+        assert_eq!(first["event"]["schema"], NIXL_EVENT_SCHEMA);
+        assert_eq!(first["event"]["agent"], "agent/0");
+        let all: Vec<serde_json::Value> = files
+            .iter()
+            .flat_map(|f| SegmentReader::read_rows(f).unwrap().0)
+            .map(|r| serde_json::from_slice(&r).unwrap())
+            .collect();
+        let last = all.last().unwrap();
+        assert_eq!(last["event"]["name"], "unknown_event_99");
+        assert_eq!(last["event"]["exported_at_unix_ms"], 1_700_000_003_000u64);
+        assert_eq!(last["timestamp"], 3000);
+    }
+}

@@ -1,0 +1,298 @@
+//! Capture modes and the bounded queue of the FPM trace, driven by a manual clock (no sleeps).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nixl_telemetry::logging;
+use nixl_telemetry::trace::reader::segments_of;
+use nixl_telemetry::trace::{
+    CaptureMode, FpmPayload, FpmTrace, ManualClock, SegmentReader, Source, TraceConfig, TraceStats,
+};
+use serde_json::Value;
+
+const INTERVAL_MS: u64 = 100;
+
+fn config(dir: &Path, mode: CaptureMode) -> TraceConfig {
+    TraceConfig {
+        output_path: dir.join("fpm"),
+        mode,
+        sample_interval: Duration::from_millis(INTERVAL_MS),
+        ..TraceConfig::default()
+    }
+}
+
+fn open(dir: &Path, mode: CaptureMode, clock: &Arc<ManualClock>, capacity: usize) -> FpmTrace {
+    FpmTrace::open_manual(
+        Source::new("default", "backend", "4192"),
+        &config(dir, mode),
+        clock.clone(),
+        capacity,
+    )
+    .unwrap()
+}
+
+/// A payload with some activity (not a heartbeat).
+fn busy(rank: i64, counter: i64) -> FpmPayload {
+    let mut p = FpmPayload::heartbeat("w", rank, counter);
+    p.wall_time = 0.01 * (counter + 1) as f64;
+    p.scheduled_requests.num_decode_requests = 1;
+    p
+}
+
+/// Every row's event, across the producer's segments in index order.
+fn events(dir: &Path) -> Vec<Value> {
+    segments_of(&dir.join("fpm.4192"))
+        .unwrap()
+        .iter()
+        .flat_map(|f| SegmentReader::read_rows(f).unwrap().0)
+        .map(|r| serde_json::from_slice::<Value>(&r).unwrap()["event"].clone())
+        .collect()
+}
+
+fn rank_counter(events: &[Value]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["fpm"]["dp_rank"].as_u64().unwrap(),
+                e["fpm"]["counter_id"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn assert_accounted(s: &TraceStats) {
+    assert_eq!(
+        s.recorded,
+        s.dropped + s.rejected + s.coalesced + s.written + s.rows_lost,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn sampled_mode_is_per_rank_suppresses_unchanged_and_flushes_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let trace = open(dir.path(), CaptureMode::Sampled, &clock, 8192);
+    trace.record(busy(0, 1));
+    trace.record(busy(0, 2));
+    trace.record(busy(1, 1));
+    trace.pump();
+    assert_eq!(
+        trace.stats().written,
+        0,
+        "the first tick is one interval after opening"
+    );
+    clock.advance_ms(INTERVAL_MS);
+    trace.pump(); // tick 1
+    trace.record(busy(0, 2));
+    trace.record_msgpack(&busy(1, 1).to_msgpack());
+    clock.advance_ms(INTERVAL_MS);
+    trace.pump(); // tick 2: both unchanged
+    trace.record(busy(0, 3));
+    let stats = trace.close();
+    let events = events(dir.path());
+    assert_eq!(rank_counter(&events), [(0, 2), (1, 1), (0, 3)]);
+    assert!(events.iter().all(|e| e["capture_mode"] == "sampled"));
+    assert_eq!((stats.recorded, stats.written, stats.coalesced), (6, 3, 3));
+    assert_accounted(&stats);
+}
+
+#[test]
+fn sampled_mode_writes_in_key_order_and_keeps_the_newest_even_if_lower() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Sampled, &clock, 8192);
+    for (worker, rank, counter) in [("b", 0, 5), ("a", 10, 1), ("a", 2, 9), ("a", 2, 4)] {
+        let mut p = busy(rank, counter);
+        p.worker_id = worker.into();
+        trace.record(p);
+    }
+    clock.advance_ms(INTERVAL_MS);
+    trace.pump();
+    trace.close();
+    let got: Vec<(String, u64, u64)> = events(dir.path())
+        .iter()
+        .map(|e| {
+            (
+                e["fpm"]["worker_id"].as_str().unwrap().to_owned(),
+                e["fpm"]["dp_rank"].as_u64().unwrap(),
+                e["fpm"]["counter_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("a".into(), 2, 4), ("a".into(), 10, 1), ("b".into(), 0, 5)]
+    );
+}
+
+#[test]
+fn sampled_mode_ticks_on_the_interval_and_delays_missed_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Sampled, &clock, 8192);
+    trace.record(busy(0, 1));
+    clock.advance_ms(INTERVAL_MS - 1);
+    trace.pump();
+    trace.flush();
+    assert_eq!(trace.stats().written, 0);
+    clock.advance_ms(1);
+    trace.pump();
+    trace.flush();
+    assert_eq!(trace.stats().written, 1);
+    // A long stall: one tick, not a burst; the next is one interval later.
+    trace.record(busy(0, 2));
+    clock.advance_ms(10 * INTERVAL_MS);
+    trace.pump();
+    trace.record(busy(0, 3));
+    trace.pump();
+    trace.flush();
+    assert_eq!(trace.stats().written, 2);
+    clock.advance_ms(INTERVAL_MS);
+    trace.pump();
+    trace.flush();
+    assert_eq!(trace.stats().written, 3);
+    trace.close();
+}
+
+#[test]
+fn sampled_state_stays_bounded_to_one_entry_per_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Sampled, &clock, 8192);
+    for counter in 0..32 {
+        for rank in 0..256 {
+            trace.record(busy(rank, counter));
+        }
+    }
+    trace.pump();
+    assert_eq!(trace.pending_samples(), 256);
+    let stats = trace.close();
+    assert_eq!((stats.written, stats.dropped), (256, 0));
+    assert_eq!(stats.coalesced, 256 * 31);
+    let events = events(dir.path());
+    assert!(events.iter().all(|e| e["fpm"]["counter_id"] == 31));
+    assert_accounted(&stats);
+}
+
+#[test]
+fn full_mode_writes_every_valid_payload_in_order_heartbeats_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Full, &clock, 8192);
+    trace.record(busy(0, 1));
+    trace.record(FpmPayload::heartbeat("w", 0, 2));
+    trace.record_msgpack(&busy(0, 3).to_msgpack());
+    trace.record_msgpack(b"not-msgpack");
+    let mut bad = busy(0, 4);
+    bad.version = 2;
+    trace.record(bad);
+    trace.record(FpmPayload::heartbeat("w", 0, 2));
+    let (stats, logged) = logging::capture(|| {
+        trace.pump();
+        trace.close()
+    });
+    let events = events(dir.path());
+    assert_eq!(rank_counter(&events), [(0, 1), (0, 2), (0, 3), (0, 2)]);
+    assert_eq!(events[1]["fpm"]["wall_time"], 0.0);
+    assert!(events.iter().all(|e| e["capture_mode"] == "full"));
+    assert_eq!((stats.written, stats.rejected), (4, 2));
+    assert_accounted(&stats);
+    let warnings = logging::warnings(&logged);
+    assert!(
+        warnings.iter().any(|w| w.contains("malformed payload")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_full_queue_drops_the_oldest_and_counts_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Full, &clock, 8192);
+    for counter in 0..8192 + 5 {
+        trace.record(busy(0, counter));
+    }
+    assert_eq!(trace.stats().dropped, 5);
+    trace.pump();
+    trace.record(busy(0, 100_000));
+    let stats = trace.close();
+    assert_eq!(
+        (stats.recorded, stats.dropped, stats.written),
+        (8197 + 1, 5, 8193)
+    );
+    let counters: Vec<u64> = rank_counter(&events(dir.path()))
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
+    let expected: Vec<u64> = (5..8197).chain([100_000]).collect();
+    assert_eq!(counters, expected);
+    assert_accounted(&stats);
+}
+
+#[test]
+fn the_small_queue_of_the_upstream_test_keeps_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Full, &clock, 2);
+    for c in 1..=3 {
+        trace.record(busy(0, c));
+    }
+    let stats = trace.close();
+    assert_eq!(stats.dropped, 1);
+    assert_eq!(rank_counter(&events(dir.path())), [(0, 2), (0, 3)]);
+}
+
+#[test]
+fn records_are_stamped_at_record_time_and_rows_at_write_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let trace = open(dir.path(), CaptureMode::Sampled, &clock, 8192);
+    clock.advance_ms(30);
+    trace.record(busy(0, 1));
+    clock.advance_ms(70);
+    trace.pump();
+    trace.close();
+    let rows = SegmentReader::read_rows(&dir.path().join("fpm.4192.000000.jsonl.gz"))
+        .unwrap()
+        .0;
+    let row: Value = serde_json::from_slice(&rows[0]).unwrap();
+    assert_eq!(row["timestamp"], 100);
+    assert_eq!(row["event"]["observed_at_unix_ms"], 1_700_000_000_030u64);
+}
+
+#[test]
+fn a_threaded_trace_writes_everything_accepted_by_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = FpmTrace::open(
+        Source::new("ns", "comp", "thread/ed"),
+        &config(dir.path(), CaptureMode::Full),
+    )
+    .unwrap();
+    let trace = Arc::new(trace);
+    let producers: Vec<_> = (0..4)
+        .map(|rank| {
+            let t = trace.clone();
+            std::thread::spawn(move || {
+                for c in 0..2000 {
+                    t.record(busy(rank, c));
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let stats = Arc::into_inner(trace).unwrap().close();
+    assert_eq!(stats.recorded, 8000);
+    assert_eq!(stats.written + stats.dropped, 8000);
+    assert_accounted(&stats);
+    let files = segments_of(&dir.path().join("fpm.thread_ed")).unwrap();
+    let rows: usize = files
+        .iter()
+        .map(|f| SegmentReader::read_rows(f).unwrap().0.len())
+        .sum();
+    assert_eq!(rows as u64, stats.written);
+}

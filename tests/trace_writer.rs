@@ -1,0 +1,470 @@
+//! The rolling gzip JSONL segment writer: envelope, rolling, restart, retention, symlink safety,
+//! unwritable locations, and how standard readers see a truncated final member.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nixl_telemetry::trace::capture::OpenErrorKind;
+use nixl_telemetry::trace::reader::segments_of;
+use nixl_telemetry::trace::{
+    CaptureMode, FpmPayload, FpmTrace, ManualClock, QueuedRequests, ScheduledRequests,
+    SegmentNaming, SegmentReader, SegmentWriter, Source, TraceConfig, WriterOptions,
+};
+
+fn writer(prefix: &Path, producer: &str, roll_bytes: u64, max_segments: usize) -> SegmentWriter {
+    SegmentWriter::open(
+        SegmentNaming::new(prefix, producer),
+        WriterOptions {
+            roll_bytes,
+            max_segments,
+            buffer_bytes: 1 << 20,
+            flush_interval: Duration::from_secs(1),
+        },
+        Arc::new(ManualClock::new(0)),
+    )
+    .unwrap()
+}
+
+/// An event whose row (`{"timestamp":0,"event":"..."}\n`) is exactly `len` bytes.
+fn event_of_row_len(len: usize) -> String {
+    let overhead = r#"{"timestamp":0,"event":""}"#.len() + 1;
+    "x".repeat(len - overhead)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+fn rows(path: &Path) -> Vec<String> {
+    let (rows, outcome) = SegmentReader::read_rows(path).unwrap();
+    assert_eq!(outcome.truncated, None, "{}", path.display());
+    rows.into_iter()
+        .map(|r| String::from_utf8(r).unwrap())
+        .collect()
+}
+
+fn segment(dir: &Path, producer: &str, index: u64) -> PathBuf {
+    dir.join(format!("fpm.{producer}.{index:06}.jsonl.gz"))
+}
+
+#[test]
+fn the_envelope_is_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_782_777_600_000));
+    let config = TraceConfig {
+        output_path: dir.path().join("dynamo-fpm"),
+        mode: CaptureMode::Full,
+        ..TraceConfig::default()
+    };
+    let trace = FpmTrace::open_manual(
+        Source::new("default", "backend", "4192"),
+        &config,
+        clock.clone(),
+        8192,
+    )
+    .unwrap();
+    clock.advance_ms(1250);
+    let payload = FpmPayload {
+        version: 1,
+        worker_id: "4192".into(),
+        dp_rank: 0,
+        counter_id: 42,
+        wall_time: 0.025,
+        scheduled_requests: ScheduledRequests {
+            num_prefill_requests: 2,
+            sum_prefill_tokens: 256,
+            var_prefill_length: 12.5,
+            sum_prefill_kv_tokens: 64,
+            num_decode_requests: 3,
+            sum_decode_kv_tokens: 1024,
+            var_decode_kv_tokens: 0.0,
+        },
+        queued_requests: QueuedRequests {
+            num_prefill_requests: 1,
+            sum_prefill_tokens: 128,
+            ..QueuedRequests::default()
+        },
+    };
+    trace.record_msgpack(&payload.to_msgpack());
+    trace.pump();
+    let stats = trace.close();
+    assert_eq!((stats.recorded, stats.written), (1, 1));
+    let file = dir.path().join("dynamo-fpm.4192.000000.jsonl.gz");
+    assert_eq!(
+        rows(&file),
+        [concat!(
+            r#"{"timestamp":1250,"event":{"schema":"dynamo.fpm.trace.v1","#,
+            r#""source":{"namespace":"default","component":"backend","producer_id":"4192"},"#,
+            r#""capture_mode":"full","observed_at_unix_ms":1782777601250,"#,
+            r#""fpm":{"version":1,"worker_id":"4192","dp_rank":0,"counter_id":42,"wall_time":0.025,"#,
+            r#""scheduled_requests":{"num_prefill_requests":2,"sum_prefill_tokens":256,"#,
+            r#""var_prefill_length":12.5,"sum_prefill_kv_tokens":64,"num_decode_requests":3,"#,
+            r#""sum_decode_kv_tokens":1024,"var_decode_kv_tokens":0.0},"#,
+            r#""queued_requests":{"num_prefill_requests":1,"sum_prefill_tokens":128,"#,
+            r#""var_prefill_length":0.0,"num_decode_requests":0,"sum_decode_kv_tokens":0,"#,
+            r#""var_decode_kv_tokens":0.0}}}}"#
+        )]
+    );
+    // One gzip member with flate2's default header: MTIME 0, OS 255.
+    let bytes = fs::read(&file).unwrap();
+    assert_eq!(&bytes[..4], &[0x1f, 0x8b, 8, 0]);
+    assert_eq!(&bytes[4..8], &[0, 0, 0, 0]);
+    assert_eq!(bytes[9], 255);
+}
+
+#[test]
+fn a_row_landing_exactly_on_the_limit_stays_one_byte_more_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("a"), "p", 100, 10);
+    w.push(&event_of_row_len(50));
+    w.push(&event_of_row_len(50));
+    assert_eq!(w.close().segments_rolled, 0);
+    assert_eq!(names(dir.path()), ["a.p.000000.jsonl.gz"]);
+    assert_eq!(rows(&dir.path().join("a.p.000000.jsonl.gz")).len(), 2);
+
+    let mut w = writer(&dir.path().join("b"), "p", 100, 10);
+    w.push(&event_of_row_len(50));
+    w.push(&event_of_row_len(51));
+    let stats = w.close();
+    assert_eq!((stats.segments_rolled, stats.rows_written), (1, 2));
+    let b: Vec<String> = names(dir.path())
+        .into_iter()
+        .filter(|n| n.starts_with("b."))
+        .collect();
+    assert_eq!(b, ["b.p.000000.jsonl.gz", "b.p.000001.jsonl.gz"]);
+    assert_eq!(rows(&dir.path().join("b.p.000000.jsonl.gz"))[0].len(), 49);
+    assert_eq!(rows(&dir.path().join("b.p.000001.jsonl.gz"))[0].len(), 50);
+}
+
+#[test]
+fn an_oversized_row_sits_alone_in_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 32, 10);
+    let big = event_of_row_len(1024);
+    w.push(&big);
+    w.push(&event_of_row_len(30));
+    w.push(&event_of_row_len(30));
+    w.close();
+    let first = rows(&segment(dir.path(), "p", 0));
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].len(), 1023, "written intact");
+    assert!(first[0].contains(&big));
+    assert_eq!(rows(&segment(dir.path(), "p", 1)).len(), 1);
+    assert_eq!(rows(&segment(dir.path(), "p", 2)).len(), 1);
+}
+
+#[test]
+fn restart_continues_after_the_highest_index() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(segment(dir.path(), "p", 0), b"").unwrap();
+    fs::write(segment(dir.path(), "p", 2), b"").unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 1 << 20, 10);
+    assert_eq!(w.index(), 3);
+    w.push("row");
+    w.close();
+    assert_eq!(
+        names(dir.path()),
+        [
+            "fpm.p.000000.jsonl.gz",
+            "fpm.p.000002.jsonl.gz",
+            "fpm.p.000003.jsonl.gz"
+        ]
+    );
+    assert_eq!(rows(&segment(dir.path(), "p", 3)).len(), 1);
+}
+
+#[test]
+fn a_flush_with_nothing_buffered_writes_no_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 1 << 20, 10);
+    w.flush();
+    w.push("a");
+    w.flush();
+    w.flush();
+    w.push("b");
+    let stats = w.close();
+    assert_eq!(stats.members_written, 2);
+    assert_eq!(rows(&segment(dir.path(), "p", 0)).len(), 2);
+}
+
+#[test]
+fn retention_of_one_keeps_only_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 40, 1);
+    for i in 0..5 {
+        w.push(&event_of_row_len(35));
+        w.flush();
+        assert_eq!(
+            names(dir.path()),
+            [format!("fpm.p.{i:06}.jsonl.gz")],
+            "after segment {i}"
+        );
+    }
+    let stats = w.close();
+    assert_eq!((stats.segments_rolled, stats.segments_pruned), (4, 4));
+}
+
+#[test]
+fn retention_keeps_the_newest_segments_only_of_this_exact_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keep = [
+        "fpm.other.000000.jsonl.gz",
+        "fpm.41920.000000.jsonl.gz",
+        "fpm.p.000000.jsonl.gz.bak",
+        "fpm.p.000001.jsonl",
+        "fpm.p.0000001.jsonl.gz",
+        "fpm.p_x.000000.jsonl.gz",
+        "victim",
+    ];
+    for name in keep {
+        fs::write(d.join(name), b"keep").unwrap();
+    }
+    fs::write(segment(d, "p", 0), b"old").unwrap();
+    fs::write(segment(d, "p", 1), b"old").unwrap();
+    fs::create_dir(segment(d, "p", 2)).unwrap();
+    symlink(d.join("victim"), segment(d, "p", 3)).unwrap();
+    let mut w = writer(&d.join("fpm"), "p", 40, 2);
+    assert_eq!(w.index(), 4, "directories and symlinks take up indexes");
+    w.push(&event_of_row_len(35));
+    w.flush();
+    // Regular files 0, 1 and the active 4: the oldest one goes.
+    assert!(!segment(d, "p", 0).exists());
+    assert!(segment(d, "p", 1).exists());
+    w.push(&event_of_row_len(35));
+    w.flush();
+    assert!(!segment(d, "p", 1).exists());
+    let stats = w.close();
+    assert_eq!(stats.segments_pruned, 2);
+    for name in keep {
+        assert_eq!(fs::read(d.join(name)).unwrap(), b"keep", "{name}");
+    }
+    assert!(segment(d, "p", 2).is_dir());
+    assert!(fs::symlink_metadata(segment(d, "p", 3))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(segment(d, "p", 4).is_file() && segment(d, "p", 5).is_file());
+}
+
+#[test]
+fn a_symlink_planted_at_the_next_segment_name_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("victim"), b"precious").unwrap();
+    let mut w = writer(&d.join("fpm"), "p", 1 << 20, 10);
+    assert_eq!(w.index(), 0);
+    // Planted after the writer chose its index, before the segment is created.
+    symlink(d.join("victim"), segment(d, "p", 0)).unwrap();
+    w.push("row");
+    w.flush();
+    assert_eq!(w.index(), 1);
+    w.close();
+    assert_eq!(fs::read(d.join("victim")).unwrap(), b"precious");
+    assert_eq!(rows(&segment(d, "p", 1)).len(), 1);
+    assert_eq!(segments_of(&d.join("fpm.p")).unwrap(), [segment(d, "p", 1)]);
+}
+
+#[test]
+fn an_unwritable_location_disables_only_that_producer() {
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file where a directory should be: unwritable even for root.
+    fs::write(dir.path().join("blocker"), b"").unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let blocked = TraceConfig {
+        output_path: dir.path().join("blocker/sub/fpm"),
+        mode: CaptureMode::Full,
+        ..TraceConfig::default()
+    };
+    let err = FpmTrace::open_manual(Source::new("n", "c", "1"), &blocked, clock.clone(), 16)
+        .err()
+        .unwrap();
+    assert_eq!(err.kind, OpenErrorKind::Unwritable);
+    assert!(err.message.contains("blocker"), "{}", err.message);
+
+    let good = TraceConfig {
+        output_path: dir.path().join("ok/fpm"),
+        mode: CaptureMode::Full,
+        ..TraceConfig::default()
+    };
+    let trace = FpmTrace::open_manual(Source::new("n", "c", "2"), &good, clock, 16).unwrap();
+    trace.record(FpmPayload::heartbeat("2", 0, 1));
+    assert_eq!(trace.close().written, 1);
+    assert_eq!(names(&dir.path().join("ok")), ["fpm.2.000000.jsonl.gz"]);
+}
+
+/// Writes four members into one segment and cuts the file inside the last one. Returns the
+/// file, the rows of the complete members and the offset where the last member starts.
+fn truncated_segment(dir: &Path) -> (PathBuf, Vec<String>, u64) {
+    let mut w = writer(&dir.join("fpm"), "p", 1 << 30, 10);
+    let path = segment(dir, "p", 0);
+    let mut expected = Vec::new();
+    let mut last_start = 0;
+    for member in 0..4 {
+        last_start = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        for i in 0..50 {
+            let event = format!("member {member} row {i} {}", "y".repeat(i * 7));
+            if member < 3 {
+                expected.push(format!(r#"{{"timestamp":0,"event":"{event}"}}"#));
+            }
+            w.push(&event);
+        }
+        w.flush();
+    }
+    w.close();
+    let len = fs::metadata(&path).unwrap().len();
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(last_start + (len - last_start) / 2).unwrap();
+    (path, expected, last_start)
+}
+
+#[test]
+fn a_truncated_last_member_is_read_up_to_the_cut_by_our_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, expected, offset) = truncated_segment(dir.path());
+    let (got, outcome) = SegmentReader::read_rows(&path).unwrap();
+    let got: Vec<String> = got
+        .into_iter()
+        .map(|r| String::from_utf8(r).unwrap())
+        .collect();
+    // Every complete member's rows, then possibly some complete rows of the cut member.
+    assert_eq!(&got[..expected.len()], &expected[..]);
+    assert!(got[expected.len()..]
+        .iter()
+        .all(|r| r.starts_with(r#"{"timestamp":0,"event":"member 3 row "#) && r.ends_with("\"}")));
+    assert_eq!(outcome.members, 3);
+    let t = outcome.truncated.unwrap();
+    assert_eq!((t.path, t.offset), (path, offset));
+}
+
+#[test]
+fn a_truncated_last_member_is_read_up_to_the_cut_by_python_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, expected, _) = truncated_segment(dir.path());
+    let script = r#"
+import gzip, sys
+n = 0
+try:
+    with gzip.open(sys.argv[1], "rt") as f:
+        for line in f:
+            if line.endswith("\n"):
+                n += 1
+                print(line, end="")
+    print("NO ERROR", file=sys.stderr)
+except EOFError as e:
+    print("EOFError:", e, file=sys.stderr)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .expect("python3 is needed for this test");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("EOFError"), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() >= expected.len());
+    assert_eq!(&lines[..expected.len()], &expected[..]);
+}
+
+#[test]
+fn a_truncated_last_member_is_read_up_to_the_cut_by_gzip_cd() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, expected, _) = truncated_segment(dir.path());
+    let out = Command::new("gzip")
+        .arg("-cd")
+        .arg(&path)
+        .output()
+        .expect("gzip is needed for this test");
+    assert_eq!(out.status.code(), Some(1), "gzip reports the truncation");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(&lines[..expected.len()], &expected[..]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected end of file"));
+}
+
+#[test]
+fn the_row_timestamp_is_ms_since_the_writer_opened_and_survives_a_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    clock.advance_ms(5_000);
+    let mut w = SegmentWriter::open(
+        SegmentNaming::new(&dir.path().join("fpm"), "p"),
+        WriterOptions::new(40, 10),
+        clock.clone(),
+    )
+    .unwrap();
+    w.push(&event_of_row_len(35));
+    clock.advance_ms(1_500);
+    w.push(&event_of_row_len(36));
+    w.close();
+    assert!(rows(&segment(dir.path(), "p", 0))[0].starts_with(r#"{"timestamp":0,"#));
+    assert!(rows(&segment(dir.path(), "p", 1))[0].starts_with(r#"{"timestamp":1500,"#));
+}
+
+#[test]
+fn the_periodic_flush_follows_the_clock_and_the_buffer_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let mut w = SegmentWriter::open(
+        SegmentNaming::new(&dir.path().join("fpm"), "p"),
+        WriterOptions {
+            roll_bytes: 1 << 30,
+            max_segments: 4,
+            buffer_bytes: 1000,
+            flush_interval: Duration::from_secs(1),
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    w.push("a");
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 0, "not due yet");
+    clock.advance_ms(1000);
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 1);
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 1, "nothing buffered");
+    for _ in 0..10 {
+        w.push(&event_of_row_len(100));
+    }
+    assert_eq!(
+        w.stats().members_written,
+        2,
+        "1000 bytes buffered: flushed at once"
+    );
+    assert_eq!(w.buffered_rows(), 0);
+}
+
+#[test]
+fn a_write_error_loses_only_that_batch_and_the_writer_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    // The directory vanishes before the first segment is created: that batch is lost.
+    let mut w = writer(&out.join("fpm"), "p", 1 << 20, 10);
+    fs::remove_dir_all(&out).unwrap();
+    w.push("lost");
+    w.push("lost too");
+    w.flush();
+    let stats = w.stats();
+    assert_eq!((stats.write_errors, stats.rows_lost), (1, 2));
+    fs::create_dir(&out).unwrap();
+    w.push("kept");
+    w.flush();
+    let stats = w.close();
+    assert_eq!((stats.write_errors, stats.rows_written), (1, 1));
+    assert_eq!(
+        rows(&segment(&out, "p", 0)),
+        [r#"{"timestamp":0,"event":"kept"}"#]
+    );
+}
