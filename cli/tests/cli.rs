@@ -192,3 +192,117 @@ fn demo_runs_and_accounts_for_every_event() {
         "{text}"
     );
 }
+
+/// Reads a child's stdout on a thread, so the test can watch it grow.
+fn collect_stdout(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::Arc<std::sync::Mutex<String>>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().unwrap();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = std::sync::Arc::clone(&text);
+    let thread = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let mut t = sink.lock().unwrap();
+            t.push_str(&line);
+            t.push('\n');
+        }
+    });
+    (text, thread)
+}
+
+/// Waits until `text` holds at least `n` lines (panics after 60 s, or if the child exits).
+fn wait_for_lines(child: &mut std::process::Child, text: &std::sync::Mutex<String>, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = text.lock().unwrap().clone();
+        if now.lines().count() >= n {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("read --follow exited early ({status}) after printing:\n{now}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {n} lines; got:\n{now}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn read_follow_prints_both_bursts_and_exits_0_on_ctrl_c() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "live", 64).unwrap();
+    let first = [
+        Event::new(EventType::AgentXferPostTime, 8),
+        Event::new(EventType::AgentXferTime, 120),
+        Event::new(EventType::AgentTxBytes, 1 << 20),
+        Event::new(EventType::AgentTxRequestsNum, 1),
+    ];
+    let second = [
+        Event::new(EventType::AgentErrBackend, 1),
+        Event::new(EventType::AgentMemoryDeregistered, 4096),
+        Event {
+            event_type: 77,
+            value: u64::MAX,
+        },
+    ];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
+        .args(["read", "--follow", "--format", "json"])
+        .arg(ring.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (text, stdout_thread) = collect_stdout(&mut child);
+
+    assert_eq!(ring.push_batch(&first), first.len());
+    wait_for_lines(&mut child, &text, first.len());
+    // The second burst arrives while the command polls the empty ring.
+    assert_eq!(ring.push_batch(&second), second.len());
+    wait_for_lines(&mut child, &text, first.len() + second.len());
+
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("read --follow did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{status}; stderr: {stderr}");
+    assert_eq!(stderr, "");
+
+    // Everything printed, up to EOF.
+    stdout_thread.join().unwrap();
+    let printed = text.lock().unwrap().clone();
+    let got: Vec<serde_json::Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let expected: Vec<serde_json::Value> = first
+        .iter()
+        .chain(&second)
+        .map(|e| serde_json::json!({"event": e.name(), "type": e.event_type, "value": e.value}))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(ring.is_empty(), "the events were consumed");
+}
