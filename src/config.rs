@@ -120,6 +120,9 @@ pub enum ExporterChoice {
     Nop,
     /// A plug-in exporter by (case-sensitive) name.
     Plugin(String),
+    /// The built-in gzip JSONL trace exporter (`TRACE`) with its `NIXL_TELEMETRY_TRACE_*`
+    /// settings.
+    Trace(crate::trace::TraceExporterConfig),
 }
 
 /// The validated core configuration of one collector.
@@ -181,7 +184,7 @@ impl Config {
                 Duration::from_millis(ms)
             }
         };
-        let exporter = choose_exporter(env(ENV_EXPORTER)?, env(ENV_DIR)?)?;
+        let exporter = choose_exporter(env(ENV_EXPORTER)?, env(ENV_DIR)?, env)?;
         let enabled_metrics = match env(ENV_ENABLED_METRICS)? {
             None => MetricMask::ALL,
             Some(list) => MetricMask::from_allowlist(&list),
@@ -196,8 +199,12 @@ impl Config {
 }
 
 /// The exporter rule: a non-empty `NIXL_TELEMETRY_EXPORTER` names it; otherwise BUFFER when
-/// `NIXL_TELEMETRY_DIR` is set, else NOP.
-fn choose_exporter(name: Option<String>, dir: Option<String>) -> Result<ExporterChoice> {
+/// `NIXL_TELEMETRY_DIR` is set, else NOP. `TRACE` reads its own settings through `env`.
+fn choose_exporter(
+    name: Option<String>,
+    dir: Option<String>,
+    env: Lookup,
+) -> Result<ExporterChoice> {
     let buffer = |dir: Option<String>| match dir {
         Some(d) if !d.is_empty() => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
         Some(_) => Err(Error::invalid(format!(
@@ -210,6 +217,9 @@ fn choose_exporter(name: Option<String>, dir: Option<String>) -> Result<Exporter
     match name.as_deref() {
         Some("BUFFER") => buffer(dir),
         Some("NOP") => Ok(ExporterChoice::Nop),
+        Some("TRACE") => Ok(ExporterChoice::Trace(
+            crate::trace::TraceExporterConfig::from_lookup(env)?,
+        )),
         Some(n) if !n.is_empty() => Ok(ExporterChoice::Plugin(n.to_owned())),
         _ if dir.is_some() => {
             log::info!("No telemetry exporter was specified, using default: BUFFER");

@@ -68,5 +68,8 @@ pub fn create(choice: &ExporterChoice, agent: &str, capacity: usize) -> Result<B
         ExporterChoice::Nop => Ok(Box::new(NopExporter)),
         ExporterChoice::Buffer(dir) => Ok(Box::new(BufferExporter::create(dir, agent, capacity)?)),
         ExporterChoice::Plugin(name) => crate::plugin::create_exporter(name, agent, capacity),
+        ExporterChoice::Trace(config) => Ok(Box::new(crate::trace::TraceExporter::create(
+            config, agent,
+        )?)),
     }
 }

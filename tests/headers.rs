@@ -62,3 +62,12 @@ fn plugin_header_is_current() {
         "include/nixl_telemetry_plugin.h",
     );
 }
+
+#[test]
+fn fpm_trace_header_is_current() {
+    check(
+        "cbindgen_fpm_trace.toml",
+        &["src/trace/ffi.rs"],
+        "include/nixl_fpm_trace.h",
+    );
+}

@@ -310,4 +310,66 @@ mod tests {
         assert_eq!(last["event"]["exported_at_unix_ms"], 1_700_000_003_000u64);
         assert_eq!(last["timestamp"], 3000);
     }
+
+    #[test]
+    fn nixl_telemetry_exporter_trace_selects_it() {
+        use crate::config::{Config, ExporterChoice, ENV_EXPORTER};
+        let c = |p: &[(&str, &str)]| Config::from_lookup(&env_of(p)).map(|c| c.exporter);
+        assert_eq!(
+            c(&[(ENV_EXPORTER, "TRACE"), (ENV_TRACE_MAX_SEGMENTS, "2")]).unwrap(),
+            ExporterChoice::Trace(TraceExporterConfig {
+                max_segments: 2,
+                ..TraceExporterConfig::default()
+            })
+        );
+        assert!(c(&[(ENV_EXPORTER, "TRACE"), (ENV_TRACE_ROLL_BYTES, "0")])
+            .unwrap_err()
+            .message
+            .contains(ENV_TRACE_ROLL_BYTES));
+        assert_eq!(
+            c(&[(ENV_TRACE_ROLL_BYTES, "0")]).unwrap(),
+            ExporterChoice::Nop,
+            "TRACE settings are read only when TRACE is chosen"
+        );
+    }
+
+    #[test]
+    fn a_collector_with_the_trace_exporter_persists_its_events() {
+        use crate::collector::Collector;
+        use crate::config::{Config, ExporterChoice};
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            exporter: ExporterChoice::Trace(TraceExporterConfig {
+                path: dir.path().join("nixl"),
+                ..TraceExporterConfig::default()
+            }),
+            ..Config::default()
+        };
+        let collector = Collector::new("agent-0", config).unwrap();
+        assert_eq!(collector.exporter_name(), "TRACE");
+        collector.add_xfer_stats(120, true, 4096, 8);
+        collector.update_data(EventType::AgentRxBytes, 7);
+        drop(collector);
+        let files = segments_of(&dir.path().join("nixl.agent-0")).unwrap();
+        assert_eq!(files.len(), 1);
+        let names: Vec<String> = SegmentReader::read_rows(&files[0])
+            .unwrap()
+            .0
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(r).unwrap();
+                v["event"]["name"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "agent_xfer_post_time",
+                "agent_xfer_time",
+                "agent_tx_bytes",
+                "agent_tx_requests_num",
+                "agent_rx_bytes"
+            ]
+        );
+    }
 }

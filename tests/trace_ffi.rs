@@ -1,0 +1,134 @@
+//! The FPM trace C ABI with tracing enabled by the environment (one test: the environment is
+//! read once per process).
+
+use std::ffi::{c_char, CStr};
+
+use nixl_telemetry::trace::ffi::*;
+use nixl_telemetry::trace::reader::segments_of;
+use nixl_telemetry::trace::{FpmPayload, SegmentReader};
+use serde_json::Value;
+
+fn last_error() -> String {
+    let mut buf = [0 as c_char; 512];
+    let n = unsafe { nixl_fpm_trace_last_error(buf.as_mut_ptr(), buf.len()) };
+    let s = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(n, s.len());
+    s
+}
+
+fn payload(worker_id: &CStr, rank: i64, counter: i64) -> nixl_fpm_payload_t {
+    nixl_fpm_payload_t {
+        version: 1,
+        worker_id: worker_id.as_ptr(),
+        dp_rank: rank,
+        counter_id: counter,
+        wall_time: 0.5,
+        scheduled_requests: nixl_fpm_scheduled_requests_t {
+            num_decode_requests: 3,
+            ..Default::default()
+        },
+        queued_requests: nixl_fpm_queued_requests_t::default(),
+    }
+}
+
+#[test]
+fn open_record_stats_close_through_the_c_abi() {
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_var("DYN_FPM_TRACE", " On ");
+    std::env::set_var(
+        "DYN_FPM_OUTPUT_PATH",
+        dir.path().join("dynamo-fpm.jsonl.gz"),
+    );
+    std::env::set_var("DYN_FPM_MODE", "full");
+    std::env::set_var("DYN_FPM_MAX_SEGMENTS", "3");
+    unsafe {
+        let mut t: *mut nixl_fpm_trace_t = std::ptr::null_mut();
+        assert_eq!(
+            nixl_fpm_trace_open(
+                c"default".as_ptr(),
+                c"backend".as_ptr(),
+                c"41:92".as_ptr(),
+                &mut t
+            ),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        assert!(!t.is_null());
+
+        let mut again: *mut nixl_fpm_trace_t = 1 as *mut _;
+        assert_eq!(
+            nixl_fpm_trace_open(
+                c"default".as_ptr(),
+                c"other".as_ptr(),
+                c"41:92".as_ptr(),
+                &mut again
+            ),
+            NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED
+        );
+        assert!(again.is_null());
+        assert!(last_error().contains("already open"), "{}", last_error());
+
+        let bytes = FpmPayload::heartbeat("w", 0, 1).to_msgpack();
+        assert_eq!(
+            nixl_fpm_trace_record_msgpack(t, bytes.as_ptr(), bytes.len()),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        assert_eq!(
+            nixl_fpm_trace_record(t, &payload(c"w", 0, 2)),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        // Invalid values are accepted by the call, then rejected and counted.
+        assert_eq!(
+            nixl_fpm_trace_record(t, &payload(c"w", -1, 3)),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        assert_eq!(
+            nixl_fpm_trace_record_msgpack(t, b"junk".as_ptr(), 4),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        let mut p = payload(c"w", 0, 4);
+        p.worker_id = std::ptr::null();
+        assert_eq!(
+            nixl_fpm_trace_record(t, &p),
+            NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM
+        );
+        assert!(last_error().contains("worker_id"));
+        assert_eq!(
+            nixl_fpm_trace_record_msgpack(t, std::ptr::null(), 0),
+            NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM
+        );
+        assert_eq!(nixl_fpm_trace_flush(t), NIXL_TELEMETRY_FPM_SUCCESS);
+        let mut stats = nixl_fpm_trace_stats_t::default();
+        assert_eq!(
+            nixl_fpm_trace_get_stats(t, &mut stats),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        assert_eq!(stats.recorded, 4);
+        assert_eq!((stats.written, stats.rejected), (2, 2));
+        assert_eq!(
+            nixl_fpm_trace_record(t, &payload(c"w", 1, 5)),
+            NIXL_TELEMETRY_FPM_SUCCESS
+        );
+        nixl_fpm_trace_close(t);
+    }
+    let files = segments_of(&dir.path().join("dynamo-fpm.41_92")).unwrap();
+    assert_eq!(files.len(), 1);
+    let (rows, outcome) = SegmentReader::read_rows(&files[0]).unwrap();
+    assert_eq!(outcome.members, 2, "one member per flush");
+    let events: Vec<Value> = rows
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(r).unwrap()["event"].clone())
+        .collect();
+    let counters: Vec<u64> = events
+        .iter()
+        .map(|e| e["fpm"]["counter_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counters, [1, 2, 5]);
+    assert_eq!(
+        events[0]["source"]["producer_id"], "41:92",
+        "unsanitized in the record"
+    );
+    assert_eq!(events[0]["source"]["component"], "backend");
+    assert_eq!(events[1]["fpm"]["wall_time"], 0.5);
+}

@@ -1,0 +1,43 @@
+//! The FPM trace C ABI when the output location cannot be written: a distinct status, the
+//! reason in the last-error message, one warning, and the caller carries on.
+
+use std::ffi::{c_char, CStr};
+
+use nixl_telemetry::logging;
+use nixl_telemetry::trace::ffi::*;
+
+fn last_error() -> String {
+    let mut buf = [0 as c_char; 512];
+    unsafe { nixl_fpm_trace_last_error(buf.as_mut_ptr(), buf.len()) };
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("blocker"), b"").unwrap();
+    std::env::set_var("DYN_FPM_TRACE", "1");
+    std::env::set_var("DYN_FPM_OUTPUT_PATH", dir.path().join("blocker/fpm"));
+    let (status, logged) = logging::capture(|| {
+        let mut t: *mut nixl_fpm_trace_t = 1 as *mut _;
+        let s =
+            unsafe { nixl_fpm_trace_open(c"ns".as_ptr(), c"c".as_ptr(), c"7".as_ptr(), &mut t) };
+        assert!(t.is_null());
+        s
+    });
+    assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+    assert!(
+        last_error().contains("not writable for producer '7'"),
+        "{}",
+        last_error()
+    );
+    let warnings = logging::warnings(&logged);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing created"
+    );
+}
