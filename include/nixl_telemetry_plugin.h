@@ -28,6 +28,9 @@ typedef int32_t nixl_telemetry_plugin_status_t;
 // Log levels a plug-in passes to `host_log`: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
 typedef void (*nixl_telemetry_plugin_log_fn)(int32_t level, const char *message);
 
+// The host's event-name lookup (a plug-in need not link the core library to print names).
+typedef const char *(*nixl_telemetry_plugin_event_name_fn)(uint32_t event_type);
+
 // What the host passes to `create`. Valid only during the call (copy what you keep).
 typedef struct {
   // Size of this struct as the host knows it (fields may be added at the end).
@@ -39,6 +42,8 @@ typedef struct {
   size_t max_events_buffered;
   // Logs a message through the host's logging (stderr or the host's callback); thread-safe.
   nixl_telemetry_plugin_log_fn host_log;
+  // Returns the static name of an event type (`agent_tx_bytes`, ...) or NULL if unknown.
+  nixl_telemetry_plugin_event_name_fn host_event_name;
 } nixl_telemetry_plugin_params_t;
 
 // Creates the exporter state for one agent. On success stores it in `*state` and returns

@@ -63,6 +63,20 @@ fn c_and_cpp_abi_suite_passes() {
         "cmake/ctest not found on PATH: install cmake, e.g. apt-get install cmake"
     );
 
+    // Install into a prefix inside the target directory, then build the tests with
+    // find_package(nixl_telemetry), as a user would.
+    let prefix = profile.join("install");
+    let out = run(
+        "install",
+        Command::new("bash")
+            .arg(manifest.join("scripts/install.sh"))
+            .arg("--from")
+            .arg(&profile)
+            .arg("--prefix")
+            .arg(&prefix),
+    );
+    assert_success("scripts/install.sh", &out);
+
     let source = manifest.join("c_tests");
     let build = profile.join("c_tests-build");
     let mut configure = Command::new("cmake");
@@ -71,17 +85,13 @@ fn c_and_cpp_abi_suite_passes() {
         .arg(&source)
         .arg("-B")
         .arg(&build)
-        .arg(format!("-DNIXL_TELEMETRY_LIB_DIR={}", profile.display()))
-        .arg(format!(
-            "-DNIXL_TELEMETRY_INCLUDE_DIR={}",
-            manifest.join("include").display()
-        ));
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()));
     // Always pass the fixtures directory so that a value cached by an earlier configure (for
     // example from a NIXL_TELEMETRY_FIXTURES override) does not stick.
     let fixtures = std::env::var_os("NIXL_TELEMETRY_FIXTURES")
         .filter(|f| !f.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest.join("../shared/fixtures"));
+        .unwrap_or_else(|| manifest.join("tests/fixtures"));
     let mut arg = std::ffi::OsString::from("-DNIXL_TELEMETRY_FIXTURES=");
     arg.push(fixtures.as_os_str());
     configure.arg(arg);

@@ -46,7 +46,13 @@ pub struct nixl_telemetry_plugin_params_t {
     pub max_events_buffered: usize,
     /// Logs a message through the host's logging (stderr or the host's callback); thread-safe.
     pub host_log: nixl_telemetry_plugin_log_fn,
+    /// Returns the static name of an event type (`agent_tx_bytes`, ...) or NULL if unknown.
+    pub host_event_name: nixl_telemetry_plugin_event_name_fn,
 }
+
+/// The host's event-name lookup (a plug-in need not link the core library to print names).
+pub type nixl_telemetry_plugin_event_name_fn =
+    Option<unsafe extern "C" fn(event_type: u32) -> *const c_char>;
 
 /// Creates the exporter state for one agent. On success stores it in `*state` and returns
 /// `NIXL_TELEMETRY_PLUGIN_SUCCESS`; on failure writes a NUL-terminated message into

@@ -275,6 +275,11 @@ unsafe extern "C" fn host_log(level: i32, message: *const c_char) {
     log::log!(target: "plugin", level, "{text}");
 }
 
+/// Gives plug-ins the static C name of an event type.
+unsafe extern "C" fn host_event_name(event_type: u32) -> *const c_char {
+    crate::ffi::nixl_telemetry_event_name(event_type)
+}
+
 /// One agent's exporter inside a plug-in.
 pub struct PluginExporter {
     plugin: LoadedPlugin,
@@ -315,6 +320,7 @@ pub fn create_exporter(name: &str, agent: &str, capacity: usize) -> Result<Box<d
         agent_name: agent_c.as_ptr(),
         max_events_buffered: capacity,
         host_log: Some(host_log),
+        host_event_name: Some(host_event_name),
     };
     let mut state: *mut c_void = std::ptr::null_mut();
     let mut message = [0 as c_char; 1024];
