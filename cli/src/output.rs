@@ -94,3 +94,15 @@ pub fn catch_ctrl_c() {
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
+
+/// Sleeps for `duration`, waking early (within 20 ms) when Ctrl+C is pressed.
+pub fn sleep_unless_interrupted(duration: std::time::Duration) {
+    let deadline = std::time::Instant::now() + duration;
+    while !interrupted() {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            break;
+        }
+        std::thread::sleep((deadline - now).min(std::time::Duration::from_millis(20)));
+    }
+}

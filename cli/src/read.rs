@@ -15,12 +15,22 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Reads `path`, printing every event (matching one of `filters`, when given); with `follow`,
 /// keeps polling until Ctrl+C.
 pub fn run(path: &Path, follow: bool, format: Format, filters: &[String]) -> CliResult {
-    let mut ring = RingReader::open(path)?;
+    if follow {
+        // Before opening, so a Ctrl+C at any point ends the command cleanly.
+        output::catch_ctrl_c();
+    }
+    let text = format == Format::Text;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let text = format == Format::Text;
     if text {
         writeln!(out, "Telemetry path: {}", path.display())?;
+        writeln!(out, "Opening telemetry buffer: {}", path.display())?;
+        if follow {
+            writeln!(out, "Press Ctrl+C to stop reading telemetry...")?;
+        }
+    }
+    let mut ring = RingReader::open(path)?;
+    if text {
         writeln!(
             out,
             "Successfully opened telemetry buffer (version: {})",
@@ -29,18 +39,19 @@ pub fn run(path: &Path, follow: bool, format: Format, filters: &[String]) -> Cli
         writeln!(out, "Buffer capacity: {} events", ring.capacity())?;
         out.flush()?;
     }
-    if follow {
-        output::catch_ctrl_c();
-    }
-    let mut total = 0u64;
+    let (mut printed, mut skipped) = (0u64, 0u64);
     loop {
+        if follow && output::interrupted() {
+            break;
+        }
         match ring.pop() {
             Some(event) => {
-                total += 1;
                 let name = event.name();
                 if !filters.is_empty() && !filters.iter().any(|f| fnmatch(f, &name)) {
+                    skipped += 1;
                     continue;
                 }
+                printed += 1;
                 if text {
                     output::write_event_block(&mut out, &event)?;
                 } else {
@@ -50,19 +61,19 @@ pub fn run(path: &Path, follow: bool, format: Format, filters: &[String]) -> Cli
                     out.flush()?;
                 }
             }
-            None if follow && !output::interrupted() => {
+            None if follow => {
                 out.flush()?;
-                std::thread::sleep(POLL_INTERVAL);
+                output::sleep_unless_interrupted(POLL_INTERVAL);
             }
             None => break,
-        }
-        if follow && output::interrupted() {
-            break;
         }
     }
     if text {
         writeln!(out)?;
-        writeln!(out, "Total events read: {total}")?;
+        writeln!(out, "Total events read: {printed}")?;
+        if skipped > 0 {
+            writeln!(out, "Events skipped by --filter: {skipped}")?;
+        }
         writeln!(out, "Final buffer size: {} events", ring.len())?;
     }
     out.flush()?;

@@ -40,10 +40,11 @@ fn read_prints_the_nixl_reader_format() {
     let path = dir.path().join("agent");
     let text = stdout_of(&["read".as_ref(), path.as_os_str()]);
     let expected = format!(
-        "Telemetry path: {}\nSuccessfully opened telemetry buffer (version: 4)\nBuffer capacity: 16 events\n\
+        "Telemetry path: {}\nOpening telemetry buffer: {}\nSuccessfully opened telemetry buffer (version: 4)\nBuffer capacity: 16 events\n\
          \n=== NIXL Telemetry Event ===\nEvent: agent_tx_bytes\nValue: 1048576\n===========================\n\
          \n=== NIXL Telemetry Event ===\nEvent: agent_memory_registered\nValue: 4096\n===========================\n\
          \nTotal events read: 2\nFinal buffer size: 0 events\n",
+        path.display(),
         path.display()
     );
     assert_eq!(text, expected);
