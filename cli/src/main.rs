@@ -1,6 +1,7 @@
 //! `nixl-telemetry`: read NIXL telemetry rings, summarise them, and run a demo agent.
 
 mod demo;
+mod fpm;
 mod output;
 mod read;
 mod stats;
@@ -46,6 +47,8 @@ enum Command {
     },
     /// Run a simulated multi-threaded agent writing into a ring while reading it live.
     Demo(demo::DemoArgs),
+    /// Read forward-pass-metrics trace segments (gzip JSONL): `cat` or `summary`.
+    Fpm(fpm::FpmArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         } => read::run(&path, follow, format, &filters),
         Command::Stats { path, json } => stats::run(&path, json),
         Command::Demo(args) => demo::run(&args),
+        Command::Fpm(args) => return fpm::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,330 @@
+//! `nixl-telemetry fpm cat|summary`: read forward-pass-metrics trace segments
+//! (`<prefix>.<producer>.<index>.jsonl.gz`, multi-member gzip JSONL).
+//!
+//! Each argument is a segment file, a producer prefix (`/tmp/dynamo-fpm.4192`: its segments in
+//! index order) or an output prefix (`/tmp/dynamo-fpm`: every producer's segments, producer by
+//! producer, each in index order).
+//!
+//! A file whose last gzip member is truncated (a crash while writing) or damaged yields every
+//! complete row before the damage, then one warning line on stderr naming the file and the byte
+//! offset where the damaged member starts.
+//!
+//! Exit status: 0 when every file was read completely; 3 when at least one file ended in a
+//! truncated or damaged member (everything readable was still printed); 1 on an error (an
+//! argument naming no segment, an unreadable file, a failed write to stdout other than a closed
+//! pipe); 2 for bad usage.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use nixl_telemetry::trace::reader::{segments_of, ReadOutcome, SegmentReader};
+use serde_json::{json, Value};
+
+/// Exit status when some file ended in a truncated or damaged member.
+const EXIT_TRUNCATED: u8 = 3;
+
+/// Read forward-pass-metrics (FPM) trace segments.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when every file was read completely; 3 when a file \
+ended in a truncated or damaged gzip member (every complete row before it was still used, and \
+a warning names the file and byte offset); 1 on errors (no segment found, unreadable file); 2 \
+for bad usage."
+)]
+pub struct FpmArgs {
+    #[command(subcommand)]
+    command: FpmCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum FpmCommand {
+    /// Print every row (one JSON envelope per line) of the given segments, in index order.
+    Cat {
+        /// Segment files, producer prefixes (/tmp/dynamo-fpm.4192) or output prefixes
+        /// (/tmp/dynamo-fpm).
+        #[arg(required = true, value_name = "PREFIX_OR_FILE")]
+        paths: Vec<PathBuf>,
+    },
+    /// Per (worker_id, dp_rank): rows, first/last counter_id, counter gaps, time span and mean
+    /// wall_time excluding idle heartbeats.
+    Summary {
+        /// Segment files, producer prefixes or output prefixes.
+        #[arg(required = true, value_name = "PREFIX_OR_FILE")]
+        paths: Vec<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs an `fpm` subcommand and returns the process exit status.
+pub fn run(args: &FpmArgs) -> ExitCode {
+    let result = match &args.command {
+        FpmCommand::Cat { paths } => cat(paths),
+        FpmCommand::Summary { paths, json } => summary(paths, *json),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(EXIT_TRUNCATED),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nixl-telemetry: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Every segment named by the arguments, each file once, in argument order.
+fn expand(paths: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
+    let mut seen = HashSet::new();
+    let mut files = Vec::new();
+    for arg in paths {
+        let found = segments_of(arg)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", arg.display())))?;
+        if found.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{}: no such file and no segment <prefix>.<index>.jsonl.gz or \
+                     <prefix>.<producer>.<index>.jsonl.gz matches it",
+                    arg.display()
+                ),
+            ));
+        }
+        for f in found {
+            if seen.insert(f.clone()) {
+                files.push(f);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Reads every row of `files`; returns whether every file was complete.
+fn read_all(files: &[PathBuf], mut row: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
+    let mut complete = true;
+    for file in files {
+        let outcome = SegmentReader::for_each_row(file, &mut row).map_err(|e| {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                e
+            } else {
+                io::Error::new(e.kind(), format!("{}: {e}", file.display()))
+            }
+        })?;
+        complete &= report(file, &outcome);
+    }
+    Ok(complete)
+}
+
+/// Prints the warning of a damaged file; returns whether it was complete.
+fn report(file: &Path, outcome: &ReadOutcome) -> bool {
+    match &outcome.truncated {
+        None => true,
+        Some(t) => {
+            eprintln!(
+                "nixl-telemetry: warning: {}: truncated or damaged gzip member at byte {} ({}); \
+                 {} complete rows were read from this file",
+                file.display(),
+                t.offset,
+                t.error,
+                outcome.rows
+            );
+            false
+        }
+    }
+}
+
+fn cat(paths: &[PathBuf]) -> io::Result<bool> {
+    let files = expand(paths)?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let complete = read_all(&files, |row| {
+        out.write_all(row)?;
+        out.write_all(b"\n")
+    })?;
+    out.flush()?;
+    Ok(complete)
+}
+
+/// Aggregates of one (worker_id, dp_rank).
+#[derive(Debug, Default)]
+struct RankSummary {
+    rows: u64,
+    first_counter: Option<u64>,
+    last_counter: Option<u64>,
+    /// Forward jumps of more than one.
+    gaps: u64,
+    /// Counter values skipped by those jumps.
+    missing: u64,
+    /// Rows whose counter did not increase (a restarted producer, or out-of-order rows).
+    non_increasing: u64,
+    first_observed_ms: Option<u64>,
+    last_observed_ms: Option<u64>,
+    heartbeats: u64,
+    wall_time_sum: f64,
+    busy_rows: u64,
+}
+
+impl RankSummary {
+    fn add(&mut self, counter: u64, observed_ms: Option<u64>, wall_time: Option<f64>) {
+        self.rows += 1;
+        if let Some(prev) = self.last_counter {
+            if counter > prev + 1 {
+                self.gaps += 1;
+                self.missing += counter - prev - 1;
+            } else if counter <= prev {
+                self.non_increasing += 1;
+            }
+        }
+        self.first_counter.get_or_insert(counter);
+        self.last_counter = Some(counter);
+        if let Some(t) = observed_ms {
+            self.first_observed_ms = Some(self.first_observed_ms.map_or(t, |f| f.min(t)));
+            self.last_observed_ms = Some(self.last_observed_ms.map_or(t, |l| l.max(t)));
+        }
+        match wall_time {
+            Some(w) if w > 0.0 => {
+                self.wall_time_sum += w;
+                self.busy_rows += 1;
+            }
+            _ => self.heartbeats += 1,
+        }
+    }
+
+    fn span_s(&self) -> f64 {
+        match (self.first_observed_ms, self.last_observed_ms) {
+            (Some(a), Some(b)) => (b - a) as f64 / 1000.0,
+            _ => 0.0,
+        }
+    }
+
+    fn mean_wall_time(&self) -> Option<f64> {
+        (self.busy_rows > 0).then(|| self.wall_time_sum / self.busy_rows as f64)
+    }
+}
+
+fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
+    let files = expand(paths)?;
+    let mut ranks: BTreeMap<(String, u64), RankSummary> = BTreeMap::new();
+    let mut rows = 0u64;
+    let mut unparsable = 0u64;
+    let complete = read_all(&files, |row| {
+        rows += 1;
+        let parsed: Option<Value> = serde_json::from_slice(row).ok();
+        let event = parsed.as_ref().map(|v| &v["event"]);
+        let fpm = event.map(|e| &e["fpm"]);
+        let key =
+            fpm.and_then(|f| Some((f["worker_id"].as_str()?.to_owned(), f["dp_rank"].as_u64()?)));
+        let counter = fpm.and_then(|f| f["counter_id"].as_u64());
+        match (key, counter) {
+            (Some(key), Some(counter)) => ranks.entry(key).or_default().add(
+                counter,
+                event.and_then(|e| e["observed_at_unix_ms"].as_u64()),
+                fpm.and_then(|f| f["wall_time"].as_f64()),
+            ),
+            _ => unparsable += 1,
+        }
+        Ok(())
+    })?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    if as_json {
+        let list: Vec<Value> = ranks
+            .iter()
+            .map(|((worker, rank), s)| {
+                json!({
+                    "worker_id": worker,
+                    "dp_rank": rank,
+                    "rows": s.rows,
+                    "first_counter_id": s.first_counter,
+                    "last_counter_id": s.last_counter,
+                    "counter_gaps": s.gaps,
+                    "missing_counters": s.missing,
+                    "non_increasing_counters": s.non_increasing,
+                    "first_observed_at_unix_ms": s.first_observed_ms,
+                    "last_observed_at_unix_ms": s.last_observed_ms,
+                    "span_s": s.span_s(),
+                    "heartbeats": s.heartbeats,
+                    "mean_wall_time_s": s.mean_wall_time(),
+                })
+            })
+            .collect();
+        let doc = json!({
+            "files": files.len(),
+            "rows": rows,
+            "unparsable_rows": unparsable,
+            "complete": complete,
+            "ranks": list,
+        });
+        writeln!(out, "{doc}")?;
+    } else {
+        writeln!(
+            out,
+            "{:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10} {:>12}",
+            "worker_id",
+            "dp_rank",
+            "rows",
+            "first_counter",
+            "last_counter",
+            "gaps",
+            "missing",
+            "span_s",
+            "heartbeats",
+            "mean_wall_s"
+        )?;
+        for ((worker, rank), s) in &ranks {
+            let mean = s
+                .mean_wall_time()
+                .map_or_else(|| "-".to_owned(), |m| format!("{m:.6}"));
+            writeln!(
+                out,
+                "{:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10.3} {:>10} {:>12}",
+                worker,
+                rank,
+                s.rows,
+                s.first_counter.unwrap_or(0),
+                s.last_counter.unwrap_or(0),
+                s.gaps,
+                s.missing,
+                s.span_s(),
+                s.heartbeats,
+                mean
+            )?;
+        }
+        writeln!(
+            out,
+            "{} files, {rows} rows, {} ranks, {unparsable} unparsable rows{}",
+            files.len(),
+            ranks.len(),
+            if complete {
+                ""
+            } else {
+                " (some files truncated: see warnings)"
+            }
+        )?;
+    }
+    out.flush()?;
+    Ok(complete)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_and_means() {
+        let mut s = RankSummary::default();
+        s.add(1, Some(1000), Some(0.5));
+        s.add(2, Some(1100), Some(0.0));
+        s.add(5, Some(3000), Some(1.5));
+        s.add(5, Some(2000), None);
+        assert_eq!((s.rows, s.gaps, s.missing, s.non_increasing), (4, 1, 2, 1));
+        assert_eq!((s.first_counter, s.last_counter), (Some(1), Some(5)));
+        assert_eq!(s.span_s(), 2.0);
+        assert_eq!(s.heartbeats, 2);
+        assert_eq!(s.mean_wall_time(), Some(1.0));
+    }
+}

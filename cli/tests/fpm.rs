@@ -1,0 +1,229 @@
+//! `nixl-telemetry fpm cat|summary` on segments written by the library: index order across
+//! segments and producers, multi-member files, a truncated final member, and errors.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use nixl_telemetry::trace::{
+    CaptureMode, FpmPayload, FpmTrace, ManualClock, SegmentNaming, SegmentWriter, Source,
+    TraceConfig, WriterOptions,
+};
+use serde_json::Value;
+
+fn cmd() -> Command {
+    Command::cargo_bin("nixl-telemetry").unwrap()
+}
+
+fn busy(worker: &str, rank: i64, counter: i64, wall_time: f64) -> FpmPayload {
+    let mut p = FpmPayload::heartbeat(worker, rank, counter);
+    p.wall_time = wall_time;
+    p
+}
+
+/// Producer "4192" in full mode with small segments, so its rows span several files; each
+/// `pump` + `flush` writes one member. Counters: rank 0: 1, 2, 3, 6 (a gap of 2), with a
+/// heartbeat at 3; rank 1: 10, 11.
+fn write_trace(dir: &Path) -> u64 {
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let config = TraceConfig {
+        output_path: dir.join("dynamo-fpm"),
+        mode: CaptureMode::Full,
+        roll_bytes: 1500,
+        max_segments: 100,
+        ..TraceConfig::default()
+    };
+    let trace = FpmTrace::open_manual(
+        Source::new("default", "backend", "4192"),
+        &config,
+        clock.clone(),
+        64,
+    )
+    .unwrap();
+    for (rank, counter, wall) in [
+        (0, 1, 0.5),
+        (1, 10, 0.25),
+        (0, 2, 1.5),
+        (0, 3, 0.0),
+        (1, 11, 0.75),
+        (0, 6, 1.0),
+    ] {
+        trace.record(busy("w", rank, counter, wall));
+        clock.advance_ms(1000);
+        trace.pump();
+        trace.flush();
+    }
+    let stats = trace.close();
+    assert!(stats.segments_rolled >= 2, "{stats:?}");
+    stats.written
+}
+
+fn stdout_lines(args: &[&std::ffi::OsStr]) -> Vec<String> {
+    let out = cmd()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn counters(lines: &[String]) -> Vec<u64> {
+    lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]["fpm"]["counter_id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn cat_prints_a_producers_rows_in_index_order() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(write_trace(dir.path()), 6);
+    let prefix = dir.path().join("dynamo-fpm.4192");
+    let lines = stdout_lines(&["fpm".as_ref(), "cat".as_ref(), prefix.as_os_str()]);
+    assert_eq!(counters(&lines), [1, 10, 2, 3, 11, 6]);
+    // The output prefix finds the producer too; an explicit file is read alone.
+    let by_output = stdout_lines(&[
+        "fpm".as_ref(),
+        "cat".as_ref(),
+        dir.path().join("dynamo-fpm").as_os_str(),
+    ]);
+    assert_eq!(by_output, lines);
+    let first = dir.path().join("dynamo-fpm.4192.000000.jsonl.gz");
+    let one = stdout_lines(&["fpm".as_ref(), "cat".as_ref(), first.as_os_str()]);
+    assert!(!one.is_empty() && one.len() < lines.len());
+    assert_eq!(one[..], lines[..one.len()]);
+}
+
+#[test]
+fn cat_reads_a_truncated_file_up_to_the_cut_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = SegmentWriter::open(
+        SegmentNaming::new(&dir.path().join("fpm"), "p"),
+        WriterOptions {
+            roll_bytes: 1 << 30,
+            max_segments: 4,
+            buffer_bytes: 1 << 20,
+            flush_interval: Duration::from_secs(1),
+        },
+        Arc::new(ManualClock::new(0)),
+    )
+    .unwrap();
+    let path = dir.path().join("fpm.p.000000.jsonl.gz");
+    for i in 0..10 {
+        w.push(&format!("complete {i}"));
+    }
+    w.flush();
+    let cut_at = std::fs::metadata(&path).unwrap().len();
+    for i in 0..200 {
+        w.push(&format!("lost {i} {}", "z".repeat(i)));
+    }
+    w.close();
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut_at + (len - cut_at) / 3)
+        .unwrap();
+
+    let out = cmd()
+        .args(["fpm", "cat"])
+        .arg(&path)
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    let expected: Vec<String> = (0..10)
+        .map(|i| format!(r#"{{"timestamp":0,"event":"complete {i}"}}"#))
+        .collect();
+    assert_eq!(lines[..10], expected[..]);
+    assert!(lines[10..]
+        .iter()
+        .all(|l| l.contains("\"lost ") && l.ends_with("\"}")));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+    assert!(stderr.contains(&format!("at byte {cut_at}")), "{stderr}");
+}
+
+#[test]
+fn summary_reports_each_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(dir.path());
+    let prefix = dir.path().join("dynamo-fpm.4192");
+    let out = stdout_lines(&[
+        "fpm".as_ref(),
+        "summary".as_ref(),
+        "--json".as_ref(),
+        prefix.as_os_str(),
+    ]);
+    let doc: Value = serde_json::from_str(&out[0]).unwrap();
+    assert_eq!(doc["rows"], 6);
+    assert_eq!(doc["complete"], true);
+    let ranks = doc["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    let r0 = &ranks[0];
+    assert_eq!(
+        (r0["worker_id"].as_str(), r0["dp_rank"].as_u64()),
+        (Some("w"), Some(0))
+    );
+    assert_eq!(r0["rows"], 4);
+    assert_eq!(
+        (
+            r0["first_counter_id"].as_u64(),
+            r0["last_counter_id"].as_u64()
+        ),
+        (Some(1), Some(6))
+    );
+    assert_eq!(
+        (r0["counter_gaps"].as_u64(), r0["missing_counters"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(r0["heartbeats"], 1);
+    assert_eq!(
+        r0["mean_wall_time_s"], 1.0,
+        "(0.5 + 1.5 + 1.0) / 3, heartbeat excluded"
+    );
+    assert_eq!(r0["span_s"], 5.0);
+    let r1 = &ranks[1];
+    assert_eq!(
+        (r1["rows"].as_u64(), r1["counter_gaps"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(r1["mean_wall_time_s"], 0.5);
+
+    let table = stdout_lines(&["fpm".as_ref(), "summary".as_ref(), prefix.as_os_str()]);
+    assert!(table[0].starts_with("worker_id"));
+    assert_eq!(table.len(), 4, "{table:?}");
+    assert!(
+        table[3].starts_with("2 files") || table[3].contains("6 rows"),
+        "{table:?}"
+    );
+}
+
+#[test]
+fn a_missing_prefix_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cmd()
+        .args(["fpm", "cat"])
+        .arg(dir.path().join("nothing-here"))
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing-here"));
+    cmd().args(["fpm", "cat"]).assert().code(2);
+}
