@@ -7,6 +7,10 @@
 //! - When the switch is on, every other variable is validated, in both modes. If any is invalid,
 //!   tracing is off for the whole process, with one warning naming the variable and its value.
 //!
+//! A value that is not valid UTF-8 counts as invalid (Dynamo treats it as unset and uses the
+//! default): an operator who set a variable meant something by it, so tracing stays off rather
+//! than silently running with a setting they did not choose.
+//!
 //! Parsing is pure ([`TracePolicy::from_lookup`]); the warning is logged by
 //! [`TracePolicy::evaluate`], and [`TracePolicy::process`] evaluates the process environment
 //! once, so a process logs the warning at most once however many producers it opens.
