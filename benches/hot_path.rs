@@ -149,9 +149,45 @@ fn flush_into_ring(c: &mut Criterion) {
     });
 }
 
+fn ring_and_queue_parts(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = nixl_telemetry::RingWriter::create(dir.path(), "parts", 4096).unwrap();
+    let mut reader = nixl_telemetry::RingReader::open(dir.path().join("parts")).unwrap();
+    let events: Vec<nixl_telemetry::Event> = (0..4095)
+        .map(|i| nixl_telemetry::Event::new(EventType::AgentTxBytes, i))
+        .collect();
+    c.bench_function("ring_push_4095", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let start = Instant::now();
+                black_box(ring.push_batch(&events));
+                total += start.elapsed();
+                while reader.pop().is_some() {}
+            }
+            total
+        })
+    });
+    let queue = nixl_telemetry::staging::StagingQueue::new(4096);
+    c.bench_function("staging_drain_4095", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                for e in &events {
+                    queue.try_push(*e);
+                }
+                let start = Instant::now();
+                black_box(queue.drain(None, |e| e.len()));
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
-    targets = single_thread, two_threads, flush_into_ring
+    targets = single_thread, two_threads, flush_into_ring, ring_and_queue_parts
 }
 criterion_main!(benches);

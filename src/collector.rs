@@ -13,6 +13,9 @@ use crate::exporter::{self, Exporter};
 use crate::filter::MetricMask;
 use crate::staging::StagingQueue;
 
+/// The events every transfer records whatever its direction.
+const XFER_COMMON_BITS: u32 = EventType::AgentXferPostTime.bit() | EventType::AgentXferTime.bit();
+
 /// What happened to a recorded event (or a transfer's batch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recorded {
@@ -62,6 +65,8 @@ struct Inner {
 /// One agent's telemetry: create per agent, record events, drop to flush and stop.
 pub struct Collector {
     inner: Arc<Inner>,
+    /// A copy of `inner.mask` one load away from the handle, for the hot-path gates.
+    mask: MetricMask,
     flusher: Option<JoinHandle<()>>,
     run_interval: std::time::Duration,
     exporter_name: String,
@@ -125,6 +130,7 @@ impl Collector {
             .spawn(move || worker.run_flusher(interval))
             .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
         Ok(Collector {
+            mask: config.enabled_metrics,
             inner,
             flusher: Some(flusher),
             run_interval: interval,
@@ -155,7 +161,7 @@ impl Collector {
     /// Records one event (hot path: no allocation, no global lock).
     #[inline]
     pub fn update_data(&self, event_type: EventType, value: u64) -> Recorded {
-        if !self.inner.mask.contains(event_type) {
+        if !self.mask.contains(event_type) {
             return Recorded::Deactivated;
         }
         if self.inner.queue.try_push(Event::new(event_type, value)) {
@@ -197,7 +203,10 @@ impl Collector {
             Event::new(bytes_type, bytes),
             Event::new(requests_type, 1),
         ];
-        let mask = self.inner.mask;
+        if self.xfer_deactivated(is_write) {
+            return Recorded::Deactivated;
+        }
+        let mask = self.mask;
         let pushed = if mask == MetricMask::ALL {
             self.inner.queue.try_push_batch(&all)
         } else {
@@ -219,6 +228,18 @@ impl Collector {
         } else {
             Recorded::Dropped
         }
+    }
+
+    /// Whether every event of a transfer in this direction is deactivated (then
+    /// [`Collector::add_xfer_stats`] records nothing).
+    #[inline]
+    pub fn xfer_deactivated(&self, is_write: bool) -> bool {
+        let direction = if is_write {
+            EventType::AgentTxBytes.bit() | EventType::AgentTxRequestsNum.bit()
+        } else {
+            EventType::AgentRxBytes.bit() | EventType::AgentRxRequestsNum.bit()
+        };
+        self.mask.bits() & (XFER_COMMON_BITS | direction) == 0
     }
 
     /// Drains the staging queue into the exporter now.

@@ -326,6 +326,25 @@ pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
     bytes: u64,
     post_time_us: u64,
 ) -> nixl_telemetry_status_t {
+    // The deactivated-metric gate is a load and a branch: it cannot panic, so it runs before
+    // (and outside the stack frame of) the panic boundary.
+    if let Some(h) = t.as_ref() {
+        if h.collector.xfer_deactivated(is_write) {
+            return NIXL_TELEMETRY_SUCCESS;
+        }
+    }
+    add_xfer_stats_guarded(t, xfer_time_us, is_write, bytes, post_time_us)
+}
+
+/// The body of `nixl_telemetry_add_xfer_stats` inside the panic boundary.
+#[inline(never)]
+unsafe fn add_xfer_stats_guarded(
+    t: *mut nixl_telemetry_t,
+    xfer_time_us: u64,
+    is_write: bool,
+    bytes: u64,
+    post_time_us: u64,
+) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_add_xfer_stats";
     boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {

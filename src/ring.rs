@@ -39,7 +39,7 @@ pub mod layout {
     pub const RECORD_SIZE: usize = 16;
     /// Offset of the event type (u32) inside a record.
     pub const RECORD_TYPE: usize = 0;
-    /// Offset of the 4 padding bytes inside a record (written as zero, ignored when read).
+    /// Offset of the 4 padding bytes inside a record (unspecified content, ignored when read).
     pub const RECORD_PADDING: usize = 4;
     /// Offset of the value (u64) inside a record.
     pub const RECORD_VALUE: usize = 8;
@@ -241,15 +241,14 @@ impl RingWriter {
         let r = m.word(layout::READ_POS).load(Ordering::Acquire) & m.mask;
         let free = r.wrapping_sub(w).wrapping_sub(1) & m.mask;
         let n = events.len().min(free as usize);
-        for (i, e) in events[..n].iter().enumerate() {
-            let slot = m.slot(w + i as u64);
-            // SAFETY: `slot` points at a 16-byte record inside the map, 8-byte aligned; the
-            // consumer does not read it until the release store of write_pos below.
-            unsafe {
-                (slot.add(layout::RECORD_TYPE) as *mut u32).write(e.event_type);
-                (slot.add(layout::RECORD_PADDING) as *mut u32).write(0);
-                (slot.add(layout::RECORD_VALUE) as *mut u64).write(e.value);
-            }
+        // Two contiguous runs: up to the end of the data array, then from its start.
+        let first = n.min((m.mask + 1 - w) as usize);
+        // SAFETY: both runs lie inside the data array (w + first <= capacity, n - first <= w
+        // because free <= capacity - 1), the records are 8-byte aligned, and the consumer
+        // does not read them until the release store of write_pos below.
+        unsafe {
+            write_records(m.slot(w), &events[..first]);
+            write_records(m.slot(0), &events[first..n]);
         }
         if n > 0 {
             m.word(layout::WRITE_POS)
@@ -277,6 +276,25 @@ impl Drop for RingWriter {
         }
     }
 }
+
+/// Copies `events` as consecutive 16-byte records to `dst`: `Event` has exactly the record
+/// layout, so this is one memcpy. The 4 padding bytes of each record are unspecified, as in
+/// files written by NIXL (readers ignore them).
+///
+/// # Safety
+/// `dst` must be writable for `16 * events.len()` bytes and not overlap `events`.
+unsafe fn write_records(dst: *mut u8, events: &[Event]) {
+    std::ptr::copy_nonoverlapping(
+        events.as_ptr() as *const u8,
+        dst,
+        std::mem::size_of_val(events),
+    );
+}
+
+const _: () = assert!(
+    layout::RECORD_TYPE == std::mem::offset_of!(Event, event_type)
+        && layout::RECORD_VALUE == std::mem::offset_of!(Event, value)
+);
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;

@@ -12,8 +12,9 @@
 //! * A producer loads `active`, then reserves `n` slots in that buffer with one
 //!   compare-and-swap, which succeeds only if the buffer is still open, still in that
 //!   generation, and has room for all `n` slots (otherwise the batch is dropped: all or none).
-//!   It writes its events into the reserved slots and publishes each slot by a release store of
-//!   the generation into the slot's stamp (the 4 padding bytes of the 16-byte record).
+//!   It writes each event's value, then publishes the slot with one release store of an 8-byte
+//!   word holding the event type and the generation stamp (the stamp occupies the 4 padding
+//!   bytes of the 16-byte record).
 //! * The flusher (one at a time) reopens the idle buffer under a new generation, makes it
 //!   active, closes the previous one (`CLOSED` makes every later reservation fail and retry on
 //!   the new active buffer), then reads its `reserved` slots in order, waiting for each
@@ -26,7 +27,7 @@
 //! recorded them, and batches are contiguous. Nothing allocates after construction.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::event::Event;
@@ -55,12 +56,32 @@ fn word(generation: u32, closed: bool, reserved: u64) -> u64 {
     ((generation as u64) << 32) | if closed { CLOSED } else { 0 } | reserved
 }
 
-/// One 16-byte slot, laid out exactly like [`Event`]: the stamp lives in the record's padding.
+/// One 16-byte slot, laid out exactly like [`Event`]: `head` covers the event type (bytes
+/// 0..4) and the generation stamp in the record's padding (bytes 4..8).
 #[repr(C)]
 struct Slot {
-    event_type: UnsafeCell<u32>,
-    stamp: AtomicU32,
+    head: AtomicU64,
     value: UnsafeCell<u64>,
+}
+
+/// The `head` word of a slot holding `event_type` and `stamp` (type at bytes 0..4).
+#[inline]
+fn head(event_type: u32, stamp: u32) -> u64 {
+    if cfg!(target_endian = "little") {
+        event_type as u64 | (stamp as u64) << 32
+    } else {
+        (event_type as u64) << 32 | stamp as u64
+    }
+}
+
+/// The stamp stored in a `head` word.
+#[inline]
+fn stamp_of(head: u64) -> u32 {
+    if cfg!(target_endian = "little") {
+        (head >> 32) as u32
+    } else {
+        head as u32
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == std::mem::size_of::<Event>());
@@ -108,8 +129,7 @@ impl StagingQueue {
             reservation: Padded(AtomicU64::new(word(generation, closed, 0))),
             slots: (0..=capacity)
                 .map(|_| Slot {
-                    event_type: UnsafeCell::new(0),
-                    stamp: AtomicU32::new(0),
+                    head: AtomicU64::new(0),
                     value: UnsafeCell::new(0),
                 })
                 .collect(),
@@ -173,14 +193,15 @@ impl StagingQueue {
                 }
             };
             let Some(start) = start else { continue };
-            for (slot, event) in buffer.slots[start..start + batch.len()].iter().zip(batch) {
+            // SAFETY: the reservation succeeded only if start + n <= capacity, and the slots
+            // array has capacity + 1 entries, so the range is in bounds.
+            let slots = unsafe { buffer.slots.get_unchecked(start..start + batch.len()) };
+            for (slot, event) in slots.iter().zip(batch) {
                 // SAFETY: the CAS gave this thread exclusive use of these slots until the
                 // drainer observes the stamp below.
-                unsafe {
-                    *slot.event_type.get() = event.event_type;
-                    *slot.value.get() = event.value;
-                }
-                slot.stamp.store(gen, Ordering::Release);
+                unsafe { *slot.value.get() = event.value };
+                slot.head
+                    .store(head(event.event_type, gen), Ordering::Release);
             }
             return true;
         }
@@ -212,9 +233,16 @@ impl StagingQueue {
             .fetch_or(CLOSED, Ordering::AcqRel);
         let count = (closed & RESERVED) as usize;
         let slots = &self.buffers[old].slots;
-        for slot in &slots[..count] {
+        // Every reserved slot must carry this generation's stamp before it is read. Usually all
+        // do already: scan fast, and wait only from the first slot still being written.
+        let mut next = 0;
+        while let Some(pending) = slots[next..count]
+            .iter()
+            .position(|slot| stamp_of(slot.head.load(Ordering::Acquire)) != old_gen)
+        {
+            next += pending;
             let mut spins = 0u32;
-            while slot.stamp.load(Ordering::Acquire) != old_gen {
+            while stamp_of(slots[next].head.load(Ordering::Acquire)) != old_gen {
                 // A producer reserved this slot and is still writing it.
                 spins += 1;
                 if spins < 64 {
@@ -229,11 +257,10 @@ impl StagingQueue {
             // Slot `count` is past every reservation of this closed buffer (it is the spare
             // slot when the buffer is full), so the tail extends the batch contiguously.
             // SAFETY: no producer can reserve it; only this serialised drainer touches it.
-            unsafe {
-                let slot = &slots[count];
-                *slot.event_type.get() = extra.event_type;
-                *slot.value.get() = extra.value;
-            }
+            let slot = &slots[count];
+            unsafe { *slot.value.get() = extra.value };
+            slot.head
+                .store(head(extra.event_type, 0), Ordering::Relaxed);
             len += 1;
         }
         state.drained += count as u64;
