@@ -1,6 +1,7 @@
 //! Criterion benches of the producer hot path: `add_xfer_stats` and `update_data` in the append
 //! regime (room in the queue), the drop regime (queue full), the deactivated-metric gate, and
-//! with two producer threads; plus a flush of a full queue into a ring.
+//! with two producer threads; plus a flush of a full queue into a ring, and its parts (ring
+//! push and pop, staging drain).
 //!
 //! Run with `cargo bench --bench hot_path`.
 
@@ -164,6 +165,20 @@ fn ring_and_queue_parts(c: &mut Criterion) {
                 black_box(ring.push_batch(&events));
                 total += start.elapsed();
                 while reader.pop().is_some() {}
+            }
+            total
+        })
+    });
+    c.bench_function("ring_pop_4095", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                ring.push_batch(&events);
+                let start = Instant::now();
+                while let Some(e) = reader.pop() {
+                    black_box(e);
+                }
+                total += start.elapsed();
             }
             total
         })

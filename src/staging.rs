@@ -404,6 +404,61 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_singles_are_never_read_before_written() {
+        // Four producers push single events whose type is derived from their value while a
+        // drainer empties the queue as fast as it can: a slot read before its producer wrote
+        // it would show a stale or mismatched (type, value) pair or a repeated value.
+        const PRODUCERS: u64 = 4;
+        const EVENTS: u64 = 50_000;
+        let q = Arc::new(StagingQueue::new(64));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let drainer = {
+            let (q, done) = (q.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = std::collections::HashSet::new();
+                let mut last = [None::<u64>; PRODUCERS as usize];
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                    q.drain(None, |events| {
+                        for e in events {
+                            let (p, i) = (e.value >> 32, e.value & 0xffff_ffff);
+                            assert_eq!(e.event_type as u64, (p * 7 + i) % 21, "torn slot");
+                            assert!(seen.insert(e.value), "event read twice");
+                            let prev = last[p as usize].replace(i);
+                            assert!(prev.map_or(true, |prev| i > prev), "order");
+                        }
+                    });
+                    if finished {
+                        return seen.len() as u64;
+                    }
+                }
+            })
+        };
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    (0..EVENTS)
+                        .filter(|i| {
+                            q.try_push(Event {
+                                event_type: ((p * 7 + i) % 21) as u32,
+                                value: (p << 32) | i,
+                            })
+                        })
+                        .count() as u64
+                })
+            })
+            .collect();
+        let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let read = drainer.join().unwrap();
+        let counts = q.counts();
+        assert_eq!(read, accepted);
+        assert_eq!(counts.accepted, accepted);
+        assert_eq!(counts.accepted + counts.dropped, PRODUCERS * EVENTS);
+    }
+
+    #[test]
     fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
         const PRODUCERS: u64 = 8;
         const BATCHES: u64 = 5000;
