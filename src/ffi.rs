@@ -9,8 +9,9 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
+
+use crate::boundary::{self, ErrorSlot};
 
 use crate::collector::{Collector, Recorded};
 use crate::error::{Error, Result};
@@ -149,20 +150,15 @@ pub struct nixl_telemetry_stats_t {
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+    static LAST_ERROR_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-fn set_last_error(message: &str) {
-    LAST_ERROR.with(|e| {
-        let mut e = e.borrow_mut();
-        e.clear();
-        e.push_str(message);
-    });
-}
+/// This ABI's per-thread last-error message.
+static LAST_ERROR: ErrorSlot = ErrorSlot::new(&LAST_ERROR_TEXT);
 
 /// Records the failure's message and returns its status code.
 fn fail(error: Error) -> nixl_telemetry_status_t {
-    set_last_error(&error.message);
+    LAST_ERROR.set(&error.message);
     error.status.code()
 }
 
@@ -174,23 +170,12 @@ fn status_of(result: Result<()>) -> nixl_telemetry_status_t {
 }
 
 /// Runs an ABI function's body, turning a panic into `on_panic` with a last-error message.
-fn boundary<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            set_last_error(&format!("{function}: internal error: {what}"));
-            on_panic
-        }
-    }
+fn guard<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+    boundary::catch(&LAST_ERROR, function, on_panic, body)
 }
 
 fn null_arg(function: &str, arg: &str) -> Error {
-    Error::invalid(format!("{function}: argument '{arg}' is NULL"))
+    Error::invalid(boundary::null_arg_message(function, arg))
 }
 
 /// Borrows a C string argument as UTF-8.
@@ -198,12 +183,7 @@ fn null_arg(function: &str, arg: &str) -> Error {
 /// # Safety
 /// `ptr` is NULL or a NUL-terminated string valid for the call.
 unsafe fn str_arg<'a>(function: &str, arg: &str, ptr: *const c_char) -> Result<&'a str> {
-    if ptr.is_null() {
-        return Err(null_arg(function, arg));
-    }
-    CStr::from_ptr(ptr)
-        .to_str()
-        .map_err(|_| Error::invalid(format!("{function}: argument '{arg}' is not valid UTF-8")))
+    boundary::str_arg(function, arg, ptr).map_err(Error::invalid)
 }
 
 fn recorded_status(r: Recorded) -> nixl_telemetry_status_t {
@@ -233,7 +213,7 @@ pub unsafe extern "C" fn nixl_telemetry_create(
     out: *mut *mut nixl_telemetry_t,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_create";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         if out.is_null() {
             return fail(null_arg(F, "out"));
         }
@@ -257,7 +237,7 @@ pub unsafe extern "C" fn nixl_telemetry_create(
 /// `t` is NULL or a handle from `nixl_telemetry_create` not yet destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_destroy(t: *mut nixl_telemetry_t) {
-    boundary("nixl_telemetry_destroy", (), || {
+    guard("nixl_telemetry_destroy", (), || {
         if !t.is_null() {
             drop(Box::from_raw(t));
         }
@@ -277,7 +257,7 @@ pub unsafe extern "C" fn nixl_telemetry_update_data(
     value: u64,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_update_data";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return fail(null_arg(F, "t"));
         };
@@ -301,7 +281,7 @@ pub unsafe extern "C" fn nixl_telemetry_update_error(
     nixl_status: i32,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_update_error";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return fail(null_arg(F, "t"));
         };
@@ -346,7 +326,7 @@ unsafe fn add_xfer_stats_guarded(
     post_time_us: u64,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_add_xfer_stats";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return fail(null_arg(F, "t"));
         };
@@ -365,7 +345,7 @@ unsafe fn add_xfer_stats_guarded(
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_flush(t: *mut nixl_telemetry_t) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_flush";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return fail(null_arg(F, "t"));
         };
@@ -384,7 +364,7 @@ pub unsafe extern "C" fn nixl_telemetry_get_stats(
     out: *mut nixl_telemetry_stats_t,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_get_stats";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return fail(null_arg(F, "t"));
         };
@@ -409,7 +389,7 @@ pub unsafe extern "C" fn nixl_telemetry_get_stats(
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_event_name(event_type: u32) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    boundary("nixl_telemetry_event_name", std::ptr::null(), || {
+    guard("nixl_telemetry_event_name", std::ptr::null(), || {
         let names = NAMES.get_or_init(|| {
             EventType::ALL
                 .iter()
@@ -431,16 +411,8 @@ pub extern "C" fn nixl_telemetry_event_name(event_type: u32) -> *const c_char {
 /// `buf` is NULL or writable for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_last_error(buf: *mut c_char, len: usize) -> usize {
-    boundary("nixl_telemetry_last_error", 0, || {
-        LAST_ERROR.with(|e| {
-            let e = e.borrow();
-            if !buf.is_null() && len > 0 {
-                let n = e.len().min(len - 1);
-                std::ptr::copy_nonoverlapping(e.as_ptr(), buf as *mut u8, n);
-                *buf.add(n) = 0;
-            }
-            e.len()
-        })
+    guard("nixl_telemetry_last_error", 0, || {
+        LAST_ERROR.copy_out(buf, len)
     })
 }
 
@@ -453,7 +425,7 @@ pub unsafe extern "C" fn nixl_telemetry_last_error(buf: *mut c_char, len: usize)
 /// `cb` is NULL or a function valid for the rest of the process (or until replaced).
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_set_log_callback(cb: LogCallback, user_data: *mut c_void) {
-    boundary("nixl_telemetry_set_log_callback", (), || {
+    guard("nixl_telemetry_set_log_callback", (), || {
         logging::set_c_callback(cb, user_data)
     })
 }
@@ -470,7 +442,7 @@ pub unsafe extern "C" fn nixl_telemetry_add_plugin_dir(
     dir: *const c_char,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_add_plugin_dir";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         if dir.is_null() {
             return fail(null_arg(F, "dir"));
         }
@@ -494,7 +466,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_open(
     out: *mut *mut nixl_telemetry_ring_t,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_ring_open";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         if out.is_null() {
             return fail(null_arg(F, "out"));
         }
@@ -520,7 +492,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_pop(
     out: *mut Event,
 ) -> nixl_telemetry_status_t {
     const F: &str = "nixl_telemetry_ring_pop";
-    boundary(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_ERR_UNKNOWN, || {
         let Some(r) = r.as_mut() else {
             return fail(null_arg(F, "r"));
         };
@@ -543,7 +515,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_pop(
 /// `r` is NULL or a live reader.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_ring_capacity(r: *const nixl_telemetry_ring_t) -> u64 {
-    boundary("nixl_telemetry_ring_capacity", 0, || {
+    guard("nixl_telemetry_ring_capacity", 0, || {
         r.as_ref().map_or(0, |r| r.reader.capacity())
     })
 }
@@ -554,7 +526,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_capacity(r: *const nixl_telemetry_r
 /// `r` is NULL or a live reader.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_ring_len(r: *const nixl_telemetry_ring_t) -> u64 {
-    boundary("nixl_telemetry_ring_len", 0, || {
+    guard("nixl_telemetry_ring_len", 0, || {
         r.as_ref().map_or(0, |r| r.reader.len())
     })
 }
@@ -565,7 +537,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_len(r: *const nixl_telemetry_ring_t
 /// `r` is NULL or a reader from `nixl_telemetry_ring_open` not yet closed.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_ring_close(r: *mut nixl_telemetry_ring_t) {
-    boundary("nixl_telemetry_ring_close", (), || {
+    guard("nixl_telemetry_ring_close", (), || {
         if !r.is_null() {
             drop(Box::from_raw(r));
         }
@@ -639,12 +611,12 @@ mod tests {
 
     #[test]
     fn panics_become_a_status_and_a_message() {
-        let status = boundary("f", NIXL_TELEMETRY_ERR_UNKNOWN, || -> i32 {
+        let status = guard("f", NIXL_TELEMETRY_ERR_UNKNOWN, || -> i32 {
             panic!("boom")
         });
         assert_eq!(status, NIXL_TELEMETRY_ERR_UNKNOWN);
         assert_eq!(last_error(), "f: internal error: boom");
-        assert_eq!(boundary("f", 0, || 7), 7, "still usable afterwards");
+        assert_eq!(guard("f", 0, || 7), 7, "still usable afterwards");
     }
 
     #[test]

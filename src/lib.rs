@@ -7,6 +7,7 @@
 //! collect-only `NOP`. Configuration comes from the `NIXL_TELEMETRY_*` environment
 //! ([`Config`]).
 
+mod boundary;
 pub mod collector;
 pub mod config;
 pub mod error;

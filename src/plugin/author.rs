@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
 use super::abi::*;
+use crate::boundary::panic_message;
 use crate::event::Event;
 
 /// What `create` receives.
@@ -72,14 +73,6 @@ fn write_message(buf: *mut c_char, len: usize, message: &str) {
     }
 }
 
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
 unsafe extern "C" fn create<T: TelemetryPlugin>(
     params: *const nixl_telemetry_plugin_params_t,
     state: *mut *mut c_void,
@@ -109,7 +102,7 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
         Ok(Err(CreateError::Other(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN, m),
         Err(p) => (
             NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN,
-            format!("panic: {}", panic_text(p)),
+            format!("panic: {}", panic_message(&*p)),
         ),
     };
     write_message(error_buf, error_len, &message);
@@ -131,7 +124,7 @@ unsafe extern "C" fn export<T: TelemetryPlugin>(
         std::slice::from_raw_parts(events, count)
     };
     catch_unwind(AssertUnwindSafe(|| exporter.export(events))).unwrap_or_else(|p| {
-        log::error!("exporter {:?} panicked: {}", T::NAME, panic_text(p));
+        log::error!("exporter {:?} panicked: {}", T::NAME, panic_message(&*p));
         0
     })
 }

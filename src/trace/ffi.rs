@@ -11,8 +11,9 @@
 #![allow(non_camel_case_types)]
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ffi::c_char;
+
+use crate::boundary::{self, ErrorSlot};
 
 use crate::trace::capture::{FpmTrace, OpenErrorKind};
 use crate::trace::payload::{FpmPayload, QueuedRequests, ScheduledRequests};
@@ -130,42 +131,27 @@ pub struct nixl_fpm_trace_stats_t {
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+    static LAST_ERROR_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+/// This ABI's per-thread last-error message.
+static LAST_ERROR: ErrorSlot = ErrorSlot::new(&LAST_ERROR_TEXT);
+
 fn fail(status: nixl_fpm_trace_status_t, message: &str) -> nixl_fpm_trace_status_t {
-    LAST_ERROR.with(|e| {
-        let mut e = e.borrow_mut();
-        e.clear();
-        e.push_str(message);
-    });
+    LAST_ERROR.set(message);
     status
 }
 
 fn null_arg(function: &str, arg: &str) -> nixl_fpm_trace_status_t {
     fail(
         NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM,
-        &format!("{function}: argument '{arg}' is NULL"),
+        &boundary::null_arg_message(function, arg),
     )
 }
 
 /// Runs an ABI function's body; a panic becomes `on_panic` with a last-error message.
-fn boundary<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            fail(
-                NIXL_TELEMETRY_FPM_ERR_UNKNOWN,
-                &format!("{function}: internal error: {what}"),
-            );
-            on_panic
-        }
-    }
+fn guard<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
+    boundary::catch(&LAST_ERROR, function, on_panic, body)
 }
 
 /// Borrows a C string argument as UTF-8.
@@ -177,15 +163,8 @@ unsafe fn str_arg<'a>(
     arg: &str,
     ptr: *const c_char,
 ) -> Result<&'a str, nixl_fpm_trace_status_t> {
-    if ptr.is_null() {
-        return Err(null_arg(function, arg));
-    }
-    CStr::from_ptr(ptr).to_str().map_err(|_| {
-        fail(
-            NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM,
-            &format!("{function}: argument '{arg}' is not valid UTF-8"),
-        )
-    })
+    boundary::str_arg(function, arg, ptr)
+        .map_err(|message| fail(NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM, &message))
 }
 
 /// Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
@@ -208,7 +187,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_open(
     out: *mut *mut nixl_fpm_trace_t,
 ) -> nixl_fpm_trace_status_t {
     const F: &str = "nixl_fpm_trace_open";
-    boundary(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
         if out.is_null() {
             return null_arg(F, "out");
         }
@@ -255,7 +234,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_record_msgpack(
     len: usize,
 ) -> nixl_fpm_trace_status_t {
     const F: &str = "nixl_fpm_trace_record_msgpack";
-    boundary(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return null_arg(F, "t");
         };
@@ -279,7 +258,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_record(
     payload: *const nixl_fpm_payload_t,
 ) -> nixl_fpm_trace_status_t {
     const F: &str = "nixl_fpm_trace_record";
-    boundary(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return null_arg(F, "t");
         };
@@ -330,7 +309,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_get_stats(
     out: *mut nixl_fpm_trace_stats_t,
 ) -> nixl_fpm_trace_status_t {
     const F: &str = "nixl_fpm_trace_get_stats";
-    boundary(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return null_arg(F, "t");
         };
@@ -363,7 +342,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_flush(
     t: *const nixl_fpm_trace_t,
 ) -> nixl_fpm_trace_status_t {
     const F: &str = "nixl_fpm_trace_flush";
-    boundary(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
+    guard(F, NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || {
         let Some(t) = t.as_ref() else {
             return null_arg(F, "t");
         };
@@ -380,7 +359,7 @@ pub unsafe extern "C" fn nixl_fpm_trace_flush(
 /// progress.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_fpm_trace_close(t: *mut nixl_fpm_trace_t) {
-    boundary("nixl_fpm_trace_close", (), || {
+    guard("nixl_fpm_trace_close", (), || {
         if !t.is_null() {
             Box::from_raw(t).trace.close();
         }
@@ -396,16 +375,8 @@ pub unsafe extern "C" fn nixl_fpm_trace_close(t: *mut nixl_fpm_trace_t) {
 /// `buf` is NULL or writable for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_fpm_trace_last_error(buf: *mut c_char, len: usize) -> usize {
-    boundary("nixl_fpm_trace_last_error", 0, || {
-        LAST_ERROR.with(|e| {
-            let e = e.borrow();
-            if !buf.is_null() && len > 0 {
-                let n = e.len().min(len - 1);
-                std::ptr::copy_nonoverlapping(e.as_ptr(), buf as *mut u8, n);
-                *buf.add(n) = 0;
-            }
-            e.len()
-        })
+    guard("nixl_fpm_trace_last_error", 0, || {
+        LAST_ERROR.copy_out(buf, len)
     })
 }
 
@@ -416,7 +387,7 @@ mod tests {
     fn last_error() -> String {
         let mut buf = [0 as c_char; 512];
         unsafe { nixl_fpm_trace_last_error(buf.as_mut_ptr(), buf.len()) };
-        unsafe { CStr::from_ptr(buf.as_ptr()) }
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
             .to_string_lossy()
             .into_owned()
     }
@@ -464,7 +435,7 @@ mod tests {
 
     #[test]
     fn panics_become_a_status_and_a_message() {
-        let status = boundary("f", NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || -> i32 {
+        let status = guard("f", NIXL_TELEMETRY_FPM_ERR_UNKNOWN, || -> i32 {
             panic!("boom")
         });
         assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNKNOWN);
