@@ -307,3 +307,33 @@ fn read_follow_prints_both_bursts_and_exits_0_on_ctrl_c() {
     assert_eq!(got, expected);
     assert!(ring.is_empty(), "the events were consumed");
 }
+
+#[test]
+fn nixl_log_level_sets_the_threshold_and_a_bad_value_warns_once() {
+    let stderr_with = |level: &str| {
+        let out = cmd()
+            .env("NIXL_LOG_LEVEL", level)
+            .args(["demo", "--seconds", "0.2", "--quiet"])
+            .assert()
+            .success()
+            .get_output()
+            .stderr
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    let info = stderr_with("Info");
+    assert!(
+        info.contains("[INFO nixl_telemetry] Creating file-based shared memory"),
+        "{info}"
+    );
+    let bogus = stderr_with("loud");
+    assert_eq!(
+        bogus
+            .matches("NIXL_LOG_LEVEL=\"loud\" is not one of")
+            .count(),
+        1,
+        "{bogus}"
+    );
+    assert!(!bogus.contains("[INFO"), "{bogus}");
+    assert_eq!(stderr_with("ERROR"), "");
+}
