@@ -18,6 +18,7 @@ pub mod filter;
 pub mod logging;
 pub mod plugin;
 pub mod ring;
+pub mod series;
 pub mod staging;
 pub mod trace;
 

@@ -1,0 +1,458 @@
+//! One agent's series: cumulative counters, last-operation gauges, the two transfer-time
+//! histograms, the error family and the dropped-events counter, updated from event batches.
+//!
+//! Updates are lock-free: a batch is summed locally, then published with relaxed atomic adds
+//! and stores (one per touched series) between two increments of a sequence number.
+//! A reader takes a snapshot without blocking the writer: the batch sequence number lets it
+//! retry while a batch is being applied, so with one writer (the collector's flush thread) a
+//! snapshot shows whole batches only (for example `agent_tx_requests_num_total` always agrees
+//! with `agent_xfer_time_us_count` for transfers recorded by `add_xfer_stats`). If a writer
+//! keeps it busy for too long the reader settles for values that may straddle a batch; every
+//! single value is still exact.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::buckets::Buckets;
+use crate::event::{Event, EventType, EVENT_TYPE_COUNT};
+
+/// The events feeding a histogram, in exposition order (`agent_xfer_time_us`,
+/// `agent_xfer_post_time_us`).
+pub const HISTOGRAM_EVENTS: [EventType; 2] =
+    [EventType::AgentXferTime, EventType::AgentXferPostTime];
+
+/// Histograms with at most this many buckets (including `+Inf`) are counted on the stack while
+/// a batch is accumulated; larger ones are updated per event.
+const LOCAL_BUCKETS: usize = 32;
+
+/// How many times a snapshot retries while batches are being applied before settling.
+const SNAPSHOT_ATTEMPTS: usize = 1000;
+
+fn histogram_slot(t: EventType) -> Option<usize> {
+    HISTOGRAM_EVENTS.iter().position(|&h| h == t)
+}
+
+struct Histogram {
+    /// Per-bucket (not cumulative) observation counts; the last one is `+Inf`.
+    buckets: Box<[AtomicU64]>,
+    sum: AtomicU64,
+}
+
+impl Histogram {
+    fn new(len: usize) -> Histogram {
+        Histogram {
+            buckets: (0..len).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One agent's live series. Share it (`Arc`) between the exporter that applies events and the
+/// registry that snapshots it for scrapes.
+pub struct AgentSeries {
+    agent_name: Arc<str>,
+    hostname: Arc<str>,
+    buckets: Buckets,
+    /// Cumulative sums by event type (errors: their own slot, exposed under `status`).
+    counters: [AtomicU64; EVENT_TYPE_COUNT],
+    /// Last values by event type (exposed only where the descriptor has a gauge).
+    gauges: [AtomicU64; EVENT_TYPE_COUNT],
+    histograms: [Histogram; 2],
+    /// Odd while a batch is being applied.
+    sequence: AtomicU64,
+}
+
+impl std::fmt::Debug for AgentSeries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSeries")
+            .field("agent_name", &self.agent_name)
+            .field("hostname", &self.hostname)
+            .field("buckets", &self.buckets)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentSeries {
+    /// Every series of `agent_name` at 0, labelled with `hostname`, histograms over `buckets`.
+    pub fn new(agent_name: &str, hostname: &str, buckets: Buckets) -> AgentSeries {
+        let len = buckets.len_with_inf();
+        AgentSeries {
+            agent_name: Arc::from(agent_name),
+            hostname: Arc::from(hostname),
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            gauges: std::array::from_fn(|_| AtomicU64::new(0)),
+            histograms: [Histogram::new(len), Histogram::new(len)],
+            buckets,
+            sequence: AtomicU64::new(0),
+        }
+    }
+
+    /// The `agent_name` label.
+    pub fn agent_name(&self) -> &str {
+        &self.agent_name
+    }
+
+    /// The `hostname` label.
+    pub fn hostname(&self) -> &str {
+        &self.hostname
+    }
+
+    /// The histogram bucket bounds.
+    pub fn buckets(&self) -> &Buckets {
+        &self.buckets
+    }
+
+    /// Applies a batch in order: every event adds its value to its counter, sets its gauge and
+    /// (transfer times) observes its histogram; an error event adds to its `status` series and
+    /// a dropped-events report to the dropped counter. Events of unknown types are skipped.
+    /// Returns how many events were applied.
+    pub fn apply(&self, events: &[Event]) -> usize {
+        // Accumulate the batch locally, then publish it with one atomic operation per touched
+        // series (a flush of thousands of events costs a few dozen atomics).
+        let local_buckets = self.buckets.len_with_inf() <= LOCAL_BUCKETS;
+        let mut sums = [0u64; EVENT_TYPE_COUNT];
+        let mut last = [0u64; EVENT_TYPE_COUNT];
+        let mut touched = 0u32;
+        let mut hist_counts = [[0u64; LOCAL_BUCKETS]; 2];
+        let mut hist_sums = [0u64; 2];
+        let mut applied = 0;
+        for e in events {
+            let Some(t) = e.kind() else {
+                continue;
+            };
+            applied += 1;
+            let i = t as usize;
+            sums[i] = sums[i].wrapping_add(e.value);
+            last[i] = e.value;
+            touched |= 1 << i;
+            if let Some(h) = histogram_slot(t) {
+                hist_sums[h] = hist_sums[h].wrapping_add(e.value);
+                if local_buckets {
+                    hist_counts[h][self.buckets.index_of(e.value)] += 1;
+                }
+            }
+        }
+        if touched == 0 {
+            return 0;
+        }
+        self.sequence.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut bits = touched;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.counters[i].fetch_add(sums[i], Ordering::Relaxed);
+            self.gauges[i].store(last[i], Ordering::Relaxed);
+        }
+        for (h, t) in HISTOGRAM_EVENTS.iter().enumerate() {
+            if touched & t.bit() == 0 {
+                continue;
+            }
+            let hist = &self.histograms[h];
+            if local_buckets {
+                for (b, &n) in hist.buckets.iter().zip(&hist_counts[h]) {
+                    if n > 0 {
+                        b.fetch_add(n, Ordering::Relaxed);
+                    }
+                }
+            } else {
+                for e in events.iter().filter(|e| e.event_type == *t as u32) {
+                    hist.buckets[self.buckets.index_of(e.value)].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            hist.sum.fetch_add(hist_sums[h], Ordering::Relaxed);
+        }
+        self.sequence.fetch_add(1, Ordering::Release);
+        applied
+    }
+
+    /// Applies a single event (see [`apply`](Self::apply)); false for an unknown type.
+    pub fn observe(&self, event: Event) -> bool {
+        self.apply(std::slice::from_ref(&event)) == 1
+    }
+
+    /// A snapshot of every series (see the module documentation for its consistency).
+    pub fn snapshot(&self) -> AgentSnapshot {
+        let mut snap = AgentSnapshot {
+            agent_name: self.agent_name.clone(),
+            hostname: self.hostname.clone(),
+            counters: [0; EVENT_TYPE_COUNT],
+            gauges: [0; EVENT_TYPE_COUNT],
+            histograms: std::array::from_fn(|_| HistogramSnapshot {
+                bounds: self.buckets.clone(),
+                buckets: vec![0; self.buckets.len_with_inf()],
+                sum: 0,
+            }),
+        };
+        for attempt in 0..SNAPSHOT_ATTEMPTS {
+            let before = self.sequence.load(Ordering::Acquire);
+            if before & 1 == 1 && attempt + 1 < SNAPSHOT_ATTEMPTS {
+                std::thread::yield_now();
+                continue;
+            }
+            self.read_into(&mut snap);
+            fence(Ordering::Acquire);
+            if self.sequence.load(Ordering::Relaxed) == before {
+                break;
+            }
+        }
+        snap
+    }
+
+    fn read_into(&self, snap: &mut AgentSnapshot) {
+        for (out, c) in snap.counters.iter_mut().zip(&self.counters) {
+            *out = c.load(Ordering::Relaxed);
+        }
+        for (out, g) in snap.gauges.iter_mut().zip(&self.gauges) {
+            *out = g.load(Ordering::Relaxed);
+        }
+        for (out, h) in snap.histograms.iter_mut().zip(&self.histograms) {
+            for (o, b) in out.buckets.iter_mut().zip(h.buckets.iter()) {
+                *o = b.load(Ordering::Relaxed);
+            }
+            out.sum = h.sum.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// A histogram's values at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramSnapshot {
+    /// The finite upper bounds.
+    pub bounds: Buckets,
+    /// Per-bucket (not cumulative) counts, `bounds.len() + 1` of them (the last is `+Inf`).
+    pub buckets: Vec<u64>,
+    /// Sum of the observed values (microseconds).
+    pub sum: u64,
+}
+
+impl HistogramSnapshot {
+    /// Number of observations (the `+Inf` cumulative count).
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().fold(0u64, |a, b| a.wrapping_add(*b))
+    }
+
+    /// Cumulative counts per bound, ending with the `+Inf` count, as `_bucket{le}` shows them.
+    pub fn cumulative(&self) -> Vec<u64> {
+        let mut total = 0u64;
+        self.buckets
+            .iter()
+            .map(|b| {
+                total = total.wrapping_add(*b);
+                total
+            })
+            .collect()
+    }
+
+    /// The cumulative count of the bucket with upper bound `le` (`f64::INFINITY` for `+Inf`).
+    pub fn cumulative_at(&self, le: f64) -> Option<u64> {
+        let i = if le == f64::INFINITY {
+            self.bounds.bounds().len()
+        } else {
+            self.bounds.bounds().iter().position(|&b| b == le)?
+        };
+        Some(self.cumulative()[i])
+    }
+}
+
+/// One agent's series at one moment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSnapshot {
+    /// The `agent_name` label.
+    pub agent_name: Arc<str>,
+    /// The `hostname` label.
+    pub hostname: Arc<str>,
+    /// Cumulative sums by event type.
+    pub counters: [u64; EVENT_TYPE_COUNT],
+    /// Last values by event type.
+    pub gauges: [u64; EVENT_TYPE_COUNT],
+    /// The histograms of [`HISTOGRAM_EVENTS`], in that order.
+    pub histograms: [HistogramSnapshot; 2],
+}
+
+impl AgentSnapshot {
+    /// The counter fed by `t` (for an error event: its `agent_errors_total{status}` value).
+    pub fn counter(&self, t: EventType) -> u64 {
+        self.counters[t as usize]
+    }
+
+    /// The last-operation gauge fed by `t`, if the descriptor defines one.
+    pub fn gauge(&self, t: EventType) -> Option<u64> {
+        t.metrics().gauge.map(|_| self.gauges[t as usize])
+    }
+
+    /// The histogram fed by `t`, if any.
+    pub fn histogram(&self, t: EventType) -> Option<&HistogramSnapshot> {
+        histogram_slot(t).map(|i| &self.histograms[i])
+    }
+
+    /// `agent_errors_total{status=<status>}`.
+    pub fn errors(&self, status: &str) -> Option<u64> {
+        super::error_statuses()
+            .find(|(_, s)| *s == status)
+            .map(|(t, _)| self.counter(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EventType::*;
+
+    fn series() -> AgentSeries {
+        AgentSeries::new("agent", "host", Buckets::default())
+    }
+
+    fn apply(s: &AgentSeries, t: EventType, values: &[u64]) {
+        let batch: Vec<Event> = values.iter().map(|&v| Event::new(t, v)).collect();
+        assert_eq!(s.apply(&batch), values.len());
+    }
+
+    #[test]
+    fn everything_starts_at_zero() {
+        let snap = series().snapshot();
+        assert!(snap.counters.iter().all(|&c| c == 0));
+        assert!(snap.gauges.iter().all(|&g| g == 0));
+        for h in &snap.histograms {
+            assert_eq!((h.count(), h.sum, h.buckets.len()), (0, 0, 19));
+        }
+        assert_eq!(&*snap.agent_name, "agent");
+        assert_eq!(&*snap.hostname, "host");
+    }
+
+    #[test]
+    fn histogram_of_5_30_200_700() {
+        let s = series();
+        apply(&s, AgentXferTime, &[5, 30, 200, 700]);
+        let snap = s.snapshot();
+        let h = snap.histogram(AgentXferTime).unwrap();
+        assert_eq!((h.count(), h.sum), (4, 935));
+        let at = |le| h.cumulative_at(le).unwrap();
+        assert_eq!((at(10.0), at(100.0), at(250.0), at(1000.0)), (1, 2, 3, 4));
+        assert_eq!(
+            (at(25.0), at(50.0), at(500.0), at(f64::INFINITY)),
+            (1, 2, 3, 4)
+        );
+        assert_eq!(h.cumulative_at(11.0), None);
+        // The other histogram is untouched; the counter and gauge see the same values.
+        assert_eq!(snap.histogram(AgentXferPostTime).unwrap().count(), 0);
+        assert_eq!(snap.counter(AgentXferTime), 935);
+        assert_eq!(snap.gauge(AgentXferTime), Some(700));
+        assert_eq!(snap.histogram(AgentTxBytes), None);
+    }
+
+    #[test]
+    fn counters_sum_and_gauges_keep_the_last_value() {
+        let s = series();
+        apply(&s, AgentTxBytes, &[1000, 2000, 3500]);
+        apply(&s, AgentRxBytes, &[500, 1500]);
+        apply(&s, AgentTxRequestsNum, &[1; 5]);
+        let snap = s.snapshot();
+        assert_eq!(snap.counter(AgentTxBytes), 6500);
+        assert_eq!(snap.gauge(AgentTxBytes), Some(3500));
+        assert_eq!(snap.counter(AgentRxBytes), 2000);
+        assert_eq!(snap.gauge(AgentRxBytes), Some(1500));
+        assert_eq!(snap.counter(AgentTxRequestsNum), 5);
+        assert_eq!(snap.gauge(AgentTxRequestsNum), None);
+        apply(&s, AgentTxBytes, &[1000; 5]);
+        assert_eq!(s.snapshot().counter(AgentTxBytes), 11500);
+    }
+
+    #[test]
+    fn errors_by_status_and_dropped_deltas() {
+        let s = series();
+        apply(&s, AgentErrBackend, &[1, 1]);
+        apply(&s, AgentErrNotFound, &[1]);
+        apply(&s, AgentTelemetryEventsDropped, &[7]);
+        apply(&s, AgentTelemetryEventsDropped, &[5]);
+        let snap = s.snapshot();
+        assert_eq!(snap.errors("backend"), Some(2));
+        assert_eq!(snap.errors("not_found"), Some(1));
+        assert_eq!(snap.errors("canceled"), Some(0));
+        assert_eq!(snap.errors("bogus"), None);
+        assert_eq!(snap.counter(AgentTelemetryEventsDropped), 12);
+    }
+
+    #[test]
+    fn unknown_event_types_are_skipped() {
+        let s = series();
+        let batch = [
+            Event {
+                event_type: 99,
+                value: 5,
+            },
+            Event::new(AgentTxBytes, 3),
+        ];
+        assert_eq!(s.apply(&batch), 1);
+        assert!(!s.observe(Event {
+            event_type: 21,
+            value: 1
+        }));
+        assert!(s.observe(Event::new(AgentTxBytes, 4)));
+        assert_eq!(s.snapshot().counter(AgentTxBytes), 7);
+    }
+
+    #[test]
+    fn custom_buckets_and_the_inf_bucket() {
+        let s = AgentSeries::new("a", "h", Buckets::parse("100,200,300").unwrap());
+        apply(&s, AgentXferPostTime, &[100, 150, 300, 301, 5_000_000]);
+        let snap = s.snapshot();
+        let h = snap.histogram(AgentXferPostTime).unwrap();
+        assert_eq!(h.cumulative(), [1, 2, 3, 5]);
+        assert_eq!(h.sum, 100 + 150 + 300 + 301 + 5_000_000);
+    }
+
+    #[test]
+    fn many_buckets_count_the_same_as_few() {
+        // 100 bounds exceed the stack accumulator: buckets are updated per event.
+        let bounds: Vec<f64> = (1..=100).map(|b| (b * 10) as f64).collect();
+        let s = AgentSeries::new("a", "h", Buckets::new(&bounds).unwrap());
+        let values: Vec<u64> = (0..2000).map(|v| (v * 7) % 1200).collect();
+        apply(&s, AgentXferTime, &values);
+        apply(&s, AgentXferTime, &[5, 30]);
+        let snap = s.snapshot();
+        let h = snap.histogram(AgentXferTime).unwrap();
+        assert_eq!(h.count(), 2002);
+        assert_eq!(h.sum, values.iter().sum::<u64>() + 35);
+        for (i, &b) in bounds.iter().enumerate() {
+            let expected = values
+                .iter()
+                .chain(&[5, 30])
+                .filter(|&&v| v as f64 <= b)
+                .count();
+            assert_eq!(h.cumulative()[i], expected as u64, "le={b}");
+        }
+        assert_eq!(snap.gauge(AgentXferTime), Some(30));
+    }
+
+    #[test]
+    fn snapshots_see_whole_batches_while_a_writer_runs() {
+        let s = Arc::new(series());
+        let writer = {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..2_000u64 {
+                    // A flush thread applies a batch now and then, not back to back.
+                    std::thread::sleep(std::time::Duration::from_micros(20));
+                    s.apply(&[
+                        Event::new(AgentXferPostTime, i % 50),
+                        Event::new(AgentXferTime, i % 700),
+                        Event::new(AgentTxBytes, 10),
+                        Event::new(AgentTxRequestsNum, 1),
+                    ]);
+                }
+            })
+        };
+        let mut seen = 0;
+        while !writer.is_finished() || seen == 0 {
+            let snap = s.snapshot();
+            let n = snap.counter(AgentTxRequestsNum);
+            assert_eq!(snap.histogram(AgentXferTime).unwrap().count(), n);
+            assert_eq!(snap.histogram(AgentXferPostTime).unwrap().count(), n);
+            assert_eq!(snap.counter(AgentTxBytes), 10 * n);
+            seen += 1;
+        }
+        writer.join().unwrap();
+        assert_eq!(s.snapshot().counter(AgentTxRequestsNum), 2_000);
+    }
+}

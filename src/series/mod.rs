@@ -1,0 +1,194 @@
+//! Series derived from the event stream, shared by every exporter that exposes series
+//! (Prometheus, DOCA): per agent, cumulative `_total` counters, last-operation gauges, the two
+//! transfer-time histograms, the `agent_errors_total{status}` family and the dropped-events
+//! counter, all named by the shared descriptor ([`crate::METRIC_DESCRIPTORS`]).
+//!
+//! - [`buckets`]: histogram bounds (defaults, `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`).
+//! - [`engine`]: one agent's series ([`AgentSeries`]), updated lock-free from event batches,
+//!   read as a consistent [`AgentSnapshot`].
+//! - [`registry`]: the agents exposed by one endpoint ([`Registry`]).
+//! - [`text`]: the Prometheus text exposition format 0.0.4 encoder.
+//!
+//! The exposition order of the families is [`families`]: the 9 per-event counters, the 6
+//! gauges, the 2 histograms, then `agent_errors_total`.
+
+pub mod buckets;
+pub mod engine;
+pub mod registry;
+pub mod text;
+
+use std::sync::OnceLock;
+
+use crate::event::{EventType, ERRORS_SERIES};
+
+pub use buckets::{Buckets, DEFAULT_BUCKETS_US, ENV_HISTOGRAM_BUCKETS_US};
+pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS};
+pub use registry::{DuplicateAgent, Registry};
+
+/// The Prometheus type of a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// A cumulative counter (`..._total`).
+    Counter,
+    /// A last-value gauge.
+    Gauge,
+    /// A histogram (`_bucket{le}`, `_sum`, `_count`).
+    Histogram,
+}
+
+impl FamilyKind {
+    /// The `# TYPE` word.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FamilyKind::Counter => "counter",
+            FamilyKind::Gauge => "gauge",
+            FamilyKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Where a family's samples come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FamilySource {
+    /// The counter of this (non-error) event type.
+    Counter(EventType),
+    /// The gauge of this event type.
+    Gauge(EventType),
+    /// The histogram of this event type (one of [`HISTOGRAM_EVENTS`]).
+    Histogram(EventType),
+    /// The twelve error events, one sample per `status`.
+    Errors,
+}
+
+/// One metric family as exposed: name, HELP text, type and source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Family {
+    /// Family name (`agent_tx_bytes_total`, ...).
+    pub name: &'static str,
+    /// HELP text.
+    pub help: &'static str,
+    /// Prometheus type.
+    pub kind: FamilyKind,
+    /// Where the samples come from.
+    pub source: FamilySource,
+}
+
+/// Every family, in exposition order, derived from the shared descriptor: the per-event
+/// counters, the gauges, the histograms (each in event order), then `agent_errors_total`.
+pub fn families() -> &'static [Family] {
+    static FAMILIES: OnceLock<Vec<Family>> = OnceLock::new();
+    FAMILIES.get_or_init(|| {
+        let mut counters = Vec::new();
+        let mut gauges = Vec::new();
+        let mut histograms = Vec::new();
+        for t in EventType::ALL {
+            let d = t.metrics();
+            if !t.is_error() {
+                counters.push(Family {
+                    name: d.counter.name,
+                    help: d.counter.help,
+                    kind: FamilyKind::Counter,
+                    source: FamilySource::Counter(t),
+                });
+            }
+            if let Some(g) = d.gauge {
+                gauges.push(Family {
+                    name: g.name,
+                    help: g.help,
+                    kind: FamilyKind::Gauge,
+                    source: FamilySource::Gauge(t),
+                });
+            }
+            if let Some(h) = d.histogram {
+                histograms.push(Family {
+                    name: h.name,
+                    help: h.help,
+                    kind: FamilyKind::Histogram,
+                    source: FamilySource::Histogram(t),
+                });
+            }
+        }
+        let mut all = counters;
+        all.append(&mut gauges);
+        all.append(&mut histograms);
+        all.push(Family {
+            name: ERRORS_SERIES.name,
+            help: ERRORS_SERIES.help,
+            kind: FamilyKind::Counter,
+            source: FamilySource::Errors,
+        });
+        all
+    })
+}
+
+/// The twelve `status` label values of `agent_errors_total`, in event order.
+pub fn error_statuses() -> impl Iterator<Item = (EventType, &'static str)> {
+    EventType::ALL
+        .into_iter()
+        .filter_map(|t| t.status_label().map(|s| (t, s)))
+}
+
+/// This machine's host name (the `hostname` label), `unknown` when it cannot be read.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `len` bytes into the buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(s) if !s.is_empty() => s.to_owned(),
+        _ => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_family_set_is_nixls() {
+        let by_kind = |k: FamilyKind| -> Vec<&str> {
+            families()
+                .iter()
+                .filter(|f| f.kind == k)
+                .map(|f| f.name)
+                .collect()
+        };
+        assert_eq!(
+            by_kind(FamilyKind::Counter),
+            [
+                "agent_tx_bytes_total",
+                "agent_rx_bytes_total",
+                "agent_tx_requests_num_total",
+                "agent_rx_requests_num_total",
+                "agent_memory_registered_total",
+                "agent_memory_deregistered_total",
+                "agent_xfer_time_total",
+                "agent_xfer_post_time_total",
+                "agent_telemetry_events_dropped_total",
+                "agent_errors_total",
+            ]
+        );
+        assert_eq!(
+            by_kind(FamilyKind::Gauge),
+            [
+                "agent_tx_last_bytes",
+                "agent_rx_last_bytes",
+                "agent_memory_registered_last_bytes",
+                "agent_memory_deregistered_last_bytes",
+                "agent_xfer_time",
+                "agent_xfer_post_time",
+            ]
+        );
+        assert_eq!(
+            by_kind(FamilyKind::Histogram),
+            ["agent_xfer_time_us", "agent_xfer_post_time_us"]
+        );
+        assert_eq!(families().len(), 18);
+        assert_eq!(families().last().unwrap().source, FamilySource::Errors);
+        assert_eq!(error_statuses().count(), 12);
+        assert!(!hostname().is_empty());
+    }
+}

@@ -1,0 +1,397 @@
+//! The Prometheus text exposition format 0.0.4: an encoder over agent snapshots, and a small
+//! parser of the same format for tests and tools.
+//!
+//! Output, for every family of [`families`](super::families) that has at least one agent:
+//! `# HELP` and `# TYPE` lines, then one sample per agent (twelve for `agent_errors_total`,
+//! one per `status`; for a histogram the cumulative `_bucket{le}` lines ending with `+Inf`,
+//! then `_sum` and `_count`). Labels are sorted by name: `agent_name`, `hostname`, then
+//! `le` or `status`. Values are integers printed as integers; `le` bounds are printed in their
+//! shortest form (`10`, `2.5`, `1e-7`, `+Inf`). No timestamps.
+//!
+//! OpenMetrics is deliberately not produced: OpenMetrics names a counter family without its
+//! `_total` suffix, so NIXL's counter `agent_xfer_time_total` would become family
+//! `agent_xfer_time`, colliding with NIXL's gauge of that name. Scrapers that ask for
+//! OpenMetrics accept this format as a fallback.
+
+use std::fmt::Write;
+
+use super::engine::AgentSnapshot;
+use super::{error_statuses, families, FamilyKind, FamilySource};
+
+/// The `Content-Type` of the text format 0.0.4.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Appends `value` to `out` escaped as a label value (`\` -> `\\`, `"` -> `\"`, newline ->
+/// `\n`).
+pub fn escape_label_value(value: &str, out: &mut String) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Appends `help` escaped for a `# HELP` line (`\` -> `\\`, newline -> `\n`).
+pub fn escape_help(help: &str, out: &mut String) {
+    for c in help.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A histogram bound as an `le` value: integers without a fraction (`10`, `1000000`), other
+/// numbers in the shorter of plain and exponent notation (`2.5`, `1e-7`), `+Inf`.
+pub fn format_le(bound: f64) -> String {
+    if bound == f64::INFINITY {
+        return "+Inf".into();
+    }
+    if bound.fract() == 0.0 && bound.abs() < 1e15 {
+        return format!("{}", bound as i64);
+    }
+    let plain = format!("{bound}");
+    let exp = format!("{bound:e}");
+    if exp.len() < plain.len() {
+        exp
+    } else {
+        plain
+    }
+}
+
+/// Encodes every agent's series (see the module documentation). No agents: empty output.
+pub fn encode(agents: &[AgentSnapshot]) -> String {
+    let mut out = String::with_capacity(agents.len() * 12 * 1024);
+    encode_into(agents, &mut out);
+    out
+}
+
+/// Like [`encode`], appending to `out`.
+pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
+    if agents.is_empty() {
+        return;
+    }
+    // `agent_name="..",hostname=".."`, escaped once per agent.
+    let labels: Vec<String> = agents
+        .iter()
+        .map(|a| {
+            let mut l = String::from("agent_name=\"");
+            escape_label_value(&a.agent_name, &mut l);
+            l.push_str("\",hostname=\"");
+            escape_label_value(&a.hostname, &mut l);
+            l.push('"');
+            l
+        })
+        .collect();
+    for family in families() {
+        out.push_str("# HELP ");
+        out.push_str(family.name);
+        out.push(' ');
+        escape_help(family.help, out);
+        out.push_str("\n# TYPE ");
+        out.push_str(family.name);
+        out.push(' ');
+        out.push_str(family.kind.as_str());
+        out.push('\n');
+        for (agent, labels) in agents.iter().zip(&labels) {
+            match family.source {
+                FamilySource::Counter(t) => {
+                    sample(out, family.name, "", labels, agent.counters[t as usize])
+                }
+                FamilySource::Gauge(t) => {
+                    sample(out, family.name, "", labels, agent.gauges[t as usize])
+                }
+                FamilySource::Errors => {
+                    for (t, status) in error_statuses() {
+                        let _ = writeln!(
+                            out,
+                            "{}{{{labels},status=\"{status}\"}} {}",
+                            family.name, agent.counters[t as usize]
+                        );
+                    }
+                }
+                FamilySource::Histogram(t) => {
+                    debug_assert_eq!(family.kind, FamilyKind::Histogram);
+                    let h = agent.histogram(t).expect("histogram event");
+                    let cumulative = h.cumulative();
+                    let bounds = h.bounds.bounds().iter().copied().chain([f64::INFINITY]);
+                    for (bound, count) in bounds.zip(&cumulative) {
+                        let _ = writeln!(
+                            out,
+                            "{}_bucket{{{labels},le=\"{}\"}} {count}",
+                            family.name,
+                            format_le(bound)
+                        );
+                    }
+                    sample(out, family.name, "_sum", labels, h.sum);
+                    sample(out, family.name, "_count", labels, h.count());
+                }
+            }
+        }
+    }
+}
+
+fn sample(out: &mut String, name: &str, suffix: &str, labels: &str, value: u64) {
+    let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
+}
+
+/// One parsed sample: metric name, labels in their order, value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// The sample's metric name (`agent_xfer_time_us_bucket`, ...).
+    pub name: String,
+    /// Label names and (unescaped) values, in their order.
+    pub labels: Vec<(String, String)>,
+    /// The value.
+    pub value: f64,
+}
+
+impl Sample {
+    /// The value of label `name`.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Parses the samples of a text-format 0.0.4 body (comment lines skipped). Strict about what
+/// the encoder writes; meant for tests and tools, not as a general scraper.
+pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
+    let mut samples = Vec::new();
+    for (n, line) in body.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fail = |why: &str| format!("line {}: {why}: {line:?}", n + 1);
+        let name_end = line.find(['{', ' ']).ok_or_else(|| fail("no value"))?;
+        let name = &line[..name_end];
+        let mut rest = &line[name_end..];
+        let mut labels = Vec::new();
+        if let Some(r) = rest.strip_prefix('{') {
+            rest = r;
+            loop {
+                if let Some(r) = rest.strip_prefix('}') {
+                    rest = r;
+                    break;
+                }
+                let eq = rest.find("=\"").ok_or_else(|| fail("bad label"))?;
+                let key = rest[..eq].to_owned();
+                let mut value = String::new();
+                let mut chars = rest[eq + 2..].char_indices();
+                let end = loop {
+                    match chars.next() {
+                        None => return Err(fail("unterminated label value")),
+                        Some((i, '"')) => break eq + 2 + i + 1,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, 'n')) => value.push('\n'),
+                            Some((_, c)) => value.push(c),
+                            None => return Err(fail("dangling escape")),
+                        },
+                        Some((_, c)) => value.push(c),
+                    }
+                };
+                labels.push((key, value));
+                rest = &rest[end..];
+                rest = rest.strip_prefix(',').unwrap_or(rest);
+            }
+        }
+        let value = rest.trim();
+        let value = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().map_err(|_| fail("bad value"))?,
+        };
+        samples.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value,
+        });
+    }
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, EventType};
+    use crate::series::{AgentSeries, Buckets};
+    use std::collections::BTreeSet;
+
+    fn agent(name: &str) -> AgentSeries {
+        AgentSeries::new(name, "node-1", Buckets::default())
+    }
+
+    #[test]
+    fn a_new_agent_exposes_every_series_at_zero() {
+        let text = encode(&[agent("a").snapshot()]);
+        let samples = parse(&text).unwrap();
+        assert!(samples.iter().all(|s| s.value == 0.0), "{text}");
+        let names: BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
+        let mut expected: BTreeSet<String> = [
+            "agent_tx_bytes_total",
+            "agent_rx_bytes_total",
+            "agent_tx_requests_num_total",
+            "agent_rx_requests_num_total",
+            "agent_memory_registered_total",
+            "agent_memory_deregistered_total",
+            "agent_xfer_time_total",
+            "agent_xfer_post_time_total",
+            "agent_telemetry_events_dropped_total",
+            "agent_tx_last_bytes",
+            "agent_rx_last_bytes",
+            "agent_memory_registered_last_bytes",
+            "agent_memory_deregistered_last_bytes",
+            "agent_xfer_time",
+            "agent_xfer_post_time",
+            "agent_errors_total",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for h in ["agent_xfer_time_us", "agent_xfer_post_time_us"] {
+            for s in ["_bucket", "_sum", "_count"] {
+                expected.insert(format!("{h}{s}"));
+            }
+        }
+        assert_eq!(
+            names,
+            expected.iter().map(String::as_str).collect::<BTreeSet<_>>()
+        );
+        // 15 plain samples + 12 error statuses + 2 x (19 buckets + sum + count).
+        assert_eq!(samples.len(), 15 + 12 + 2 * 21);
+        let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE")).collect();
+        assert_eq!(types.len(), 18);
+        assert_eq!(types.iter().filter(|l| l.ends_with(" counter")).count(), 10);
+        assert_eq!(types.iter().filter(|l| l.ends_with(" gauge")).count(), 6);
+        assert_eq!(
+            types.iter().filter(|l| l.ends_with(" histogram")).count(),
+            2
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("# HELP")).count(), 18);
+        assert!(!text.contains("agent_err_"), "legacy per-type error series");
+    }
+
+    #[test]
+    fn exact_lines_for_known_values() {
+        let a = AgentSeries::new("a", "h", Buckets::parse("10,100,250,1000").unwrap());
+        let ev = |t, v| Event::new(t, v);
+        a.apply(&[
+            ev(EventType::AgentXferTime, 5),
+            ev(EventType::AgentXferTime, 30),
+            ev(EventType::AgentXferTime, 200),
+            ev(EventType::AgentXferTime, 700),
+            ev(EventType::AgentTxBytes, 1000),
+            ev(EventType::AgentTxBytes, 2000),
+            ev(EventType::AgentTxBytes, 3500),
+            ev(EventType::AgentErrBackend, 1),
+            ev(EventType::AgentTelemetryEventsDropped, 7),
+            ev(EventType::AgentTelemetryEventsDropped, 5),
+        ]);
+        let text = encode(&[a.snapshot()]);
+        for line in [
+            "# HELP agent_tx_bytes_total Number of bytes sent by the agent",
+            "# TYPE agent_tx_bytes_total counter",
+            "agent_tx_bytes_total{agent_name=\"a\",hostname=\"h\"} 6500",
+            "# TYPE agent_tx_last_bytes gauge",
+            "agent_tx_last_bytes{agent_name=\"a\",hostname=\"h\"} 3500",
+            "# TYPE agent_xfer_time_us histogram",
+            "agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"10\"} 1",
+            "agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"100\"} 2",
+            "agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"250\"} 3",
+            "agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"1000\"} 4",
+            "agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"+Inf\"} 4",
+            "agent_xfer_time_us_sum{agent_name=\"a\",hostname=\"h\"} 935",
+            "agent_xfer_time_us_count{agent_name=\"a\",hostname=\"h\"} 4",
+            "agent_xfer_time_total{agent_name=\"a\",hostname=\"h\"} 935",
+            "agent_xfer_time{agent_name=\"a\",hostname=\"h\"} 700",
+            "# TYPE agent_errors_total counter",
+            "agent_errors_total{agent_name=\"a\",hostname=\"h\",status=\"backend\"} 1",
+            "agent_errors_total{agent_name=\"a\",hostname=\"h\",status=\"no_telemetry\"} 0",
+            "agent_telemetry_events_dropped_total{agent_name=\"a\",hostname=\"h\"} 12",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        // Buckets, then _sum, then _count, for each histogram.
+        let pos = |s: &str| text.find(s).unwrap();
+        assert!(pos("agent_xfer_time_us_bucket") < pos("agent_xfer_time_us_sum"));
+        assert!(pos("agent_xfer_time_us_sum") < pos("agent_xfer_time_us_count"));
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let a = AgentSeries::new("we\"ird\\na\nme", "h\"ost", Buckets::default());
+        let text = encode(&[a.snapshot()]);
+        assert!(
+            text.contains(
+                "agent_tx_bytes_total{agent_name=\"we\\\"ird\\\\na\\nme\",hostname=\"h\\\"ost\"} 0"
+            ),
+            "{text}"
+        );
+        // Every sample line is a single line, and the parser recovers the original values.
+        let samples = parse(&text).unwrap();
+        assert!(samples
+            .iter()
+            .all(|s| s.label("agent_name") == Some("we\"ird\\na\nme")
+                && s.label("hostname") == Some("h\"ost")));
+        let mut help = String::new();
+        escape_help("a\\b\nc\"", &mut help);
+        assert_eq!(help, "a\\\\b\\nc\"");
+    }
+
+    #[test]
+    fn bounds_are_formatted_canonically() {
+        let cases = [
+            (10.0, "10"),
+            (2.5, "2.5"),
+            (1000000.0, "1000000"),
+            (10000000.0, "10000000"),
+            (0.1, "0.1"),
+            (1e-7, "1e-7"),
+            (1e21, "1e21"),
+            (123.456, "123.456"),
+            (f64::INFINITY, "+Inf"),
+        ];
+        for (b, s) in cases {
+            assert_eq!(format_le(b), s);
+            if b.is_finite() {
+                assert_eq!(s.parse::<f64>().unwrap(), b);
+            }
+        }
+    }
+
+    #[test]
+    fn two_agents_each_get_their_series_and_no_agents_nothing() {
+        let a = agent("a");
+        let b = agent("b");
+        b.observe(Event::new(EventType::AgentRxBytes, 9));
+        let samples = parse(&encode(&[a.snapshot(), b.snapshot()])).unwrap();
+        let rx: Vec<(String, f64)> = samples
+            .iter()
+            .filter(|s| s.name == "agent_rx_bytes_total")
+            .map(|s| (s.label("agent_name").unwrap().to_owned(), s.value))
+            .collect();
+        assert_eq!(rx, [("a".to_owned(), 0.0), ("b".to_owned(), 9.0)]);
+        assert_eq!(samples.len(), 2 * (15 + 12 + 42));
+        assert_eq!(encode(&[]), "");
+    }
+
+    #[test]
+    fn the_parser_rejects_garbage() {
+        assert!(parse("x{a=\"1} 2").is_err());
+        assert!(parse("x 1 2 zz").is_err());
+        assert!(parse("novalue").is_err());
+        assert_eq!(parse("# only a comment\n\n").unwrap(), []);
+        let s = parse("x{le=\"+Inf\"} +Inf").unwrap();
+        assert_eq!(s[0].value, f64::INFINITY);
+    }
+}
