@@ -1,0 +1,67 @@
+//! The Prometheus exporter plug-in (`libtelemetry_exporter_prometheus.so`, selected with
+//! `NIXL_TELEMETRY_EXPORTER=prometheus`): every agent's series (cumulative counters,
+//! last-operation gauges, transfer-time histograms, errors by status, dropped events) served
+//! at `GET /metrics` in the Prometheus text format 0.0.4.
+//!
+//! Configuration, read when an agent's exporter is created:
+//! - `NIXL_TELEMETRY_PROMETHEUS_PORT`: TCP port, default 9090.
+//! - `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: boolean word; true binds 127.0.0.1, else 0.0.0.0.
+//! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: histogram bounds (see
+//!   [`nixl_telemetry::series::buckets`]).
+//!
+//! An invalid value fails the creation with a message naming the variable. One endpoint
+//! serves all agents of the process (the first agent's address wins); agent names must be
+//! unique; a port held by another process is a benign collision (`BIND_FAILED`: the host logs
+//! one warning and the agent runs without a sink).
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use nixl_telemetry::config::process_env;
+use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry::series::{self, AgentSeries, Buckets};
+use nixl_telemetry::Event;
+use scrape_endpoint::{address_from_env, JoinError, Membership, SharedEndpoint};
+
+/// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port.
+pub const ENV_PORT: &str = "NIXL_TELEMETRY_PROMETHEUS_PORT";
+/// `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: bind to 127.0.0.1 only.
+pub const ENV_LOCAL: &str = "NIXL_TELEMETRY_PROMETHEUS_LOCAL";
+/// The default scrape port.
+pub const DEFAULT_PORT: u16 = 9090;
+
+/// The process's endpoint, shared by every agent using this plug-in.
+static ENDPOINT: SharedEndpoint = SharedEndpoint::new("Prometheus");
+
+/// One agent's exporter: its series, registered with the endpoint until dropped.
+pub struct PrometheusExporter {
+    membership: Membership,
+}
+
+impl TelemetryPlugin for PrometheusExporter {
+    const NAME: &'static CStr = c"prometheus";
+    const VERSION: &'static CStr = c"0.1.0";
+
+    fn create(params: &InitParams) -> Result<Self, CreateError> {
+        let addr = address_from_env(&process_env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
+            .map_err(CreateError::InvalidParam)?;
+        let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
+        let agent = Arc::new(AgentSeries::new(
+            params.agent_name,
+            &series::hostname(),
+            buckets,
+        ));
+        let membership = ENDPOINT.join(addr, agent).map_err(|e| match e {
+            JoinError::Duplicate(m) => CreateError::InvalidParam(m),
+            JoinError::AddressInUse(m) => CreateError::BindFailed(m),
+            JoinError::Other(m) => CreateError::Other(m),
+        })?;
+        Ok(PrometheusExporter { membership })
+    }
+
+    fn export(&mut self, events: &[Event]) -> usize {
+        self.membership.apply(events)
+    }
+}
+
+nixl_telemetry::export_telemetry_plugin!(PrometheusExporter);

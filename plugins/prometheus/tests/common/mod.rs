@@ -1,0 +1,232 @@
+//! Helpers shared by the Prometheus plug-in's integration tests: finding the plug-in, free
+//! ports, an HTTP client, scraping and reading sample values, and collectors configured
+//! through the environment.
+//!
+//! The plug-in is a cdylib: `cargo build --workspace --all-targets` must run before
+//! `cargo test` (cargo test does not build cdylibs).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use nixl_telemetry::series::text::{self, Sample};
+use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+
+/// Tests of one binary share the process's endpoint and environment: run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Every variable a test may set, cleared between tests.
+const VARS: [&str; 8] = [
+    "NIXL_TELEMETRY_PROMETHEUS_PORT",
+    "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
+    "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
+    "NIXL_TELEMETRY_ENABLE",
+    "NIXL_TELEMETRY_EXPORTER",
+    "NIXL_TELEMETRY_ENABLED_METRICS",
+    "NIXL_TELEMETRY_BUFFER_SIZE",
+    "NIXL_TELEMETRY_RUN_INTERVAL",
+];
+
+/// Holds the test lock; clears the variables when the test ends.
+pub struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        for v in VARS {
+            std::env::remove_var(v);
+        }
+    }
+}
+
+/// Takes the test lock, makes the plug-in findable and clears the variables.
+pub fn serial() -> Serial {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for v in VARS {
+        std::env::remove_var(v);
+    }
+    std::env::remove_var("NIXL_TELEMETRY_DIR");
+    plugin_dir();
+    Serial(g)
+}
+
+/// target/<profile>, where cargo puts the workspace's shared libraries.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_owned()
+}
+
+/// Makes target/<profile> a plug-in directory (once), checking the plug-in was built.
+pub fn plugin_dir() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = profile_dir();
+        let so = dir.join("libtelemetry_exporter_prometheus.so");
+        assert!(
+            so.exists(),
+            "{} is missing: run `cargo build --workspace --all-targets` before `cargo test`",
+            so.display()
+        );
+        plugin::add_plugin_dir(&dir).unwrap();
+    });
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sets the plug-in's port (loopback only).
+pub fn use_port(port: u16) {
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", port.to_string());
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "true");
+}
+
+/// A collector for `agent` exporting to the plug-in (port from the environment), flushing
+/// every `interval` (long by default: tests flush explicitly).
+pub fn collector_with(agent: &str, buffer_size: usize, interval: Duration) -> Collector {
+    Collector::new(
+        agent,
+        Config {
+            buffer_size,
+            run_interval: interval,
+            exporter: ExporterChoice::Plugin("prometheus".into()),
+            enabled_metrics: MetricMask::ALL,
+        },
+    )
+    .unwrap_or_else(|e| panic!("creating agent {agent}: {e:?}"))
+}
+
+/// A collector with a 4096-event queue and no periodic flush during the test.
+pub fn collector(agent: &str) -> Collector {
+    collector_with(agent, 4096, Duration::from_secs(3600))
+}
+
+/// An HTTP reply.
+pub struct Reply {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// Sends `raw` and reads the reply to the end.
+pub fn exchange(addr: SocketAddr, raw: &[u8]) -> std::io::Result<Reply> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    s.write_all(raw)?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all)?;
+    let text = String::from_utf8(all).expect("UTF-8 reply");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
+    Ok(Reply {
+        status: head[9..12].parse().unwrap(),
+        head: head.to_owned(),
+        body: body.to_owned(),
+    })
+}
+
+/// `GET path` on 127.0.0.1:port.
+pub fn get(port: u16, path: &str) -> std::io::Result<Reply> {
+    exchange(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+/// The body of a successful scrape.
+pub fn scrape_text(port: u16) -> String {
+    let r = get(port, "/metrics").expect("scrape");
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert_eq!(r.header("content-length"), Some(&*r.body.len().to_string()));
+    r.body
+}
+
+/// The parsed samples of a scrape.
+pub fn scrape(port: u16) -> Scrape {
+    let body = scrape_text(port);
+    Scrape {
+        samples: text::parse(&body).expect("parsable exposition"),
+        body,
+    }
+}
+
+/// A parsed scrape.
+pub struct Scrape {
+    pub body: String,
+    pub samples: Vec<Sample>,
+}
+
+impl Scrape {
+    /// The value of `name` for `agent` with the extra labels `extra` (e.g. `[("le", "10")]`).
+    pub fn value(&self, name: &str, agent: &str, extra: &[(&str, &str)]) -> Option<f64> {
+        self.samples
+            .iter()
+            .find(|s| {
+                s.name == name
+                    && s.label("agent_name") == Some(agent)
+                    && extra.iter().all(|(k, v)| s.label(k) == Some(v))
+            })
+            .map(|s| s.value)
+    }
+
+    /// Like [`value`](Self::value), failing when the sample is missing.
+    pub fn get(&self, name: &str, agent: &str, extra: &[(&str, &str)]) -> f64 {
+        self.value(name, agent, extra)
+            .unwrap_or_else(|| panic!("no sample {name}{extra:?} for {agent} in\n{}", self.body))
+    }
+
+    /// The agents present.
+    pub fn agents(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .samples
+            .iter()
+            .filter_map(|s| s.label("agent_name").map(str::to_owned))
+            .collect();
+        v.dedup();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Sample names with their number of occurrences, for one agent.
+    pub fn names(&self, agent: &str) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for s in &self.samples {
+            if s.label("agent_name") == Some(agent) {
+                *m.entry(s.name.clone()).or_insert(0) += 1;
+            }
+        }
+        m
+    }
+}
+
+/// True when nothing accepts connections on 127.0.0.1:port.
+pub fn port_closed(port: u16) -> bool {
+    TcpStream::connect_timeout(
+        &SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        Duration::from_secs(2),
+    )
+    .is_err()
+}

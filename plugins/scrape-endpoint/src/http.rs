@@ -1,0 +1,345 @@
+//! Just enough HTTP/1.1 for a scrape endpoint: parsing a request head (strictly: anything
+//! malformed is a 400), routing (`GET`/`HEAD /metrics`; other paths 404, other methods 405)
+//! and building complete responses that close the connection.
+
+use std::fmt::Write;
+
+/// The only path served.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// What the `Allow` header of a 405 lists.
+pub const ALLOWED_METHODS: &str = "GET, HEAD";
+
+/// A parsed request head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The method, as sent (methods are case-sensitive).
+    pub method: String,
+    /// The path of the target, without the query.
+    pub path: String,
+    /// Header names (lower-cased) and values (trimmed), in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a head was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not a well-formed HTTP/1.x request head (400).
+    Malformed(&'static str),
+    /// A well-formed request of another HTTP major version (505).
+    Version,
+}
+
+/// Where the head ends in `buf` (the index just past the empty line), if it is complete.
+/// Lines may end with CRLF or, leniently, LF.
+pub fn head_end(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(p) = buf[i..].iter().position(|&b| b == b'\n') {
+        let nl = i + p;
+        // The line after this newline is empty: "\n\n" or "\n\r\n".
+        match buf.get(nl + 1) {
+            Some(b'\n') => return Some(nl + 2),
+            Some(b'\r') if buf.get(nl + 2) == Some(&b'\n') => return Some(nl + 3),
+            _ => i = nl + 1,
+        }
+    }
+    None
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Parses a complete head (request line and header lines, up to and including the empty
+/// line, as delimited by [`head_end`]).
+pub fn parse_head(head: &[u8]) -> Result<Request, ParseError> {
+    use ParseError::Malformed;
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let request_line = lines.next().ok_or(Malformed("empty request"))?;
+    let mut parts = request_line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Malformed("request line is not 'METHOD TARGET HTTP/1.x'"));
+    };
+    if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
+        return Err(Malformed("invalid method"));
+    }
+    if target.is_empty() || !target.iter().all(|&b| b.is_ascii_graphic()) {
+        return Err(Malformed("invalid request target"));
+    }
+    match version {
+        b"HTTP/1.1" | b"HTTP/1.0" => {}
+        [b'H', b'T', b'T', b'P', b'/', d1, b'.', d2]
+            if d1.is_ascii_digit() && d2.is_ascii_digit() =>
+        {
+            return Err(ParseError::Version)
+        }
+        _ => return Err(Malformed("invalid HTTP version")),
+    }
+    let target = std::str::from_utf8(target).map_err(|_| Malformed("invalid request target"))?;
+    let path = origin_path(target).ok_or(Malformed("invalid request target"))?;
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        if line[0] == b' ' || line[0] == b'\t' {
+            return Err(Malformed("folded header line"));
+        }
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or(Malformed("header line without ':'"))?;
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+            return Err(Malformed("invalid header name"));
+        }
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(Malformed("control character in a header value"));
+        }
+        headers.push((
+            String::from_utf8_lossy(name).to_ascii_lowercase(),
+            String::from_utf8_lossy(value).trim().to_owned(),
+        ));
+    }
+    Ok(Request {
+        method: String::from_utf8_lossy(method).into_owned(),
+        path: path.to_owned(),
+        headers,
+    })
+}
+
+/// The path of an origin-form (`/metrics?x`) or absolute-form (`http://host:port/metrics`)
+/// target, without its query.
+fn origin_path(target: &str) -> Option<&str> {
+    let path = if target.starts_with('/') {
+        target
+    } else {
+        let rest = target
+            .strip_prefix("http://")
+            .or_else(|| target.strip_prefix("https://"))?;
+        match rest.find('/') {
+            Some(i) => &rest[i..],
+            None => "/",
+        }
+    };
+    Some(path.split(['?', '#']).next().unwrap_or(path))
+}
+
+/// A complete response, ready to be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// The bytes to send (status line, headers, body).
+    pub bytes: Vec<u8>,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+/// Builds a response that closes the connection. With `head_only` the body is left out (its
+/// length is still announced), as for `HEAD`.
+pub fn response(
+    status: u16,
+    content_type: &str,
+    extra_headers: &[(&str, &str)],
+    body: &[u8],
+    head_only: bool,
+) -> Response {
+    let mut head = String::with_capacity(160);
+    let _ = write!(
+        head,
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n",
+        reason(status),
+        body.len()
+    );
+    for (k, v) in extra_headers {
+        let _ = write!(head, "{k}: {v}\r\n");
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    let mut bytes = head.into_bytes();
+    if !head_only {
+        bytes.extend_from_slice(body);
+    }
+    Response { status, bytes }
+}
+
+/// A plain-text error response.
+pub fn error(status: u16, message: &str) -> Response {
+    let allow = [("Allow", ALLOWED_METHODS)];
+    let extra: &[(&str, &str)] = if status == 405 { &allow } else { &[] };
+    let body = format!("{status} {}: {message}\n", reason(status));
+    response(
+        status,
+        "text/plain; charset=utf-8",
+        extra,
+        body.as_bytes(),
+        false,
+    )
+}
+
+/// Answers a parsed request: `GET`/`HEAD /metrics` get `metrics()` (content type and body);
+/// other paths 404, other methods 405.
+pub fn route(request: &Request, metrics: impl FnOnce() -> (&'static str, Vec<u8>)) -> Response {
+    if request.path != METRICS_PATH {
+        return error(404, "this endpoint serves GET /metrics");
+    }
+    match request.method.as_str() {
+        "GET" | "HEAD" => {
+            let (content_type, body) = metrics();
+            response(200, content_type, &[], &body, request.method == "HEAD")
+        }
+        _ => error(405, "only GET and HEAD are allowed on /metrics"),
+    }
+}
+
+/// The answer to a head that could not be parsed.
+pub fn refuse(e: &ParseError) -> Response {
+    match e {
+        ParseError::Malformed(why) => error(400, why),
+        ParseError::Version => error(505, "this endpoint speaks HTTP/1.0 and HTTP/1.1"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Request, ParseError> {
+        parse_head(s.as_bytes())
+    }
+
+    #[test]
+    fn heads_end_at_the_empty_line() {
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest"), Some(27));
+        assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(16));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: x\r\n"), None);
+        assert_eq!(head_end(b""), None);
+        // A head that is only empty lines is complete (and then refused by the parser).
+        assert_eq!(head_end(b"\r\n\r\n"), Some(4));
+    }
+
+    #[test]
+    fn well_formed_requests() {
+        let r =
+            parse("GET /metrics HTTP/1.1\r\nHost: a:1\r\nAccept:  text/plain \r\n\r\n").unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.path, "/metrics");
+        assert_eq!(r.header("HOST"), Some("a:1"));
+        assert_eq!(r.header("accept"), Some("text/plain"));
+        assert_eq!(
+            parse("GET /metrics?x=1 HTTP/1.0\n\n").unwrap().path,
+            "/metrics"
+        );
+        assert_eq!(
+            parse("GET http://h:9/metrics HTTP/1.1\r\n\r\n")
+                .unwrap()
+                .path,
+            "/metrics"
+        );
+        assert_eq!(parse("POST / HTTP/1.1\r\n\r\n").unwrap().method, "POST");
+    }
+
+    #[test]
+    fn malformed_requests() {
+        for bad in [
+            "\r\n\r\n",
+            "GET\r\n\r\n",
+            "GET /metrics\r\n\r\n",
+            "GET  /metrics HTTP/1.1\r\n\r\n",
+            "GET /metrics HTTP/1.1 extra\r\n\r\n",
+            "GET /metrics FTP/1.1\r\n\r\n",
+            "G(T /metrics HTTP/1.1\r\n\r\n",
+            "GET metrics HTTP/1.1\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nno colon\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nA: b\r\n folded\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\n: x\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\nA: b\x01\r\n\r\n",
+            "\x16\x03\x01\x02\x00\x01\x00\x01\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse(bad), Err(ParseError::Malformed(_))),
+                "{bad:?}: {:?}",
+                parse(bad)
+            );
+        }
+        assert_eq!(
+            parse("GET /metrics HTTP/2.0\r\n\r\n"),
+            Err(ParseError::Version)
+        );
+    }
+
+    fn text(r: &Response) -> String {
+        String::from_utf8(r.bytes.clone()).unwrap()
+    }
+
+    #[test]
+    fn routing() {
+        let metrics = || {
+            (
+                "text/plain; version=0.0.4; charset=utf-8",
+                b"m 1\n".to_vec(),
+            )
+        };
+        let get = parse("GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let r = route(&get, metrics);
+        assert_eq!(r.status, 200);
+        assert_eq!(
+            text(&r),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+             Content-Length: 4\r\nConnection: close\r\n\r\nm 1\n"
+        );
+        let head = route(&parse("HEAD /metrics HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        assert!(text(&head).ends_with("Content-Length: 4\r\nConnection: close\r\n\r\n"));
+        let r = route(&parse("POST /metrics HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        assert_eq!(r.status, 405);
+        assert!(
+            text(&r).contains("\r\nAllow: GET, HEAD\r\n"),
+            "{}",
+            text(&r)
+        );
+        let r = route(&parse("GET /other HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        assert_eq!(r.status, 404);
+        assert!(!text(&r).contains("Allow:"));
+        assert_eq!(
+            route(&parse("GET /metrics/x HTTP/1.1\r\n\r\n").unwrap(), metrics).status,
+            404
+        );
+        assert_eq!(refuse(&ParseError::Malformed("x")).status, 400);
+        assert_eq!(refuse(&ParseError::Version).status, 505);
+        let e = text(&error(400, "bad"));
+        let len: usize = e
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(len, e.split("\r\n\r\n").nth(1).unwrap().len());
+    }
+}

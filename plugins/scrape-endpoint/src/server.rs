@@ -1,0 +1,422 @@
+//! The HTTP server: one thread multiplexing the listening socket and every connection with
+//! `poll(2)` over non-blocking sockets, so no client can hold the others up.
+//!
+//! Each connection reads one request head (bounded by [`Limits::max_head_bytes`], within
+//! [`Limits::request_timeout`] of being accepted), gets one complete response (written within
+//! [`Limits::write_timeout`]), and is closed after a short drain of anything the client still
+//! sends ([`Limits::linger`]), so the client sees the response rather than a reset. At most
+//! [`Limits::max_connections`] connections are kept: a new one evicts the oldest connection
+//! still reading its request. Writes use `MSG_NOSIGNAL`: a vanished client never raises
+//! `SIGPIPE` in the host process. Stopping (drop) wakes the thread, joins it and closes the
+//! listening socket.
+
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::http;
+
+/// Produces the `/metrics` response: content type and body. Called on the server thread.
+pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;
+
+/// Resource bounds of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections kept open at once.
+    pub max_connections: usize,
+    /// Largest request head (request line and headers) accepted; larger gets 431.
+    pub max_head_bytes: usize,
+    /// Time from accepting a connection to having its whole request head; then 408.
+    pub request_timeout: Duration,
+    /// Time to send a response before the connection is dropped.
+    pub write_timeout: Duration,
+    /// Time to drain a client's leftover bytes after the response before closing.
+    pub linger: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 32,
+            max_head_bytes: 8 * 1024,
+            request_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+            linger: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why the server could not listen.
+#[derive(Debug)]
+pub enum BindError {
+    /// The address is in use (another process holds the port): a benign collision.
+    AddrInUse(io::Error),
+    /// Any other failure (address not available, permission, no thread, ...).
+    Other(io::Error),
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BindError::AddrInUse(e) | BindError::Other(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BindError {}
+
+/// A running server; dropping it stops the thread and frees the port.
+pub struct Server {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    waker: UnixStream,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+impl Server {
+    /// Binds `addr` and starts serving.
+    pub fn bind(addr: SocketAddr, limits: Limits, metrics: MetricsFn) -> Result<Server, BindError> {
+        let listener = TcpListener::bind(addr).map_err(|e| match e.kind() {
+            io::ErrorKind::AddrInUse => BindError::AddrInUse(e),
+            _ => BindError::Other(e),
+        })?;
+        Server::start(listener, limits, metrics).map_err(BindError::Other)
+    }
+
+    /// Serves on an already bound listener.
+    pub fn start(listener: TcpListener, limits: Limits, metrics: MetricsFn) -> io::Result<Server> {
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let (waker, wake_rx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        waker.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut event_loop = EventLoop {
+            listener,
+            wake_rx,
+            stop: stop.clone(),
+            conns: Vec::new(),
+            limits,
+            metrics,
+            accept_paused_until: None,
+            warned_accept: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("nixl-scrape".into())
+            .spawn(move || event_loop.run())?;
+        Ok(Server {
+            addr,
+            stop,
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = send(self.waker.as_raw_fd(), &[1]);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `send(2)` with `MSG_NOSIGNAL`.
+fn send(fd: i32, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `len` bytes; `fd` is an open socket owned by the caller.
+    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Reading,
+    Writing,
+    Draining,
+}
+
+struct Conn {
+    stream: TcpStream,
+    phase: Phase,
+    /// The request head read so far.
+    head: Vec<u8>,
+    /// The response and how much of it was sent.
+    out: Vec<u8>,
+    sent: usize,
+    drained: usize,
+    accepted: Instant,
+    deadline: Instant,
+}
+
+/// Bytes of leftovers drained after a response before giving up on a polite close.
+const MAX_DRAIN: usize = 64 * 1024;
+
+impl Conn {
+    fn respond(&mut self, response: http::Response, limits: &Limits, now: Instant) {
+        self.out = response.bytes;
+        self.sent = 0;
+        self.head = Vec::new();
+        self.phase = Phase::Writing;
+        self.deadline = now + limits.write_timeout;
+    }
+
+    /// Makes as much progress as the socket allows; false when the connection is finished.
+    fn progress(&mut self, limits: &Limits, metrics: &MetricsFn, now: Instant) -> bool {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.phase {
+                Phase::Reading => match (&self.stream).read(&mut chunk) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        self.head.extend_from_slice(&chunk[..n]);
+                        match http::head_end(&self.head) {
+                            Some(end) if end <= limits.max_head_bytes => {
+                                let response = answer(&self.head[..end], metrics);
+                                self.respond(response, limits, now);
+                            }
+                            _ if self.head.len() > limits.max_head_bytes => {
+                                let response = http::error(431, "the request head is too large");
+                                self.respond(response, limits, now);
+                            }
+                            _ => {}
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return false,
+                },
+                Phase::Writing => match send(self.stream.as_raw_fd(), &self.out[self.sent..]) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        self.sent += n;
+                        if self.sent == self.out.len() {
+                            let _ = self.stream.shutdown(Shutdown::Write);
+                            self.out = Vec::new();
+                            self.phase = Phase::Draining;
+                            self.deadline = now + limits.linger;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return false,
+                },
+                Phase::Draining => match (&self.stream).read(&mut chunk) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        self.drained += n;
+                        if self.drained > MAX_DRAIN {
+                            return false;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return false,
+                },
+            }
+        }
+    }
+
+    fn events(&self) -> libc::c_short {
+        match self.phase {
+            Phase::Reading | Phase::Draining => libc::POLLIN,
+            Phase::Writing => libc::POLLOUT,
+        }
+    }
+}
+
+/// The response to a complete request head.
+fn answer(head: &[u8], metrics: &MetricsFn) -> http::Response {
+    match http::parse_head(head) {
+        Ok(request) => catch_unwind(AssertUnwindSafe(|| http::route(&request, || metrics())))
+            .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
+        Err(e) => http::refuse(&e),
+    }
+}
+
+struct EventLoop {
+    listener: TcpListener,
+    wake_rx: UnixStream,
+    stop: Arc<AtomicBool>,
+    conns: Vec<Conn>,
+    limits: Limits,
+    metrics: MetricsFn,
+    accept_paused_until: Option<Instant>,
+    warned_accept: bool,
+}
+
+impl EventLoop {
+    fn run(&mut self) {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        while !self.stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            self.expire(now);
+            if self.accept_paused_until.is_some_and(|t| now >= t) {
+                self.accept_paused_until = None;
+            }
+            fds.clear();
+            let listen_events = match self.accept_paused_until {
+                None => libc::POLLIN,
+                Some(_) => 0,
+            };
+            fds.push(pollfd(self.listener.as_raw_fd(), listen_events));
+            fds.push(pollfd(self.wake_rx.as_raw_fd(), libc::POLLIN));
+            for c in &self.conns {
+                fds.push(pollfd(c.stream.as_raw_fd(), c.events()));
+            }
+            let timeout = self.poll_timeout(now);
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                log::error!("scrape endpoint: poll failed: {e}; stopping the endpoint");
+                return;
+            }
+            if fds[1].revents != 0 {
+                let mut buf = [0u8; 64];
+                while matches!((&self.wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            let now = Instant::now();
+            let mut finished = vec![false; self.conns.len()];
+            for (i, (c, fd)) in self.conns.iter_mut().zip(&fds[2..]).enumerate() {
+                if fd.revents != 0 {
+                    finished[i] = !c.progress(&self.limits, &self.metrics, now);
+                }
+            }
+            let mut it = finished.iter();
+            self.conns.retain(|_| !*it.next().unwrap_or(&false));
+            if fds[0].revents != 0 {
+                self.accept(now);
+            }
+        }
+    }
+
+    /// Milliseconds until the nearest deadline (or the end of an accept pause); -1 = none.
+    fn poll_timeout(&self, now: Instant) -> i32 {
+        let next = self
+            .conns
+            .iter()
+            .map(|c| c.deadline)
+            .chain(self.accept_paused_until)
+            .min();
+        match next {
+            None => -1,
+            Some(t) => {
+                let ms = t.saturating_duration_since(now).as_micros().div_ceil(1000);
+                ms.clamp(1, 60_000) as i32
+            }
+        }
+    }
+
+    /// Closes connections past their deadline (a request still incomplete gets a best-effort
+    /// 408).
+    fn expire(&mut self, now: Instant) {
+        self.conns.retain(|c| {
+            if now < c.deadline {
+                return true;
+            }
+            if c.phase == Phase::Reading {
+                let r = http::error(408, "the request was not received in time");
+                let _ = send(c.stream.as_raw_fd(), &r.bytes);
+            }
+            false
+        });
+    }
+
+    fn accept(&mut self, now: Instant) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    if self.conns.len() >= self.limits.max_connections.max(1) {
+                        self.evict();
+                    }
+                    self.conns.push(Conn {
+                        stream,
+                        phase: Phase::Reading,
+                        head: Vec::new(),
+                        out: Vec::new(),
+                        sent: 0,
+                        drained: 0,
+                        accepted: now,
+                        deadline: now + self.limits.request_timeout,
+                    });
+                }
+                Err(e) => match e.kind() {
+                    io::ErrorKind::WouldBlock => return,
+                    io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted => {}
+                    _ => {
+                        // Out of descriptors or memory: stop accepting for a moment rather
+                        // than spinning on a listener that stays readable.
+                        if !self.warned_accept {
+                            self.warned_accept = true;
+                            log::warn!(
+                                "scrape endpoint {}: cannot accept connections ({e}); retrying",
+                                self.listener
+                                    .local_addr()
+                                    .map(|a| a.to_string())
+                                    .unwrap_or_default()
+                            );
+                        }
+                        self.accept_paused_until = Some(now + Duration::from_millis(100));
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Drops the oldest connection still reading its request (else the oldest of all).
+    fn evict(&mut self) {
+        let oldest = |reading_only: bool| {
+            self.conns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !reading_only || c.phase == Phase::Reading)
+                .min_by_key(|(_, c)| c.accepted)
+                .map(|(i, _)| i)
+        };
+        if let Some(i) = oldest(true).or_else(|| oldest(false)) {
+            self.conns.swap_remove(i);
+        }
+    }
+}
+
+fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}

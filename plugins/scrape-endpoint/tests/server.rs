@@ -1,0 +1,347 @@
+//! The scrape server over real sockets: routing and status codes, bounded heads, slow and
+//! silent clients that cannot hold a scrape up, eviction when all slots are taken, a port
+//! freed when the server stops, no SIGPIPE when a client vanishes; and the shared endpoint's
+//! join/leave/duplicate/collision rules.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nixl_telemetry::series::{AgentSeries, Buckets};
+use nixl_telemetry::{Event, EventType};
+use scrape_endpoint::server::MetricsFn;
+use scrape_endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
+
+const CT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+}
+
+fn metrics(body: &'static str) -> MetricsFn {
+    Arc::new(move || (CT, body.as_bytes().to_vec()))
+}
+
+fn server(limits: Limits) -> Server {
+    Server::bind(loopback(), limits, metrics("m 1\n")).unwrap()
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// Sends raw bytes and reads the whole reply (the server closes every connection).
+fn exchange(addr: SocketAddr, raw: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8(all[..split].to_vec()).unwrap();
+    let status = head[9..12].parse().unwrap();
+    Reply {
+        status,
+        head,
+        body: all[split + 4..].to_vec(),
+    }
+}
+
+fn get(addr: SocketAddr, path: &str) -> Reply {
+    exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+#[test]
+fn serves_metrics_and_refuses_everything_else() {
+    let s = server(Limits::default());
+    let addr = s.local_addr();
+    let r = get(addr, "/metrics");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some(CT));
+    assert_eq!(r.header("content-length"), Some("4"));
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.body, b"m 1\n");
+    assert_eq!(get(addr, "/metrics?x=1").status, 200);
+    let head = exchange(addr, b"HEAD /metrics HTTP/1.0\r\n\r\n");
+    assert_eq!((head.status, head.body.len()), (200, 0));
+    assert_eq!(head.header("content-length"), Some("4"));
+
+    for path in ["/", "/metric", "/metrics/", "/favicon.ico"] {
+        let r = get(addr, path);
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(
+            r.header("content-length").unwrap(),
+            r.body.len().to_string()
+        );
+    }
+    for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH", "get"] {
+        let r = exchange(
+            addr,
+            format!("{method} /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc").as_bytes(),
+        );
+        assert_eq!(r.status, 405, "{method}");
+        assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    }
+    for garbage in [
+        &b"HELLO\r\n\r\n"[..],
+        b"GET /metrics\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nbad header\r\n\r\n",
+        b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n",
+    ] {
+        assert_eq!(exchange(addr, garbage).status, 400, "{garbage:?}");
+    }
+    assert_eq!(exchange(addr, b"GET /metrics HTTP/2.0\r\n\r\n").status, 505);
+    // A head larger than 8 KiB.
+    let mut big = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    for i in 0..400 {
+        big.extend_from_slice(format!("X-Filler-{i}: 0123456789\r\n").as_bytes());
+    }
+    big.extend_from_slice(b"\r\n");
+    assert_eq!(exchange(addr, &big).status, 431);
+    // Still serving.
+    assert_eq!(get(addr, "/metrics").status, 200);
+}
+
+#[test]
+fn silent_and_slow_clients_do_not_hold_up_a_scrape() {
+    let s = server(Limits::default());
+    let addr = s.local_addr();
+    // Connects and sends nothing.
+    let _silent = TcpStream::connect(addr).unwrap();
+    // Sends half a request and stops.
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(b"GET /metr").unwrap();
+    // Trickles a request one byte every 50 ms.
+    let trickler = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(addr).unwrap();
+        for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" {
+            c.write_all(&[*b]).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut reply = String::new();
+        c.read_to_string(&mut reply).unwrap();
+        reply
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..5 {
+        let start = Instant::now();
+        let r = get(addr, "/metrics");
+        assert_eq!(r.status, 200);
+        assert!(
+            start.elapsed() < Duration::from_millis(500),
+            "a scrape took {:?}",
+            start.elapsed()
+        );
+    }
+    // The trickled request is answered once complete.
+    assert!(trickler.join().unwrap().starts_with("HTTP/1.1 200 OK\r\n"));
+}
+
+#[test]
+fn a_flood_of_idle_connections_evicts_the_oldest() {
+    let limits = Limits {
+        max_connections: 8,
+        ..Limits::default()
+    };
+    let s = server(limits);
+    let addr = s.local_addr();
+    let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let start = Instant::now();
+    assert_eq!(get(addr, "/metrics").status, 200);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    // The oldest idle connections were closed by the server.
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert!(matches!(first.read(&mut buf), Ok(0) | Err(_)));
+}
+
+#[test]
+fn an_incomplete_request_times_out_with_408() {
+    let limits = Limits {
+        request_timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let s = server(limits);
+    let mut c = TcpStream::connect(s.local_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    let start = Instant::now();
+    let mut reply = String::new();
+    let _ = c.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply:?}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn stopping_frees_the_port_at_once() {
+    for _ in 0..3 {
+        let s = server(Limits::default());
+        let addr = s.local_addr();
+        assert_eq!(get(addr, "/metrics").status, 200);
+        let _idle = TcpStream::connect(addr).unwrap();
+        let start = Instant::now();
+        drop(s);
+        assert!(start.elapsed() < Duration::from_secs(1));
+        let again = Server::bind(addr, Limits::default(), metrics("again\n")).unwrap();
+        assert_eq!(get(addr, "/metrics").body, b"again\n");
+        drop(again);
+    }
+}
+
+#[test]
+fn bind_errors_tell_a_collision_from_other_failures() {
+    let holder = TcpListener::bind(loopback()).unwrap();
+    let taken = holder.local_addr().unwrap();
+    match Server::bind(taken, Limits::default(), metrics("")) {
+        Err(BindError::AddrInUse(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    // 192.0.2.1 (TEST-NET-1) is not an address of this machine.
+    let foreign = SocketAddr::from(([192, 0, 2, 1], 0));
+    match Server::bind(foreign, Limits::default(), metrics("")) {
+        Err(BindError::Other(_)) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_panicking_producer_gives_500_and_the_server_goes_on() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let m: MetricsFn = Arc::new(move || {
+        if c.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("boom");
+        }
+        (CT, b"ok\n".to_vec())
+    });
+    let s = Server::bind(loopback(), Limits::default(), m).unwrap();
+    assert_eq!(get(s.local_addr(), "/metrics").status, 500);
+    assert_eq!(get(s.local_addr(), "/metrics").body, b"ok\n");
+}
+
+/// Run as a child process (see below) with SIGPIPE at its default action, as in a C host.
+#[test]
+fn sigpipe_child() {
+    if std::env::var_os("SCRAPE_SIGPIPE_CHILD").is_none() {
+        return;
+    }
+    // SAFETY: restoring the default disposition in this single-purpose child process.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let big: &'static str = Box::leak("x".repeat(8 << 20).into_boxed_str());
+    let s = Server::bind(loopback(), Limits::default(), metrics(big)).unwrap();
+    for _ in 0..5 {
+        // The client closes right after its request: the server's socket is in CLOSE_WAIT
+        // when the response goes out, the client's kernel answers with a reset, and the next
+        // write fails with EPIPE (which raises SIGPIPE unless suppressed).
+        let mut c = TcpStream::connect(s.local_addr()).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        drop(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(get(s.local_addr(), "/metrics").body.len(), big.len());
+}
+
+#[test]
+fn a_vanishing_client_does_not_raise_sigpipe() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigpipe_child", "--nocapture"])
+        .env("SCRAPE_SIGPIPE_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child failed ({:?}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+static ENDPOINT: SharedEndpoint = SharedEndpoint::new("Test");
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn agent(name: &str) -> Arc<AgentSeries> {
+    Arc::new(AgentSeries::new(name, "h", Buckets::default()))
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind(loopback()).unwrap().local_addr().unwrap()
+}
+
+#[test]
+fn shared_endpoint_agents_join_and_leave() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let addr = free_port();
+    let a = ENDPOINT.join(addr, agent("a")).unwrap();
+    assert_eq!(ENDPOINT.local_addr(), Some(addr));
+    // A later agent asking for another port joins the running endpoint.
+    let b = ENDPOINT.join(free_port(), agent("b")).unwrap();
+    let e = ENDPOINT.join(addr, agent("a")).err().unwrap();
+    assert_eq!(
+        e,
+        JoinError::Duplicate(
+            "Test exporter: duplicate agent name 'a'; each agent must have a unique name".into()
+        )
+    );
+    a.apply(&[Event::new(EventType::AgentTxBytes, 42)]);
+    let body = String::from_utf8(get(addr, "/metrics").body).unwrap();
+    assert!(body.contains("agent_tx_bytes_total{agent_name=\"a\",hostname=\"h\"} 42\n"));
+    assert!(body.contains("agent_tx_bytes_total{agent_name=\"b\",hostname=\"h\"} 0\n"));
+    drop(a);
+    let body = String::from_utf8(get(addr, "/metrics").body).unwrap();
+    assert!(!body.contains("agent_name=\"a\""));
+    assert!(body.contains("agent_name=\"b\""));
+    assert_eq!(ENDPOINT.agents(), ["b"]);
+    drop(b);
+    assert_eq!(ENDPOINT.local_addr(), None);
+    assert!(TcpStream::connect(addr).is_err(), "the endpoint stopped");
+    // The port is free again.
+    drop(TcpListener::bind(addr).unwrap());
+}
+
+#[test]
+fn shared_endpoint_reports_a_collision() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let holder = TcpListener::bind(loopback()).unwrap();
+    let addr = holder.local_addr().unwrap();
+    let e = ENDPOINT.join(addr, agent("c")).err().unwrap();
+    assert_eq!(
+        e,
+        JoinError::AddressInUse(format!(
+            "Test telemetry endpoint '{addr}' could not be bound (likely already in use by \
+             another process)"
+        ))
+    );
+    assert_eq!(ENDPOINT.local_addr(), None);
+    let e = ENDPOINT
+        .join(SocketAddr::from(([192, 0, 2, 1], 9)), agent("c"))
+        .err()
+        .unwrap();
+    assert!(matches!(e, JoinError::Other(_)), "{e:?}");
+    assert!(e.message().contains("could not be started"), "{e:?}");
+}
