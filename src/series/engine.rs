@@ -25,6 +25,9 @@ pub const HISTOGRAM_EVENTS: [EventType; 2] =
 /// a batch is accumulated; larger ones are updated per event.
 const LOCAL_BUCKETS: usize = 32;
 
+/// Batches up to this size are applied event by event; larger ones are accumulated first.
+const SMALL_BATCH: usize = 8;
+
 /// How many times a snapshot retries while batches are being applied before settling.
 const SNAPSHOT_ATTEMPTS: usize = 1000;
 
@@ -107,6 +110,9 @@ impl AgentSeries {
     /// a dropped-events report to the dropped counter. Events of unknown types are skipped.
     /// Returns how many events were applied.
     pub fn apply(&self, events: &[Event]) -> usize {
+        if events.len() <= SMALL_BATCH {
+            return self.apply_each(events);
+        }
         // Accumulate the batch locally, then publish it with one atomic operation per touched
         // series (a flush of thousands of events costs a few dozen atomics).
         let local_buckets = self.buckets.len_with_inf() <= LOCAL_BUCKETS;
@@ -161,6 +167,29 @@ impl AgentSeries {
                 }
             }
             hist.sum.fetch_add(hist_sums[h], Ordering::Relaxed);
+        }
+        self.sequence.fetch_add(1, Ordering::Release);
+        applied
+    }
+
+    /// Applies a small batch event by event (no accumulator to clear).
+    fn apply_each(&self, events: &[Event]) -> usize {
+        self.sequence.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut applied = 0;
+        for e in events {
+            let Some(t) = e.kind() else {
+                continue;
+            };
+            applied += 1;
+            let i = t as usize;
+            self.counters[i].fetch_add(e.value, Ordering::Relaxed);
+            self.gauges[i].store(e.value, Ordering::Relaxed);
+            if let Some(h) = histogram_slot(t) {
+                let hist = &self.histograms[h];
+                hist.buckets[self.buckets.index_of(e.value)].fetch_add(1, Ordering::Relaxed);
+                hist.sum.fetch_add(e.value, Ordering::Relaxed);
+            }
         }
         self.sequence.fetch_add(1, Ordering::Release);
         applied
@@ -400,6 +429,26 @@ mod tests {
         let h = snap.histogram(AgentXferPostTime).unwrap();
         assert_eq!(h.cumulative(), [1, 2, 3, 5]);
         assert_eq!(h.sum, 100 + 150 + 300 + 301 + 5_000_000);
+    }
+
+    #[test]
+    fn large_and_small_batches_give_the_same_series() {
+        let events: Vec<Event> = (0..500u64)
+            .map(|i| Event {
+                event_type: (i * 7 % 22) as u32, // includes the unknown type 21
+                value: i * 13 % 3000,
+            })
+            .collect();
+        let whole = series();
+        let pieces = series();
+        assert_eq!(
+            whole.apply(&events),
+            events.len() - events.iter().filter(|e| e.event_type == 21).count()
+        );
+        for chunk in events.chunks(3) {
+            pieces.apply(chunk);
+        }
+        assert_eq!(whole.snapshot(), pieces.snapshot());
     }
 
     #[test]
