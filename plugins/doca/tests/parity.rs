@@ -1,0 +1,111 @@
+//! Parity: the same event stream into an agent of the Prometheus plug-in and an agent of the
+//! DOCA plug-in's `scrape` backend gives the same series with the same values. Both plug-ins
+//! run in this process, each with its own endpoint on its own port; the tests are serialised.
+
+mod common;
+
+use common::*;
+use nixl_telemetry::series::text::Sample;
+use nixl_telemetry::{Collector, EventType};
+
+/// The stream: transfers with times 5, 30, 200, 700 µs and post times 2, 15, 80, 300 µs,
+/// both directions, registrations, errors of several statuses, and staging-queue drops
+/// (the queue holds 32 events; the last burst overflows it).
+fn feed(c: &Collector) {
+    for (i, (xfer, post)) in [(5, 2), (30, 15), (200, 80), (700, 300)]
+        .into_iter()
+        .enumerate()
+    {
+        let _ = c.add_xfer_stats(xfer, i % 2 == 0, 1000 * (i as u64 + 1), post);
+    }
+    let _ = c.update_data(EventType::AgentMemoryRegistered, 1 << 20);
+    let _ = c.update_data(EventType::AgentMemoryDeregistered, 4096);
+    for status in [-3, -3, -4, -10, -12] {
+        c.update_error(status).unwrap();
+    }
+    c.flush();
+    // 8 of these 10 transfers (32 events) fit; 2 (8 events) are dropped and reported as one
+    // delta at the next flush.
+    for i in 0..10u64 {
+        let _ = c.add_xfer_stats(25 * (i + 1), true, 10 * i, i);
+    }
+    c.flush();
+    let _ = c.update_data(EventType::AgentTxBytes, 65);
+    let _ = c.update_data(EventType::AgentTxBytes, 35);
+    c.flush();
+}
+
+/// Scrapes of a Prometheus-plug-in agent and a DOCA-scrape agent fed the same stream.
+fn both(agent: &str) -> ((String, Vec<Sample>), (String, Vec<Sample>)) {
+    let prom_port = free_port();
+    let doca_port = free_port();
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", prom_port.to_string());
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "true");
+    use_doca_port(doca_port);
+    let prom = collector(agent, "prometheus", 32);
+    let doca = collector(agent, "doca", 32);
+    feed(&prom);
+    feed(&doca);
+    let (p, d) = (prom.stats(), doca.stats());
+    assert_eq!((p.accepted, p.dropped), (d.accepted, d.dropped));
+    assert!(d.dropped > 0, "the stream includes drops");
+    let scrapes = (scrape(prom_port), scrape(doca_port));
+    drop(prom);
+    drop(doca);
+    scrapes
+}
+
+fn assert_same(prom: &(String, Vec<Sample>), doca: &(String, Vec<Sample>)) {
+    assert!(!doca.1.is_empty());
+    assert_eq!(prom.1.len(), doca.1.len(), "{}\n---\n{}", prom.0, doca.0);
+    for (p, d) in prom.1.iter().zip(&doca.1) {
+        assert_eq!(p, d);
+    }
+    // Not only the samples: the whole exposition (HELP, TYPE, order) is the same text.
+    assert_eq!(prom.0, doca.0);
+}
+
+#[test]
+fn the_same_stream_gives_the_same_series_and_values() {
+    let _s = serial();
+    let (prom, doca) = both("parity");
+    assert_same(&prom, &doca);
+    let s = &doca.1;
+    // The values are the stream's, not just equal to each other.
+    assert_eq!(
+        value(s, "agent_xfer_time_us_count", "parity", &[]),
+        Some(12.0)
+    );
+    assert_eq!(
+        value(s, "agent_xfer_time_us_bucket", "parity", &[("le", "10")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(s, "agent_xfer_post_time_us_sum", "parity", &[]),
+        Some((2 + 15 + 80 + 300 + (0..8).sum::<u64>()) as f64)
+    );
+    assert_eq!(
+        value(s, "agent_errors_total", "parity", &[("status", "backend")]),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(s, "agent_telemetry_events_dropped_total", "parity", &[]),
+        Some(8.0)
+    );
+    assert_eq!(value(s, "agent_tx_last_bytes", "parity", &[]), Some(35.0));
+}
+
+#[test]
+fn bucket_overrides_apply_to_both_alike() {
+    let _s = serial();
+    std::env::set_var("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US", "2.5, 100,250 ,1e3");
+    let (prom, doca) = both("buckets");
+    assert_same(&prom, &doca);
+    let les: Vec<&str> = doca
+        .1
+        .iter()
+        .filter(|s| s.name == "agent_xfer_post_time_us_bucket")
+        .filter_map(|s| s.label("le"))
+        .collect();
+    assert_eq!(les, ["2.5", "100", "250", "1000", "+Inf"]);
+}
