@@ -21,22 +21,6 @@ const KNOWN_LINTS: [&str; 2] = [
     "agent_xfer_time_us metric names should not contain abbreviated units",
 ];
 
-/// A program of the `prometheus` package, or a clear failure.
-fn tool(name: &str) -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "`{name}` is not installed: install Debian's `prometheus` package (it provides \
-             `prometheus` and `promtool`): `apt-get install prometheus`; `bash .ci/run` does \
-             it when they are missing"
-        )
-    })
-}
-
 /// Runs `promtool check metrics` on `body`: exit status and everything it printed.
 fn promtool_check(body: &str) -> (i32, String) {
     let mut child = Command::new(tool("promtool"))

@@ -230,3 +230,19 @@ pub fn port_closed(port: u16) -> bool {
     )
     .is_err()
 }
+
+/// A program of the `prometheus` package, or a clear failure.
+pub fn tool(name: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "`{name}` is not installed: install Debian's `prometheus` package (it provides \
+             `prometheus` and `promtool`): `apt-get install prometheus`; `bash .ci/run` does \
+             it when they are missing"
+        )
+    })
+}
