@@ -36,7 +36,7 @@ pub struct CollectorStats {
     pub dropped: u64,
     /// Events the exporter kept (including synthetic drop reports).
     pub exported: u64,
-    /// Events the exporter could not keep (a full ring whose reader is behind).
+    /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind).
     pub lost: u64,
     /// Completed flushes (periodic, explicit and final).
     pub flushes: u64,
@@ -347,11 +347,11 @@ impl Inner {
             if !*warned_loss {
                 *warned_loss = true;
                 log::warn!(
-                    "telemetry exporter {} for agent '{}' could not keep {lost} events (is the \
-                     ring reader keeping up?); further losses are counted silently in the \
-                     collector stats",
+                    "telemetry exporter {} for agent '{}' could not keep {lost} events ({}); \
+                     further losses are counted silently in the collector stats",
                     exporter.name(),
-                    self.agent
+                    self.agent,
+                    exporter.loss_reason()
                 );
             }
         }

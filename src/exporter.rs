@@ -17,6 +17,11 @@ pub trait Exporter: Send {
 
     /// Short name for messages (`BUFFER`, `NOP`, plug-in name).
     fn name(&self) -> &str;
+
+    /// Why events this exporter did not keep were lost, for the one warning about it.
+    fn loss_reason(&self) -> &str {
+        "the exporter did not accept them"
+    }
 }
 
 /// The collect-only exporter: keeps nothing, loses nothing.
@@ -59,6 +64,10 @@ impl Exporter for BufferExporter {
 
     fn name(&self) -> &str {
         "BUFFER"
+    }
+
+    fn loss_reason(&self) -> &str {
+        "the ring is full: its reader is not keeping up"
     }
 }
 
