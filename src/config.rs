@@ -234,19 +234,25 @@ fn choose_exporter(
     }
 }
 
+/// A lookup over fixed `(name, value)` pairs instead of the process environment: for tests,
+/// and for hosts that configure telemetry programmatically (use it with the `from_lookup`
+/// constructors).
+pub fn fixed_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
+    let map: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| Ok(map.get(k).cloned())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::event::EventType;
-    use std::collections::HashMap;
 
     /// Builds a lookup over fixed pairs.
     pub(crate) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| Ok(map.get(k).cloned())
+        fixed_env(pairs)
     }
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config> {

@@ -138,16 +138,9 @@ impl DocaConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::Result;
 
     fn config(pairs: &[(&str, &str)]) -> std::result::Result<DocaConfig, String> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let env = move |k: &str| -> Result<Option<String>> {
-            Ok(pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-        };
+        let env = nixl_telemetry::config::fixed_env(pairs);
         DocaConfig::from_lookup(&env)
     }
 

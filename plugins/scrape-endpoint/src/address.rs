@@ -42,16 +42,9 @@ pub fn address_from_env(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::Result;
 
     fn addr(pairs: &[(&str, &str)]) -> std::result::Result<SocketAddr, String> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let env = move |k: &str| -> Result<Option<String>> {
-            Ok(pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-        };
+        let env = nixl_telemetry::config::fixed_env(pairs);
         address_from_env(&env, "P_PORT", "P_LOCAL", 9090)
     }
 
