@@ -17,12 +17,15 @@ impl ErrorSlot {
         ErrorSlot(key)
     }
 
-    /// Records `message` as this thread's last error.
+    /// Records `message` as this thread's last error. Never panics: during thread or process
+    /// teardown (a call from a thread-local destructor or an atexit handler, after the slot is
+    /// gone) the message is not kept.
     pub(crate) fn set(&self, message: &str) {
-        self.0.with(|e| {
-            let mut e = e.borrow_mut();
-            e.clear();
-            e.push_str(message);
+        let _ = self.0.try_with(|e| {
+            if let Ok(mut e) = e.try_borrow_mut() {
+                e.clear();
+                e.push_str(message);
+            }
         });
     }
 
@@ -31,16 +34,22 @@ impl ErrorSlot {
     ///
     /// # Safety
     /// `buf` is NULL or writable for `len` bytes.
+    /// During thread or process teardown the slot reads as empty.
     pub(crate) unsafe fn copy_out(&self, buf: *mut c_char, len: usize) -> usize {
-        self.0.with(|e| {
-            let e = e.borrow();
+        let copy = |text: &str| {
             if !buf.is_null() && len > 0 {
-                let n = e.len().min(len - 1);
-                std::ptr::copy_nonoverlapping(e.as_ptr(), buf as *mut u8, n);
+                let n = text.len().min(len - 1);
+                std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
                 *buf.add(n) = 0;
             }
-            e.len()
-        })
+            text.len()
+        };
+        self.0
+            .try_with(|e| match e.try_borrow() {
+                Ok(e) => copy(&e),
+                Err(_) => copy(""),
+            })
+            .unwrap_or_else(|_| copy(""))
     }
 }
 
@@ -54,7 +63,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// Runs an ABI function's body; a panic becomes `on_panic`, with the message
-/// `<function>: internal error: <panic>` recorded in `slot`.
+/// `<function>: internal error: <panic>` recorded in `slot` (recording cannot panic).
 pub(crate) fn catch<T>(
     slot: &ErrorSlot,
     function: &str,

@@ -22,6 +22,7 @@ pub fn level_code(level: Level) -> i32 {
 /// A Rust log sink: receives every message at or above the threshold.
 pub type RustSink = Arc<dyn Fn(Level, &str) + Send + Sync>;
 
+#[derive(Clone)]
 enum Sink {
     Stderr,
     C(unsafe extern "C" fn(i32, *const c_char, *mut c_void), usize),
@@ -65,29 +66,40 @@ fn threshold() -> LevelFilter {
     })
 }
 
+/// Whether this thread is capturing messages (false once its thread-locals are gone).
+fn capturing() -> bool {
+    CAPTURE
+        .try_with(|c| c.try_borrow().map(|c| c.is_some()).unwrap_or(false))
+        .unwrap_or(false)
+}
+
 impl Log for Logger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= threshold()
-            || CAPTURE.with(|c| c.try_borrow().map(|c| c.is_some()).unwrap_or(false))
+        metadata.level() <= threshold() || capturing()
     }
 
     fn log(&self, record: &Record) {
         let message = record.args().to_string();
-        let captured = CAPTURE.with(|c| match c.try_borrow_mut() {
-            Ok(mut c) => match c.as_mut() {
-                Some(v) => {
-                    v.push((record.level(), message.clone()));
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
-        });
+        // `try_with`: messages can come from thread-local destructors or atexit handlers,
+        // after this thread's capture slot is gone.
+        let captured = CAPTURE
+            .try_with(|c| match c.try_borrow_mut() {
+                Ok(mut c) => match c.as_mut() {
+                    Some(v) => {
+                        v.push((record.level(), message.clone()));
+                        true
+                    }
+                    None => false,
+                },
+                Err(_) => false,
+            })
+            .unwrap_or(false);
         if captured || record.level() > threshold() {
             return;
         }
-        let sink = SINK.read().unwrap_or_else(|e| e.into_inner());
-        match &*sink {
+        // A copy, so a callback may itself replace the sink without deadlocking.
+        let sink = SINK.read().unwrap_or_else(|e| e.into_inner()).clone();
+        match &sink {
             Sink::Stderr => {
                 let _ = writeln!(
                     std::io::stderr().lock(),
