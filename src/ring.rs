@@ -134,59 +134,38 @@ impl RingWriter {
         let path = dir.join(name);
         let size = layout::file_size(capacity as u64)
             .ok_or_else(|| Error::invalid(format!("ring capacity {capacity} is too large")))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) {
-                    Error::new(
-                        Status::NotAllowed,
-                        format!(
-                            "refusing to open telemetry ring {}: it is a symbolic link",
-                            path.display()
-                        ),
-                    )
-                } else {
-                    Error::io(
-                        format!("cannot create telemetry ring {}", path.display()),
-                        &e,
-                    )
-                }
-            })?;
-        let meta = file
+        let mut file = open_for_writing(&path, false)?;
+        let existing = file
             .metadata()
-            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::new(
-                Status::NotAllowed,
-                format!(
-                    "refusing to use {} as a telemetry ring: not a regular file",
-                    path.display()
-                ),
-            ));
+            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?
+            .len();
+        if existing != 0 && existing != size {
+            // A ring of another size (an earlier run with another BUFFER_SIZE): replace the
+            // file rather than truncate it, so a reader still mapping the old one never
+            // touches pages past its end. A ring of the same size is reset in place, as NIXL
+            // does, so a reader following it sees the new events.
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io(format!("cannot replace {}", path.display()), &e))?;
+            drop(file);
+            file = open_for_writing(&path, true)?;
         }
-        lock_exclusive(&file, &path)?;
-        if meta.mode() & 0o777 != 0o600 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| Error::io(format!("cannot chmod {}", path.display()), &e))?;
-        }
-        file.set_len(size).map_err(|e| {
-            Error::io(
-                format!(
-                    "cannot size telemetry ring {} to {size} bytes",
-                    path.display()
-                ),
-                &e,
-            )
-        })?;
-        let map = MmapOptions::new()
-            .len(size as usize)
-            .map_raw(&file)
-            .map_err(|e| Error::io(format!("cannot map telemetry ring {}", path.display()), &e))?;
+        let mapped_file = file
+            .set_len(size)
+            .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file));
+        let map = match mapped_file {
+            Ok(map) => map,
+            Err(e) => {
+                // Leave no unusable file behind.
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io(
+                    format!(
+                        "cannot size and map telemetry ring {} ({size} bytes)",
+                        path.display()
+                    ),
+                    &e,
+                ));
+            }
+        };
         let mapped = Mapped {
             map,
             mask: capacity as u64 - 1,
@@ -295,6 +274,56 @@ const _: () = assert!(
     layout::RECORD_TYPE == std::mem::offset_of!(Event, event_type)
         && layout::RECORD_VALUE == std::mem::offset_of!(Event, value)
 );
+
+/// Opens (or, with `create_new`, exclusively creates) the ring file for writing: owner-only,
+/// never through a symbolic link, only a regular file with a single link owned by this user,
+/// and locked against a second writer.
+fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
+    let shown = path.display();
+    let refuse = |why: &str| {
+        Error::new(
+            Status::NotAllowed,
+            format!("refusing to use {shown} as a telemetry ring: {why}"),
+        )
+    };
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true);
+    }
+    let file = options.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            refuse("it is a symbolic link")
+        } else {
+            Error::io(format!("cannot create telemetry ring {shown}"), &e)
+        }
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot stat {shown}"), &e))?;
+    if !meta.file_type().is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    if meta.nlink() != 1 {
+        return Err(refuse("it has other hard links"));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(refuse("it belongs to another user"));
+    }
+    lock_exclusive(&file, path)?;
+    if meta.mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
+    }
+    Ok(file)
+}
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
     use std::os::fd::AsRawFd;
@@ -580,6 +609,49 @@ mod tests {
         let e = RingWriter::create(dir.path(), "dup", 16).err().unwrap();
         assert_eq!(e.status, Status::NotAllowed);
         assert!(e.message.contains("already being written"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_ring_of_another_size_is_replaced_not_truncated_under_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = RingWriter::create(dir.path(), "a", 1024).unwrap();
+        old.push_batch(&(0..3).map(ev).collect::<Vec<_>>());
+        let mut reader = RingReader::open(dir.path().join("a")).unwrap();
+        drop(old);
+        // The agent restarts with a smaller ring and wraps it many times.
+        let new = RingWriter::create(dir.path(), "a", 16).unwrap();
+        for round in 0..100 {
+            new.push_batch(&(0..15).map(|i| ev(round * 100 + i)).collect::<Vec<_>>());
+            let mut fresh = RingReader::open(dir.path().join("a")).unwrap();
+            assert_eq!(fresh.by_ref().count(), 15);
+        }
+        // The old reader still reads its own, complete mapping: no SIGBUS, no garbage.
+        let old_events: Vec<u64> = reader.by_ref().map(|e| e.value).collect();
+        assert_eq!(old_events, [0, 1, 2]);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("a")).unwrap().len(),
+            40 + 16 * 16
+        );
+        // The same size is reset in place: a following reader sees the next run's events.
+        drop(new);
+        let mut follower = RingReader::open(dir.path().join("a")).unwrap();
+        let again = RingWriter::create(dir.path(), "a", 16).unwrap();
+        again.push_batch(&[ev(7)]);
+        assert_eq!(follower.pop(), Some(ev(7)));
+    }
+
+    #[test]
+    fn hard_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("target"), b"precious").unwrap();
+        std::fs::hard_link(dir.path().join("target"), dir.path().join("linked")).unwrap();
+        let e = RingWriter::create(dir.path(), "linked", 16).err().unwrap();
+        assert_eq!(e.status, Status::NotAllowed);
+        assert!(e.message.contains("hard links"), "{}", e.message);
+        assert_eq!(
+            std::fs::read(dir.path().join("target")).unwrap(),
+            b"precious"
+        );
     }
 
     #[test]
