@@ -183,7 +183,7 @@ fn ring_and_queue_parts(c: &mut Criterion) {
             total
         })
     });
-    let queue = nixl_telemetry::staging::StagingQueue::new(4096);
+    let queue = nixl_telemetry::staging::StagingQueue::new(4096).unwrap();
     c.bench_function("staging_drain_4095", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;

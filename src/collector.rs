@@ -107,7 +107,7 @@ impl Collector {
         exporter: Box<dyn Exporter>,
     ) -> Result<Collector> {
         let exporter_name = exporter.name().to_owned();
-        let queue = StagingQueue::new(config.buffer_size);
+        let queue = StagingQueue::new(config.buffer_size)?;
         let inner = Arc::new(Inner {
             agent: agent.to_owned(),
             mask: config.enabled_metrics,
@@ -494,6 +494,18 @@ mod tests {
         assert_eq!((stats.exported, stats.flushes), (1, 1));
         let mut rq = RingReader::open(dir.path().join("q")).unwrap();
         assert_eq!(drain(&mut rq), [(1, 9)], "destroy flushes what was staged");
+    }
+
+    #[test]
+    fn impossible_buffer_sizes_are_errors_not_panics() {
+        for buffer_size in [0, (1 << 30) + 1] {
+            let config = Config {
+                buffer_size,
+                ..Config::default()
+            };
+            let e = Collector::new("a", config).err().unwrap();
+            assert_eq!(e.status, Status::InvalidParam, "{}", e.message);
+        }
     }
 
     #[test]

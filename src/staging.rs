@@ -30,6 +30,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
 /// Totals since the queue was created.
@@ -43,7 +44,7 @@ pub struct StagingCounts {
 
 /// Bit marking a buffer as closed to new reservations.
 const CLOSED: u64 = 1 << 31;
-/// Mask of the reserved-slot count (capacity is at most 2^24, see `config::MAX_BUFFER_SIZE`).
+/// Mask of the reserved-slot count (capacity is at most `MAX_CAPACITY`, below this mask).
 const RESERVED: u64 = CLOSED - 1;
 /// Largest supported capacity.
 pub const MAX_CAPACITY: usize = 1 << 30;
@@ -98,7 +99,6 @@ struct Buffer {
 
 /// What the single drainer owns.
 struct DrainState {
-    drained: u64,
     reported_drops: u64,
 }
 
@@ -108,6 +108,8 @@ pub struct StagingQueue {
     /// `(generation << 1) | buffer index` of the buffer producers append to.
     active: Padded<AtomicU64>,
     dropped: Padded<AtomicU64>,
+    /// Events taken by drains so far.
+    drained: AtomicU64,
     buffers: [Buffer; 2],
     drain: Mutex<DrainState>,
 }
@@ -119,33 +121,41 @@ unsafe impl Sync for StagingQueue {}
 unsafe impl Send for StagingQueue {}
 
 impl StagingQueue {
-    /// A queue holding at most `capacity` events (1..=2^30).
-    pub fn new(capacity: usize) -> StagingQueue {
-        assert!(
-            capacity > 0 && capacity <= MAX_CAPACITY,
-            "staging queue capacity must be in 1..=2^30"
-        );
-        let buffer = |generation: u32, closed: bool| Buffer {
-            reservation: Padded(AtomicU64::new(word(generation, closed, 0))),
-            slots: (0..=capacity)
-                .map(|_| Slot {
-                    head: AtomicU64::new(0),
-                    value: UnsafeCell::new(0),
-                })
-                .collect(),
+    /// A queue holding at most `capacity` events (1..=2^30). Both buffers are allocated and
+    /// touched here: an impossible capacity or a failed allocation is an error, not an abort.
+    pub fn new(capacity: usize) -> Result<StagingQueue> {
+        if capacity == 0 || capacity > MAX_CAPACITY {
+            return Err(Error::invalid(format!(
+                "staging queue capacity {capacity} is outside 1..={MAX_CAPACITY}"
+            )));
+        }
+        let buffer = |generation: u32, closed: bool| -> Result<Buffer> {
+            let mut slots = Vec::new();
+            slots.try_reserve_exact(capacity + 1).map_err(|_| {
+                Error::new(
+                    Status::Backend,
+                    format!("cannot allocate a staging buffer of {capacity} events"),
+                )
+            })?;
+            slots.extend((0..=capacity).map(|_| Slot {
+                head: AtomicU64::new(0),
+                value: UnsafeCell::new(0),
+            }));
+            Ok(Buffer {
+                reservation: Padded(AtomicU64::new(word(generation, closed, 0))),
+                slots: slots.into_boxed_slice(),
+            })
         };
         // Buffer 0 starts active in generation 1 (stamps start at 0, so no slot looks written);
         // buffer 1 starts closed and drained.
-        StagingQueue {
+        Ok(StagingQueue {
             capacity: capacity as u64,
             active: Padded(AtomicU64::new(1 << 1)),
             dropped: Padded(AtomicU64::new(0)),
-            buffers: [buffer(1, false), buffer(0, true)],
-            drain: Mutex::new(DrainState {
-                drained: 0,
-                reported_drops: 0,
-            }),
-        }
+            drained: AtomicU64::new(0),
+            buffers: [buffer(1, false)?, buffer(0, true)?],
+            drain: Mutex::new(DrainState { reported_drops: 0 }),
+        })
     }
 
     /// Maximum number of staged events.
@@ -211,14 +221,21 @@ impl StagingQueue {
     /// `tail` (the flusher's drop report) when given. Returns `export`'s result. One drain runs
     /// at a time; producers are never blocked by it.
     pub fn drain<R>(&self, tail: Option<Event>, export: impl FnOnce(&[Event]) -> R) -> R {
-        let mut state = self.lock_drain();
+        let _serialised = self.lock_drain();
         let active = self.active.0.load(Ordering::Acquire);
         let (old, old_gen) = ((active & 1) as usize, (active >> 1) as u32);
         let new = 1 - old;
-        // Reopen the idle buffer under a fresh generation and make it active.
-        let new_gen = generation(self.buffers[new].reservation.0.load(Ordering::Relaxed))
-            .wrapping_add(1)
-            .max(1);
+        // Reopen the idle buffer under a fresh generation and make it active. When the 32-bit
+        // generation wraps, clear the buffer's stamps first: a stamp left from 2^32 reopens ago
+        // must never pass for a slot written in this generation.
+        let mut new_gen =
+            generation(self.buffers[new].reservation.0.load(Ordering::Relaxed)).wrapping_add(1);
+        if new_gen == 0 {
+            for slot in self.buffers[new].slots.iter() {
+                slot.head.store(0, Ordering::Relaxed);
+            }
+            new_gen = 1;
+        }
         self.buffers[new]
             .reservation
             .0
@@ -232,6 +249,7 @@ impl StagingQueue {
             .0
             .fetch_or(CLOSED, Ordering::AcqRel);
         let count = (closed & RESERVED) as usize;
+        self.drained.fetch_add(count as u64, Ordering::Relaxed);
         let slots = &self.buffers[old].slots;
         // Every reserved slot must carry this generation's stamp before it is read. Usually all
         // do already: scan fast, and wait only from the first slot still being written.
@@ -263,10 +281,9 @@ impl StagingQueue {
                 .store(head(extra.event_type, 0), Ordering::Relaxed);
             len += 1;
         }
-        state.drained += count as u64;
         // SAFETY: `Slot` and `Event` have the same size and field offsets (the stamp occupies
         // the padding); every slot in [0, len) is initialised and no producer can write to
-        // this closed buffer until the next drain reopens it, which needs `state` (held).
+        // this closed buffer until the next drain reopens it, which needs the drain lock (held).
         let events = unsafe { std::slice::from_raw_parts(slots.as_ptr() as *const Event, len) };
         export(events)
     }
@@ -286,22 +303,17 @@ impl StagingQueue {
         delta
     }
 
-    /// Totals since creation (exact when no producer is running).
+    /// Totals since creation, without waiting for a drain in progress (exact when no producer
+    /// or drain is running).
     pub fn counts(&self) -> StagingCounts {
-        let state = self.lock_drain();
         StagingCounts {
-            accepted: state.drained + self.len_locked() as u64,
+            accepted: self.drained.load(Ordering::Relaxed) + self.len() as u64,
             dropped: self.dropped.0.load(Ordering::Relaxed),
         }
     }
 
-    /// Number of events currently staged.
+    /// Number of events currently staged (reserved in the active buffer).
     pub fn len(&self) -> usize {
-        let _state = self.lock_drain();
-        self.len_locked()
-    }
-
-    fn len_locked(&self) -> usize {
         let active = self.active.0.load(Ordering::Acquire);
         let buffer = &self.buffers[(active & 1) as usize];
         (buffer.reservation.0.load(Ordering::Acquire) & RESERVED) as usize
@@ -330,7 +342,7 @@ mod tests {
 
     #[test]
     fn fills_to_capacity_then_drops_newest() {
-        let q = StagingQueue::new(4);
+        let q = StagingQueue::new(4).unwrap();
         for v in 0..4 {
             assert!(q.try_push(ev(v)));
         }
@@ -351,7 +363,7 @@ mod tests {
 
     #[test]
     fn batches_are_all_or_none() {
-        let q = StagingQueue::new(6);
+        let q = StagingQueue::new(6).unwrap();
         assert!(q.try_push_batch(&[ev(1), ev(2), ev(3), ev(4)]));
         assert!(!q.try_push_batch(&[ev(5), ev(6), ev(7)]));
         assert_eq!(q.len(), 4);
@@ -370,7 +382,7 @@ mod tests {
 
     #[test]
     fn drained_batch_ends_with_the_tail() {
-        let q = StagingQueue::new(3);
+        let q = StagingQueue::new(3).unwrap();
         let report = Event::new(EventType::AgentTelemetryEventsDropped, 5);
         let got = q.drain(Some(report), |e| e.to_vec());
         assert_eq!(got, [report]);
@@ -385,8 +397,31 @@ mod tests {
     }
 
     #[test]
+    fn generation_wrap_clears_stale_stamps() {
+        let q = StagingQueue::new(4).unwrap();
+        // Put buffer 1 one reopen away from wrapping, with stale stamps equal to the
+        // generation that follows the wrap.
+        q.buffers[1]
+            .reservation
+            .0
+            .store(word(u32::MAX, true, 0), Ordering::Relaxed);
+        for slot in q.buffers[1].slots.iter() {
+            slot.head.store(head(9, 1), Ordering::Relaxed);
+        }
+        assert!(q.try_push(ev(1)));
+        assert_eq!(q.drain(None, |e| e.to_vec()), [ev(1)]); // reopens buffer 1 as generation 1
+        assert_eq!(q.active.0.load(Ordering::Relaxed), (1 << 1) | 1);
+        assert!(q.buffers[1]
+            .slots
+            .iter()
+            .all(|s| stamp_of(s.head.load(Ordering::Relaxed)) == 0));
+        assert!(q.try_push(ev(2)));
+        assert_eq!(q.drain(None, |e| e.to_vec()), [ev(2)]);
+    }
+
+    #[test]
     fn many_drain_cycles_reuse_the_two_buffers() {
-        let q = StagingQueue::new(8);
+        let q = StagingQueue::new(8).unwrap();
         let mut seen = std::collections::HashSet::new();
         for cycle in 0..200u64 {
             for v in 0..8 {
@@ -410,7 +445,7 @@ mod tests {
         // it would show a stale or mismatched (type, value) pair or a repeated value.
         const PRODUCERS: u64 = 4;
         const EVENTS: u64 = 50_000;
-        let q = Arc::new(StagingQueue::new(64));
+        let q = Arc::new(StagingQueue::new(64).unwrap());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let drainer = {
             let (q, done) = (q.clone(), done.clone());
@@ -462,7 +497,7 @@ mod tests {
     fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
         const PRODUCERS: u64 = 8;
         const BATCHES: u64 = 5000;
-        let q = Arc::new(StagingQueue::new(256));
+        let q = Arc::new(StagingQueue::new(256).unwrap());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let consumer = {
             let (q, done) = (q.clone(), done.clone());
