@@ -190,6 +190,7 @@ typedef struct {
 #define NIXL_TELEMETRY_ERR_BIND_FAILED -100
 
 // The staging queue was full: the event (or the whole transfer batch) was dropped and counted.
+// This hot-path outcome sets no last-error message (it allocates nothing).
 #define NIXL_TELEMETRY_ERR_DROPPED -101
 
 #ifdef __cplusplus

@@ -102,10 +102,20 @@ create(const nixl_telemetry_plugin_params_t *params,
         return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
     }
     try {
+        // Fields beyond struct_size do not exist in an older host's struct.
+        auto has = [params](size_t offset, size_t size) {
+            return params->struct_size >= offset + size;
+        };
         pluginParams p{params->agent_name,
                        params->max_events_buffered,
-                       params->host_log,
-                       params->host_event_name};
+                       has(offsetof(nixl_telemetry_plugin_params_t, host_log),
+                           sizeof(params->host_log)) ?
+                           params->host_log :
+                           nullptr,
+                       has(offsetof(nixl_telemetry_plugin_params_t, host_event_name),
+                           sizeof(params->host_event_name)) ?
+                           params->host_event_name :
+                           nullptr};
         *state = new instance<Exporter>(p);
         return NIXL_TELEMETRY_PLUGIN_SUCCESS;
     }

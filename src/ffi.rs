@@ -54,6 +54,7 @@ pub const NIXL_TELEMETRY_ERR_NO_TELEMETRY: nixl_telemetry_status_t = -12;
 /// A scrape port held by another process: benign; run without a telemetry sink.
 pub const NIXL_TELEMETRY_ERR_BIND_FAILED: nixl_telemetry_status_t = -100;
 /// The staging queue was full: the event (or the whole transfer batch) was dropped and counted.
+/// This hot-path outcome sets no last-error message (it allocates nothing).
 pub const NIXL_TELEMETRY_ERR_DROPPED: nixl_telemetry_status_t = -101;
 
 /// `agent_tx_bytes`: bytes of one TX (write) request.

@@ -84,7 +84,13 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
             return Err(CreateError::InvalidParam("NULL argument to create".into()));
         }
         let p = &*params;
-        install_host_log(p.host_log);
+        // Fields beyond `struct_size` do not exist in an older host's struct.
+        let has = |end: usize| p.struct_size >= end;
+        let log_end = std::mem::offset_of!(nixl_telemetry_plugin_params_t, host_log)
+            + std::mem::size_of::<nixl_telemetry_plugin_log_fn>();
+        if has(log_end) {
+            install_host_log(p.host_log);
+        }
         let agent = CStr::from_ptr(p.agent_name)
             .to_str()
             .map_err(|_| CreateError::InvalidParam("agent name is not UTF-8".into()))?;
