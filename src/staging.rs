@@ -444,7 +444,8 @@ mod tests {
         // drainer empties the queue as fast as it can: a slot read before its producer wrote
         // it would show a stale or mismatched (type, value) pair or a repeated value.
         const PRODUCERS: u64 = 4;
-        const EVENTS: u64 = 50_000;
+        // Fewer under Miri, which interprets every access.
+        const EVENTS: u64 = if cfg!(miri) { 200 } else { 50_000 };
         let q = Arc::new(StagingQueue::new(64).unwrap());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let drainer = {
@@ -496,7 +497,7 @@ mod tests {
     #[test]
     fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
         const PRODUCERS: u64 = 8;
-        const BATCHES: u64 = 5000;
+        const BATCHES: u64 = if cfg!(miri) { 50 } else { 5000 };
         let q = Arc::new(StagingQueue::new(256).unwrap());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let consumer = {
