@@ -64,6 +64,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 /// Runs an ABI function's body; a panic becomes `on_panic`, with the message
 /// `<function>: internal error: <panic>` recorded in `slot` (recording cannot panic).
+#[inline(always)]
 pub(crate) fn catch<T>(
     slot: &ErrorSlot,
     function: &str,
@@ -73,13 +74,20 @@ pub(crate) fn catch<T>(
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
-            slot.set(&format!(
-                "{function}: internal error: {}",
-                panic_message(&*payload)
-            ));
+            record_panic(slot, function, &*payload);
             on_panic
         }
     }
+}
+
+/// The cold half of [`catch`]: records a caught panic's message.
+#[cold]
+#[inline(never)]
+fn record_panic(slot: &ErrorSlot, function: &str, payload: &(dyn Any + Send)) {
+    slot.set(&format!(
+        "{function}: internal error: {}",
+        panic_message(payload)
+    ));
 }
 
 /// Borrows a C string argument as UTF-8, or explains why it cannot be.

@@ -171,6 +171,7 @@ fn status_of(result: Result<()>) -> nixl_telemetry_status_t {
 }
 
 /// Runs an ABI function's body, turning a panic into `on_panic` with a last-error message.
+#[inline(always)]
 fn guard<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     boundary::catch(&LAST_ERROR, function, on_panic, body)
 }
