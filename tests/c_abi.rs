@@ -6,20 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// `target/<profile>`: this test runs as `target/<profile>/deps/c_abi-<hash>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("cannot locate the test executable");
-    let deps = exe
-        .parent()
-        .expect("the test executable has no parent directory");
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().expect("deps/ has no parent directory")
-    } else {
-        deps
-    };
-    profile.to_path_buf()
-}
-
 fn run(what: &str, cmd: &mut Command) -> Output {
     eprintln!("c_abi: running {cmd:?}");
     match cmd.output() {
@@ -49,7 +35,7 @@ fn have_tool(tool: &str) -> bool {
 #[test]
 fn c_and_cpp_abi_suite_passes() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let profile = profile_dir();
+    let profile = nixl_telemetry_test_support::profile_dir();
     for lib in ["libnixl_telemetry.so", "libnixl_telemetry.a"] {
         let p = profile.join(lib);
         assert!(

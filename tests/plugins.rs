@@ -11,20 +11,8 @@ use nixl_telemetry::{plugin, Collector, Config, EventType, ExporterChoice, Metri
 
 static ENV: Mutex<()> = Mutex::new(());
 
-/// target/<profile>, where cargo puts the workspace's shared libraries.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_owned()
-}
-
 fn plugin_dir() -> PathBuf {
-    let dir = profile_dir();
-    let so = dir.join("libtelemetry_exporter_example_rust.so");
-    assert!(
-        so.exists(),
-        "{} is missing: run `cargo build --workspace` before `cargo test`",
-        so.display()
-    );
+    let dir = nixl_telemetry_test_support::built_plugins(&["example_rust"]);
     plugin::add_plugin_dir(&dir).unwrap();
     dir
 }
@@ -116,7 +104,7 @@ fn missing_plugin_lists_the_directories_searched() {
 #[test]
 fn a_library_without_the_entry_point_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let core = profile_dir().join("libnixl_telemetry.so");
+    let core = nixl_telemetry_test_support::profile_dir().join("libnixl_telemetry.so");
     assert!(core.exists(), "run `cargo build --workspace` first");
     std::fs::copy(&core, tmp.path().join("libtelemetry_exporter_impostor.so")).unwrap();
     std::fs::write(

@@ -177,20 +177,6 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>`: this test runs as `target/<profile>/deps/readers-<hash>`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("cannot locate the test executable");
-    let deps = exe
-        .parent()
-        .expect("the test executable has no parent directory");
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().expect("deps/ has no parent directory")
-    } else {
-        deps
-    };
-    profile.to_path_buf()
-}
-
 fn have_tool(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
@@ -238,7 +224,7 @@ fn lock_file(path: &Path) -> File {
 /// Configures and builds `examples/cpp` into `target/<profile>/examples-cpp-build` (once per
 /// test process; concurrent test processes sharing the target directory take turns).
 fn build_cpp_reader() -> PathBuf {
-    let profile = profile_dir();
+    let profile = nixl_telemetry_test_support::profile_dir();
     let lib = profile.join("libnixl_telemetry.so");
     assert!(
         lib.is_file(),

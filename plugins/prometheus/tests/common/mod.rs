@@ -7,9 +7,11 @@
 
 #![allow(dead_code)]
 
+#[allow(unused_imports)] // not every test binary scrapes
+pub use nixl_telemetry_test_support::free_port;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -54,34 +56,13 @@ pub fn serial() -> Serial {
     Serial(g)
 }
 
-/// target/<profile>, where cargo puts the workspace's shared libraries.
-pub fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_owned()
-}
-
 /// Makes target/<profile> a plug-in directory (once), checking the plug-in was built.
 pub fn plugin_dir() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let dir = profile_dir();
-        let so = dir.join("libtelemetry_exporter_prometheus.so");
-        assert!(
-            so.exists(),
-            "{} is missing: run `cargo build --workspace --all-targets` before `cargo test`",
-            so.display()
-        );
+        let dir = nixl_telemetry_test_support::built_plugins(&["prometheus"]);
         plugin::add_plugin_dir(&dir).unwrap();
     });
-}
-
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Sets the plug-in's port (loopback only).
