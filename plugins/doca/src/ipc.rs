@@ -93,6 +93,10 @@ struct Session {
     status_text: String,
     warned_disconnected: bool,
     warned_call_failure: Cell<bool>,
+    /// Strings and bucket bounds handed to DOCA during setup, kept for the session's lifetime
+    /// in case the library keeps the pointers (NIXL passes static data there).
+    retained_strings: Vec<CString>,
+    retained_bounds: Vec<f64>,
 }
 
 // SAFETY: the DOCA handles are used only under the context's lock, from one thread at a time.
@@ -128,19 +132,24 @@ impl Session {
             status_text: String::new(),
             warned_disconnected: false,
             warned_call_failure: Cell::new(false),
+            retained_strings: Vec::new(),
+            retained_bounds: buckets.bounds().to_vec(),
         };
         // On an error, dropping the partial session destroys what was created.
-        s.setup_steps(settings, buckets, hostname)?;
+        s.setup_steps(settings, hostname)?;
         s.ready = true;
         Ok(s)
     }
 
-    fn setup_steps(
-        &mut self,
-        settings: &IpcSettings,
-        buckets: &Buckets,
-        hostname: &str,
-    ) -> Result<(), SetupError> {
+    /// Keeps `text` alive as long as the session and returns its C pointer (a `CString`'s
+    /// buffer does not move when the vector holding it grows).
+    fn retained(&mut self, text: CString) -> *const c_char {
+        let ptr = text.as_ptr();
+        self.retained_strings.push(text);
+        ptr
+    }
+
+    fn setup_steps(&mut self, settings: &IpcSettings, hostname: &str) -> Result<(), SetupError> {
         let api = self.api;
         let check = |f: &'static str, rc: DocaError| {
             if rc == doca::DOCA_SUCCESS {
@@ -154,7 +163,9 @@ impl Session {
             .as_deref()
             .map(|d| CString::new(d).map_err(|_| SetupError("sockets directory (NUL)", 6)))
             .transpose()?;
-        let hostname = CString::new(hostname).unwrap_or_else(|_| c"unknown".to_owned());
+        let hostname =
+            self.retained(CString::new(hostname).unwrap_or_else(|_| c"unknown".to_owned()));
+        let sockets_dir = sockets_dir.map(|d| self.retained(d));
         // SAFETY (every call below): the functions come from DOCA's libraries with the
         // signatures documented in `doca`; every pointer passed is valid for the call, and
         // the schema and source are the ones these calls created.
@@ -167,8 +178,8 @@ impl Session {
                 return Err(SetupError("doca_telemetry_exporter_schema_init", 1));
             }
             (api.schema_set_ipc_enabled)(self.schema);
-            if let Some(dir) = &sockets_dir {
-                (api.schema_set_ipc_sockets_dir)(self.schema, dir.as_ptr());
+            if let Some(dir) = sockets_dir {
+                (api.schema_set_ipc_sockets_dir)(self.schema, dir);
             }
             check(
                 "doca_telemetry_exporter_schema_start",
@@ -196,11 +207,7 @@ impl Session {
             self.context_created = true;
             check(
                 "doca_telemetry_exporter_metrics_add_constant_label",
-                (api.metrics_add_constant_label)(
-                    self.source,
-                    c"hostname".as_ptr(),
-                    hostname.as_ptr(),
-                ),
+                (api.metrics_add_constant_label)(self.source, c"hostname".as_ptr(), hostname),
             )?;
             let agent_only = [c"agent_name".as_ptr()];
             check(
@@ -226,17 +233,19 @@ impl Session {
                 "doca_telemetry_exporter_metrics_set_flush_interval_ms",
                 (api.metrics_set_flush_interval_ms)(self.source, FLUSH_INTERVAL_MS),
             )?;
-            let bounds = buckets.bounds();
+            let (bounds_ptr, bounds_len) =
+                (self.retained_bounds.as_ptr(), self.retained_bounds.len());
             for (i, t) in HISTOGRAM_EVENTS.iter().enumerate() {
                 let name = t.metrics().histogram.expect("histogram event").name;
                 let name = CString::new(name).expect("metric names have no NUL");
+                let name = self.retained(name);
                 check(
                     "doca_telemetry_exporter_metrics_add_base_histogram",
                     (api.metrics_add_base_histogram)(
                         self.source,
-                        name.as_ptr(),
-                        bounds.as_ptr(),
-                        bounds.len(),
+                        name,
+                        bounds_ptr,
+                        bounds_len,
                         self.label_set,
                         FLUSH_INTERVAL_MS,
                         &mut self.base_histograms[i],

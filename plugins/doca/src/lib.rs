@@ -222,18 +222,14 @@ impl Drop for DocaExporter {
         // Leave the endpoint first (its own lock), then the process (never both at once).
         drop(self.membership.take());
         drop(self.ipc.take());
-        let last_context = {
-            let mut p = process();
-            p.agents.retain(|a| *a != self.agent);
-            if p.agents.is_empty() {
-                p.choice = None;
-                p.ipc.take()
-            } else {
-                None
-            }
-        };
-        // The last agent tears the DOCA context down (outside the process lock).
-        drop(last_context);
+        let mut p = process();
+        p.agents.retain(|a| *a != self.agent);
+        if p.agents.is_empty() {
+            p.choice = None;
+            // The last agent tears the DOCA context down under the process lock, so a new
+            // agent cannot set up a context (schema_init, ...) while DOCA is being torn down.
+            drop(p.ipc.take());
+        }
     }
 }
 

@@ -486,3 +486,50 @@ fn a_missing_symbol_is_one_warning_naming_it() {
     // Nothing of that library was called.
     assert!(calls(&log).is_empty());
 }
+
+#[test]
+fn agents_coming_and_going_never_overlap_context_setup_and_teardown() {
+    // Two threads each create and destroy an ipc agent in a loop: the last agent's teardown
+    // of the shared DOCA context must finish before the next agent sets one up (the double
+    // records an overlap when schema_init runs while another schema is alive).
+    let _s = serial();
+    let tmp = empty_dir();
+    let log = double_log(tmp.path());
+    std::env::set_var("NIXL_TELEMETRY_DOCA_BACKENDS", "ipc");
+    std::env::set_var("NIXL_TELEMETRY_DOCA_LIB_DIR", double_dir(Double::Complete));
+    std::env::remove_var("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US");
+    std::env::set_var("DOCA_DOUBLE_SLOW_DESTROY", "1");
+    // Pauses between an agent's end and the next one's start leave moments with no agent, so
+    // the context is torn down and set up again many times while the other thread is busy.
+    let workers: Vec<_> = [("left", 300), ("right", 700)]
+        .into_iter()
+        .map(|(name, pause_us)| {
+            std::thread::spawn(move || {
+                for i in 0..60 {
+                    let c = collector(&format!("{name}-{i}"), "doca", 64);
+                    let _ = c.update_data(EventType::AgentTxBytes, i);
+                    drop(c);
+                    std::thread::sleep(std::time::Duration::from_micros(pause_us));
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    std::env::remove_var("DOCA_DOUBLE_SLOW_DESTROY");
+    let actual = calls(&log);
+    assert!(
+        actual
+            .iter()
+            .any(|c| c.starts_with("doca_telemetry_exporter_schema_init")),
+        "the double was not used"
+    );
+    let overlaps: Vec<&String> = actual.iter().filter(|c| c.starts_with("OVERLAP")).collect();
+    assert!(
+        overlaps.is_empty(),
+        "{} overlaps: {:?}",
+        overlaps.len(),
+        overlaps.first()
+    );
+}

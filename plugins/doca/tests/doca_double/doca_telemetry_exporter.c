@@ -18,9 +18,11 @@
  * doca_telemetry_exporter_metrics_base_histogram_observe (a missing-symbol test).
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "doca_double.h"
 
@@ -110,9 +112,14 @@ static doca_error_t format_labels(const struct doca_telemetry_exporter_source *s
     return DOCA_SUCCESS;
 }
 
+/* Schemas alive now: the exporter must never set one up while another is being torn down. */
+static _Atomic int live_schemas;
+
 doca_error_t doca_telemetry_exporter_schema_init(const char *schema_name,
                                                  struct doca_telemetry_exporter_schema **doca_schema)
 {
+    if (atomic_fetch_add(&live_schemas, 1) != 0)
+        record("OVERLAP schema_init while another schema is alive");
     doca_error_t e = injected(__func__);
     if (e == DOCA_SUCCESS) {
         if (schema_name == NULL || doca_schema == NULL) {
@@ -122,6 +129,8 @@ doca_error_t doca_telemetry_exporter_schema_init(const char *schema_name,
             snprintf((*doca_schema)->name, NAME_LEN, "%s", schema_name);
         }
     }
+    if (e != DOCA_SUCCESS)
+        atomic_fetch_sub(&live_schemas, 1);
     record("%s name=%s -> %s", __func__, schema_name ? schema_name : "(null)", res(e));
     return e;
 }
@@ -155,6 +164,12 @@ doca_error_t doca_telemetry_exporter_schema_start(struct doca_telemetry_exporter
 
 doca_error_t doca_telemetry_exporter_schema_destroy(struct doca_telemetry_exporter_schema *doca_schema)
 {
+    /* A slow teardown widens the window in which a concurrent setup would overlap it. */
+    if (getenv("DOCA_DOUBLE_SLOW_DESTROY") != NULL) {
+        struct timespec pause = {0, 2000000};
+        nanosleep(&pause, NULL);
+    }
+    atomic_fetch_sub(&live_schemas, 1);
     free(doca_schema);
     record("%s -> %s", __func__, res(DOCA_SUCCESS));
     return DOCA_SUCCESS;
