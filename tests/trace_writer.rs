@@ -299,7 +299,10 @@ fn an_unwritable_location_disables_only_that_producer() {
     let trace = FpmTrace::open_manual(Source::new("n", "c", "2"), &good, clock, 16).unwrap();
     trace.record(FpmPayload::heartbeat("2", 0, 1));
     assert_eq!(trace.close().written, 1);
-    assert_eq!(names(&dir.path().join("ok")), ["fpm.2.000000.jsonl.gz"]);
+    assert_eq!(
+        names(&dir.path().join("ok")),
+        ["fpm.2.000000.jsonl.gz", "fpm.2.lock"]
+    );
 }
 
 /// Writes four members into one segment and cuts the file inside the last one. Returns the
@@ -466,5 +469,69 @@ fn a_write_error_loses_only_that_batch_and_the_writer_keeps_going() {
     assert_eq!(
         rows(&segment(&out, "p", 0)),
         [r#"{"timestamp":0,"event":"kept"}"#]
+    );
+}
+
+#[test]
+fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
+    use nixl_telemetry::error::Status;
+    use nixl_telemetry::trace::{TraceExporter, TraceExporterConfig};
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("fpm.node_a.lock");
+    // Another process holds the lock until its stdin closes.
+    let mut holder = Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl,sys\nf=open(sys.argv[1],'a')\nfcntl.flock(f,fcntl.LOCK_EX)\n\
+             print('locked',flush=True)\nsys.stdin.read()",
+        ])
+        .arg(&lock)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "locked");
+
+    let clock = Arc::new(ManualClock::new(0));
+    let config = TraceConfig {
+        output_path: dir.path().join("fpm"),
+        mode: CaptureMode::Full,
+        ..TraceConfig::default()
+    };
+    let err = FpmTrace::open_manual(Source::new("n", "c", "node/a"), &config, clock.clone(), 16)
+        .err()
+        .unwrap();
+    assert_eq!(err.kind, OpenErrorKind::AlreadyOpen);
+    assert!(err.message.contains("fpm.node_a"), "{}", err.message);
+    let exporter_config = TraceExporterConfig {
+        path: dir.path().join("fpm"),
+        ..TraceExporterConfig::default()
+    };
+    let err = TraceExporter::with_clock(&exporter_config, "node:a", clock.clone())
+        .err()
+        .unwrap();
+    assert_eq!(err.status, Status::NotAllowed);
+    assert!(err.message.contains("fpm.node_a"), "{}", err.message);
+
+    holder.stdin.take().unwrap().write_all(b"").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let trace =
+        FpmTrace::open_manual(Source::new("n", "c", "node/a"), &config, clock.clone(), 16).unwrap();
+    // While the FPM trace writes, the exporter of an agent of the same file name is refused.
+    let err = TraceExporter::with_clock(&exporter_config, "node:a", clock)
+        .err()
+        .unwrap();
+    assert_eq!(err.status, Status::NotAllowed);
+    trace.record(FpmPayload::heartbeat("w", 0, 1));
+    assert_eq!(trace.close().written, 1);
+    assert_eq!(
+        names(dir.path()),
+        ["fpm.node_a.000000.jsonl.gz", "fpm.node_a.lock"]
     );
 }

@@ -18,11 +18,13 @@
 //! Every accepted record ends in exactly one counter, so after close
 //! `recorded == dropped + rejected + coalesced + written + rows_lost`.
 //!
-//! One trace per producer prefix is allowed at a time in a process: two writers on one prefix
-//! would prune each other's segments. A second open of the same prefix fails
-//! ([`OpenErrorKind::AlreadyOpen`]); share the first handle instead (it is `Sync`).
+//! One writer per producer prefix is allowed at a time, in the process and across processes
+//! ([`PrefixGuard`]: two writers on one prefix would prune each other's segments). A second open
+//! of a prefix already being written, by this process (an FPM trace or a `TRACE` exporter) or by
+//! another one, fails ([`OpenErrorKind::AlreadyOpen`]); share the first handle instead (it is
+//! `Sync`).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -35,6 +37,7 @@ use std::time::Duration;
 use crate::trace::clock::{Clock, SystemClock};
 use crate::trace::config::{CaptureMode, TraceConfig, TracePolicy};
 use crate::trace::envelope::{FpmRecord, Source};
+use crate::trace::guard::{GuardError, PrefixGuard};
 use crate::trace::payload::{FpmPayload, ValidPayload};
 use crate::trace::queue::{DropOldestQueue, DEFAULT_QUEUE_CAPACITY};
 use crate::trace::segment::{SegmentNaming, SegmentWriter, WriterCounters, WriterOptions};
@@ -74,7 +77,8 @@ pub enum OpenErrorKind {
     Disabled,
     /// The output location cannot be written (probe file, directory creation or listing).
     Unwritable,
-    /// A trace for the same producer prefix is already open in this process.
+    /// The producer prefix is already being written: by a trace or `TRACE` exporter of this
+    /// process, or by another process (its lock file is held).
     AlreadyOpen,
     /// The worker thread could not be started.
     Internal,
@@ -150,14 +154,9 @@ pub struct FpmTrace {
     worker: Option<JoinHandle<()>>,
     manual: bool,
     prefix: PathBuf,
+    /// This trace's claim on its prefix (in the process and, by `flock`, across processes).
+    guard: Option<PrefixGuard>,
     closed: bool,
-}
-
-fn open_prefixes() -> MutexGuard<'static, HashSet<PathBuf>> {
-    static OPEN: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    OPEN.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Checks that `dir` accepts a new file: creates it if needed, then creates, writes, syncs and
@@ -266,20 +265,6 @@ impl FpmTrace {
         crate::logging::init();
         let naming = SegmentNaming::new(&config.output_path, &source.producer_id);
         let prefix = naming.prefix();
-        if !open_prefixes().insert(prefix.clone()) {
-            return Err(open_error(
-                OpenErrorKind::AlreadyOpen,
-                format!(
-                    "an FPM trace for producer prefix {} is already open in this process; share \
-                     that handle",
-                    prefix.display()
-                ),
-            ));
-        }
-        let release = |e: OpenError| {
-            open_prefixes().remove(&prefix);
-            e
-        };
         let unwritable = |e: std::io::Error| {
             open_error(
                 OpenErrorKind::Unwritable,
@@ -294,13 +279,14 @@ impl FpmTrace {
             .file_name()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        probe_writable(naming.dir(), &stem)
-            .map_err(unwritable)
-            .map_err(release)?;
+        let guard = PrefixGuard::acquire(&naming, "FPM trace").map_err(|e| match e {
+            GuardError::Io(_, io) => unwritable(io),
+            conflict => open_error(OpenErrorKind::AlreadyOpen, conflict.to_string()),
+        })?;
+        probe_writable(naming.dir(), &stem).map_err(unwritable)?;
         let options = WriterOptions::new(config.roll_bytes, config.max_segments);
-        let writer = SegmentWriter::open(naming.clone(), options, clock.clone())
-            .map_err(unwritable)
-            .map_err(release)?;
+        let writer =
+            SegmentWriter::open(naming.clone(), options, clock.clone()).map_err(unwritable)?;
         let shared = Arc::new(Shared {
             queue: DropOldestQueue::new(queue_capacity),
             clock: clock.clone(),
@@ -330,6 +316,7 @@ impl FpmTrace {
             worker: None,
             manual: true,
             prefix,
+            guard: Some(guard),
             closed: false,
         })
     }
@@ -421,7 +408,7 @@ impl FpmTrace {
         }
         // The worker has finished (or there is none): finish on this thread. Idempotent.
         self.lock_core().finish();
-        open_prefixes().remove(&self.prefix);
+        self.guard = None;
     }
 }
 

@@ -17,6 +17,13 @@
 //! "name":"agent_tx_bytes","value":4096}}`. NIXL events carry no time of their own, so the
 //! time is that of the collector flush that exported them (every `NIXL_TELEMETRY_RUN_INTERVAL`).
 //!
+//! One writer per agent file prefix: a second exporter (or FPM trace) on the same
+//! `<prefix>.<agent>`, in this process or in another one (agents whose names sanitize alike,
+//! or one agent name used twice with the same `NIXL_TELEMETRY_TRACE_PATH`), would prune the
+//! first one's open segment, so collector creation fails with `NIXL_TELEMETRY_ERR_NOT_ALLOWED`
+//! and a message naming the prefix ([`crate::trace::guard`]). The lock file
+//! `<prefix>.<agent>.lock` stays next to the segments.
+//!
 //! Rows are written as one gzip member per second (or per 1 MiB) by a small flusher thread, so
 //! an idle agent's last rows reach the disk within about a second; destroying the collector
 //! writes the rest. A batch lost to a write error is counted in [`TraceExporter::stats`] and
@@ -31,11 +38,12 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::{parse_u64, Lookup};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::exporter::Exporter;
 use crate::trace::clock::{Clock, SystemClock};
 use crate::trace::config::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::trace::guard::{GuardError, PrefixGuard};
 use crate::trace::segment::{SegmentNaming, SegmentWriter, WriterOptions, WriterStats};
 
 /// `NIXL_TELEMETRY_TRACE_PATH`: output prefix of the TRACE exporter.
@@ -128,6 +136,8 @@ pub struct TraceExporter {
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<SegmentWriter>>,
     flusher: Option<Flusher>,
+    /// The claim on the segment prefix; dropped (released) after the last flush.
+    _guard: PrefixGuard,
 }
 
 fn lock(writer: &Mutex<SegmentWriter>) -> MutexGuard<'_, SegmentWriter> {
@@ -161,6 +171,10 @@ impl TraceExporter {
         clock: Arc<dyn Clock>,
     ) -> Result<TraceExporter> {
         let naming = SegmentNaming::new(&config.path, agent);
+        let guard = PrefixGuard::acquire(&naming, "TRACE exporter").map_err(|e| match e {
+            GuardError::Io(what, io) => Error::io(what, &io),
+            conflict => Error::new(Status::NotAllowed, conflict.to_string()),
+        })?;
         let options = WriterOptions::new(config.roll_bytes, config.max_segments);
         let writer = SegmentWriter::open(naming.clone(), options, clock.clone()).map_err(|e| {
             Error::io(
@@ -176,6 +190,7 @@ impl TraceExporter {
             clock,
             writer: Arc::new(Mutex::new(writer)),
             flusher: None,
+            _guard: guard,
         })
     }
 
@@ -371,5 +386,37 @@ mod tests {
                 "agent_rx_bytes"
             ]
         );
+    }
+
+    #[test]
+    fn agents_sharing_a_file_prefix_are_refused_while_the_first_writes() {
+        use crate::collector::Collector;
+        use crate::config::{Config, ExporterChoice};
+        use crate::error::Status;
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            exporter: ExporterChoice::Trace(TraceExporterConfig {
+                path: dir.path().join("nixl"),
+                max_segments: 1,
+                roll_bytes: 100,
+            }),
+            ..Config::default()
+        };
+        let first = Collector::new("node/a", config.clone()).unwrap();
+        for agent in ["node:a", "node/a"] {
+            let e = Collector::new(agent, config.clone()).err().unwrap();
+            assert_eq!(e.status, Status::NotAllowed, "{}", e.message);
+            assert!(e.message.contains("nixl.node_a"), "{}", e.message);
+        }
+        for i in 0..20 {
+            first.update_data(EventType::AgentRxBytes, i);
+        }
+        drop(first);
+        let second = Collector::new("node:a", config).unwrap();
+        drop(second);
+        let lock = dir.path().join("nixl.node_a.lock");
+        assert!(lock.is_file(), "the lock file stays");
+        let files = segments_of(&dir.path().join("nixl.node_a")).unwrap();
+        assert!(!files.contains(&lock));
     }
 }

@@ -28,6 +28,7 @@ pub mod config;
 pub mod envelope;
 pub mod exporter;
 pub mod ffi;
+pub mod guard;
 pub mod payload;
 pub mod queue;
 pub mod reader;
