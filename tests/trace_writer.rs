@@ -535,3 +535,59 @@ fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
         ["fpm.node_a.000000.jsonl.gz", "fpm.node_a.lock"]
     );
 }
+
+/// Runs the test `name` of this binary again in a child process with `NIXL_TEST_CHILD=1` (for
+/// process-wide settings such as a file-size limit); true in the child.
+fn in_child(name: &str) -> bool {
+    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("NIXL_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
+
+#[test]
+fn a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll() {
+    if !in_child("a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll") {
+        return;
+    }
+    let set_soft_fsize = |soft: libc::rlim_t| unsafe {
+        let mut lim = std::mem::zeroed::<libc::rlimit>();
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
+        let old = lim.rlim_cur;
+        lim.rlim_cur = soft;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+        old
+    };
+    // Over the limit, write(2) fails with EFBIG instead of killing the process.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut w = writer(&d.join("fpm"), "p", 150, 10);
+    w.push(&event_of_row_len(60));
+    w.flush();
+    let first_len = fs::metadata(segment(d, "p", 0)).unwrap().len();
+    w.push(&event_of_row_len(60));
+    let old = set_soft_fsize(first_len + 4);
+    // The next row rolls: the flush before the roll fails (segment 0 cannot grow).
+    w.push(&event_of_row_len(60));
+    set_soft_fsize(old);
+    let stats = w.stats();
+    assert_eq!((stats.write_errors, stats.rows_lost), (1, 1));
+    assert_eq!(stats.segments_rolled, 1, "one failed roll counts once");
+    assert_eq!(w.index(), 1, "one failed roll advances the index once");
+    let stats = w.close();
+    assert_eq!(stats.rows_written, 2);
+    assert_eq!(rows(&segment(d, "p", 1)).len(), 1);
+    assert!(!segment(d, "p", 2).exists());
+}

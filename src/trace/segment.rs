@@ -370,7 +370,10 @@ impl SegmentWriter {
         if self.segment_rows > 0 && self.segment_bytes.saturating_add(len) > self.options.roll_bytes
         {
             self.flush();
-            self.roll();
+            // A failed write has already abandoned the segment (and rolled): roll once only.
+            if self.segment_rows > 0 {
+                self.roll();
+            }
         }
         self.batch.extend_from_slice(line);
         self.batch_rows += 1;
