@@ -107,7 +107,8 @@ typedef struct {
 // A NULL pointer or an argument that is not valid UTF-8.
 #define NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM -2
 
-// A trace for the same producer is already open in this process: share that handle.
+// The producer's file prefix is already being written, in this process or by another one (its
+// lock file `<prefix>.<producer>.lock` is held): share the open handle.
 #define NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED -6
 
 // An internal failure, including a caught panic.
@@ -131,9 +132,11 @@ extern "C" {
 //
 // Returns `NIXL_TELEMETRY_FPM_ERR_DISABLED` when tracing is off or misconfigured (an invalid
 // configuration is warned about once per process), `NIXL_TELEMETRY_FPM_ERR_UNWRITABLE` when the
-// output location cannot be written (one warning; other producers are unaffected),
-// `NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED` when this producer already has an open trace in this
-// process. The last-error message says why.
+// output location cannot be written (one warning per producer per process; other producers
+// are unaffected), `NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED` when the producer's file prefix is
+// already being written: by a trace of this process, by a producer id that sanitizes to the
+// same name, by a `TRACE` exporter, or by another process (its lock file
+// `<prefix>.<producer>.lock` is held). The last-error message says why.
 //
 // # Safety
 // The strings are NULL or NUL-terminated; `out` is NULL or writable.

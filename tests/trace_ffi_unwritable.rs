@@ -40,4 +40,25 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
         1,
         "nothing created"
     );
+
+    // The warning is given once per producer per process, whatever the number of opens.
+    let open = |producer: &CStr| {
+        logging::capture(|| {
+            let mut t: *mut nixl_fpm_trace_t = 1 as *mut _;
+            let s = unsafe {
+                nixl_fpm_trace_open(c"ns".as_ptr(), c"other".as_ptr(), producer.as_ptr(), &mut t)
+            };
+            assert!(t.is_null());
+            s
+        })
+    };
+    for _ in 0..3 {
+        let (status, logged) = open(c"7");
+        assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+        assert_eq!(logging::warnings(&logged), Vec::<&str>::new());
+    }
+    let (status, logged) = open(c"8");
+    assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+    assert_eq!(logging::warnings(&logged).len(), 1, "{logged:?}");
+    assert_eq!(logging::warnings(&open(c"8").1).len(), 0);
 }

@@ -24,7 +24,7 @@
 //! another one, fails ([`OpenErrorKind::AlreadyOpen`]); share the first handle instead (it is
 //! `Sync`).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -159,6 +159,18 @@ pub struct FpmTrace {
     closed: bool,
 }
 
+/// True the first time in this process that `producer_id` is found unwritable: the warning is
+/// given once per producer, however often it is opened again (each open still fails, with the
+/// reason in its error).
+fn first_unwritable_warning(producer_id: &str) -> bool {
+    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(producer_id.to_owned())
+}
+
 /// Checks that `dir` accepts a new file: creates it if needed, then creates, writes, syncs and
 /// deletes a unique hidden probe file.
 fn probe_writable(dir: &Path, stem: &str) -> std::io::Result<()> {
@@ -186,7 +198,7 @@ impl FpmTrace {
     /// Opens the trace of `producer_id` as the process environment (`DYN_FPM_*`) says. Returns
     /// [`OpenErrorKind::Disabled`] when tracing is off (an invalid configuration was warned
     /// about once per process) and [`OpenErrorKind::Unwritable`] when the output location cannot
-    /// be written (one warning); neither affects anything else.
+    /// be written (one warning per producer per process); neither affects anything else.
     pub fn open_from_env(
         namespace: &str,
         component: &str,
@@ -196,7 +208,8 @@ impl FpmTrace {
             TracePolicy::Enabled(config) => {
                 let opened = FpmTrace::open(Source::new(namespace, component, producer_id), config);
                 if let Err(e) = &opened {
-                    if e.kind == OpenErrorKind::Unwritable {
+                    if e.kind == OpenErrorKind::Unwritable && first_unwritable_warning(producer_id)
+                    {
                         log::warn!("FPM trace initialization failed; continuing without local persistence: {e}");
                     }
                 }

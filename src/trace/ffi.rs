@@ -26,7 +26,8 @@ pub type nixl_fpm_trace_status_t = i32;
 pub const NIXL_TELEMETRY_FPM_SUCCESS: nixl_fpm_trace_status_t = 0;
 /// A NULL pointer or an argument that is not valid UTF-8.
 pub const NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM: nixl_fpm_trace_status_t = -2;
-/// A trace for the same producer is already open in this process: share that handle.
+/// The producer's file prefix is already being written, in this process or by another one (its
+/// lock file `<prefix>.<producer>.lock` is held): share the open handle.
 pub const NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED: nixl_fpm_trace_status_t = -6;
 /// An internal failure, including a caught panic.
 pub const NIXL_TELEMETRY_FPM_ERR_UNKNOWN: nixl_fpm_trace_status_t = -8;
@@ -173,9 +174,11 @@ unsafe fn str_arg<'a>(
 ///
 /// Returns `NIXL_TELEMETRY_FPM_ERR_DISABLED` when tracing is off or misconfigured (an invalid
 /// configuration is warned about once per process), `NIXL_TELEMETRY_FPM_ERR_UNWRITABLE` when the
-/// output location cannot be written (one warning; other producers are unaffected),
-/// `NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED` when this producer already has an open trace in this
-/// process. The last-error message says why.
+/// output location cannot be written (one warning per producer per process; other producers
+/// are unaffected), `NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED` when the producer's file prefix is
+/// already being written: by a trace of this process, by a producer id that sanitizes to the
+/// same name, by a `TRACE` exporter, or by another process (its lock file
+/// `<prefix>.<producer>.lock` is held). The last-error message says why.
 ///
 /// # Safety
 /// The strings are NULL or NUL-terminated; `out` is NULL or writable.
