@@ -296,3 +296,70 @@ fn a_threaded_trace_writes_everything_accepted_by_close() {
         .sum();
     assert_eq!(rows as u64, stats.written);
 }
+
+#[test]
+fn components_of_one_producer_share_its_files_and_are_sampled_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let config = config(dir.path(), CaptureMode::Sampled);
+    let prefill = open(dir.path(), CaptureMode::Sampled, &clock, 64);
+    let decode = FpmTrace::open_manual(
+        Source::new("default", "decode", "4192"),
+        &config,
+        clock.clone(),
+        64,
+    )
+    .unwrap();
+    assert_eq!(prefill.prefix(), decode.prefix());
+    // The same (namespace, component, producer) twice is still refused.
+    assert!(FpmTrace::open_manual(
+        Source::new("default", "decode", "4192"),
+        &config,
+        clock.clone(),
+        64
+    )
+    .is_err());
+    // Overlapping worker_id and dp_rank, same counters: nothing is coalesced across components.
+    prefill.record(busy(0, 1));
+    decode.record(busy(0, 1));
+    prefill.record(busy(1, 1));
+    decode.record(busy(1, 1));
+    prefill.pump();
+    assert_eq!(prefill.pending_samples(), 4);
+    clock.advance_ms(INTERVAL_MS);
+    decode.pump();
+    decode.record(busy(0, 2));
+    let mid = decode.close();
+    assert_eq!(
+        mid.written, 5,
+        "closing one component writes its pending rows"
+    );
+    prefill.record(busy(0, 1));
+    let s = prefill.close();
+    assert_accounted(&s);
+    assert_eq!((s.recorded, s.written, s.coalesced), (6, 5, 1));
+    let sources: Vec<(String, u64, u64)> = events(dir.path())
+        .iter()
+        .map(|e| {
+            (
+                e["source"]["component"].as_str().unwrap().to_owned(),
+                e["fpm"]["dp_rank"].as_u64().unwrap(),
+                e["fpm"]["counter_id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ("backend".to_owned(), 0, 1),
+            ("backend".to_owned(), 1, 1),
+            ("decode".to_owned(), 0, 1),
+            ("decode".to_owned(), 1, 1),
+            ("decode".to_owned(), 0, 2),
+        ]
+    );
+    for e in events(dir.path()) {
+        assert_eq!(e["source"]["producer_id"], "4192");
+        assert_eq!(e["source"]["namespace"], "default");
+    }
+}

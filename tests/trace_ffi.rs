@@ -56,18 +56,22 @@ fn open_record_stats_close_through_the_c_abi() {
         );
         assert!(!t.is_null());
 
-        let mut again: *mut nixl_fpm_trace_t = 1 as *mut _;
-        assert_eq!(
-            nixl_fpm_trace_open(
-                c"default".as_ptr(),
-                c"other".as_ptr(),
-                c"41:92".as_ptr(),
-                &mut again
-            ),
-            NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED
-        );
-        assert!(again.is_null());
-        assert!(last_error().contains("already open"), "{}", last_error());
+        // The same (namespace, component, producer) twice, or a producer id that sanitizes to
+        // the same file prefix, is refused.
+        for (component, producer) in [(c"backend", c"41:92"), (c"other", c"41/92")] {
+            let mut again: *mut nixl_fpm_trace_t = 1 as *mut _;
+            assert_eq!(
+                nixl_fpm_trace_open(
+                    c"default".as_ptr(),
+                    component.as_ptr(),
+                    producer.as_ptr(),
+                    &mut again
+                ),
+                NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED
+            );
+            assert!(again.is_null());
+            assert!(last_error().contains("already open"), "{}", last_error());
+        }
 
         let bytes = FpmPayload::heartbeat("w", 0, 1).to_msgpack();
         assert_eq!(

@@ -6,7 +6,8 @@
 //!   dropped and counted. It never waits for the worker or the disk. Validation happens on the
 //!   worker: an invalid payload is counted (`rejected`) and never written.
 //! - **Full** mode writes every valid payload, heartbeats included, in arrival order.
-//! - **Sampled** mode keeps, per `(worker_id, dp_rank)` of this trace's source, the newest
+//! - **Sampled** mode keeps, per `(namespace, component, worker_id, dp_rank)` (the producer is the
+//!   writer's), the newest
 //!   pending payload (a newer one replaces it, even with a lower counter; only a counter equal to
 //!   the last one written is suppressed). Every interval on the monotonic clock, the first tick
 //!   one interval after the trace opened and missed ticks delayed rather than bursted, the
@@ -17,6 +18,12 @@
 //!
 //! Every accepted record ends in exactly one counter, so after close
 //! `recorded == dropped + rejected + coalesced + written + rows_lost`.
+//!
+//! Several components of one producer trace at once: opening the same `producer_id` with another
+//! `(namespace, component)` shares the producer's writer (one per prefix, reference-counted; the
+//! last close flushes and closes it), each trace stamping its own `source`. Counters
+//! ([`TraceStats`]) are per writer, shared by those traces; the balance holds after the last
+//! close. The same `(namespace, component, producer_id)` opened twice is refused.
 //!
 //! One writer per producer prefix is allowed at a time, in the process and across processes
 //! ([`PrefixGuard`]: two writers on one prefix would prune each other's segments). A second open
@@ -112,6 +119,7 @@ enum Raw {
 }
 
 struct Queued {
+    source: Arc<Source>,
     observed_at_unix_ms: u64,
     raw: Raw,
 }
@@ -128,35 +136,66 @@ struct Shared {
 
 /// The newest pending sample of one key.
 struct Sample {
+    source: Arc<Source>,
     observed_at_unix_ms: u64,
     payload: ValidPayload,
 }
 
+/// The sampling key: (namespace, component, worker_id, dp_rank); the producer is the writer's.
+type SampleKey = (String, String, String, u64);
+
 /// The worker's state: capture logic and the writer.
 struct Core {
     shared: Arc<Shared>,
-    source: Source,
+    producer_id: String,
     mode: CaptureMode,
     interval: Duration,
     next_tick: Duration,
     writer: SegmentWriter,
-    pending: BTreeMap<(String, u64), Sample>,
-    last_written: HashMap<(String, u64), u64>,
+    pending: BTreeMap<SampleKey, Sample>,
+    last_written: HashMap<SampleKey, u64>,
     drained: VecDeque<Queued>,
     warned_rejected: bool,
     warned_dropped: bool,
 }
 
-/// The FPM trace of one producer. Thread-safe: record from any thread.
-pub struct FpmTrace {
+/// The writer of one producer prefix, shared by the traces of every (namespace, component) of
+/// that producer in this process; shut down when the last of them closes.
+struct ProducerWriter {
     shared: Arc<Shared>,
     core: Arc<Mutex<Core>>,
-    worker: Option<JoinHandle<()>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
     manual: bool,
     prefix: PathBuf,
-    /// This trace's claim on its prefix (in the process and, by `flock`, across processes).
-    guard: Option<PrefixGuard>,
+    producer_id: String,
+    /// The (namespace, component) pairs with an open trace on this writer.
+    sources: Mutex<HashSet<(String, String)>>,
+    /// The claim on the prefix (in the process and, by `flock`, across processes).
+    guard: Mutex<Option<PrefixGuard>>,
+    closed: AtomicBool,
+}
+
+/// The FPM trace of one (namespace, component, producer_id). Thread-safe: record from any
+/// thread. Traces of one producer with different (namespace, component) share the producer's
+/// writer and segment files; each stamps its own `source`.
+pub struct FpmTrace {
+    writer: Arc<ProducerWriter>,
+    source: Arc<Source>,
     closed: bool,
+}
+
+/// The producer writers open in this process, by prefix.
+fn writers() -> MutexGuard<'static, HashMap<PathBuf, std::sync::Weak<ProducerWriter>>> {
+    static WRITERS: OnceLock<Mutex<HashMap<PathBuf, std::sync::Weak<ProducerWriter>>>> =
+        OnceLock::new();
+    WRITERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// True the first time in this process that `producer_id` is found unwritable: the warning is
@@ -231,30 +270,14 @@ impl FpmTrace {
         FpmTrace::open_with_clock(source, config, Arc::new(SystemClock::new()))
     }
 
-    /// Opens a trace reading time from `clock`, with a worker thread.
+    /// Opens a trace reading time from `clock`, with a worker thread (unless the producer's
+    /// writer is already open: the trace then shares it, as it is).
     pub fn open_with_clock(
         source: Source,
         config: &TraceConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<FpmTrace, OpenError> {
-        let mut trace = FpmTrace::open_inner(source, config, clock, DEFAULT_QUEUE_CAPACITY)?;
-        let shared = trace.shared.clone();
-        let core = trace.core.clone();
-        let spawned = std::thread::Builder::new()
-            .name("nixl-fpm-trace".into())
-            .spawn(move || run_worker(&shared, &core));
-        match spawned {
-            Ok(handle) => {
-                let _ = trace.shared.worker.set(handle.thread().clone());
-                trace.worker = Some(handle);
-                trace.manual = false;
-                Ok(trace)
-            }
-            Err(e) => Err(open_error(
-                OpenErrorKind::Internal,
-                format!("cannot start the FPM trace worker thread: {e}"),
-            )),
-        }
+        FpmTrace::open_inner(source, config, clock, DEFAULT_QUEUE_CAPACITY, true)
     }
 
     /// Opens a trace without a worker thread, driven by [`FpmTrace::pump`] and `clock`: every
@@ -266,7 +289,7 @@ impl FpmTrace {
         clock: Arc<dyn Clock>,
         queue_capacity: usize,
     ) -> Result<FpmTrace, OpenError> {
-        FpmTrace::open_inner(source, config, clock, queue_capacity)
+        FpmTrace::open_inner(source, config, clock, queue_capacity, false)
     }
 
     fn open_inner(
@@ -274,10 +297,42 @@ impl FpmTrace {
         config: &TraceConfig,
         clock: Arc<dyn Clock>,
         queue_capacity: usize,
+        spawn: bool,
     ) -> Result<FpmTrace, OpenError> {
         crate::logging::init();
         let naming = SegmentNaming::new(&config.output_path, &source.producer_id);
         let prefix = naming.prefix();
+        let pair = (source.namespace.clone(), source.component.clone());
+        let mut registry = writers();
+        if let Some(writer) = registry.get(&prefix).and_then(std::sync::Weak::upgrade) {
+            if writer.producer_id != source.producer_id {
+                return Err(open_error(
+                    OpenErrorKind::AlreadyOpen,
+                    format!(
+                        "FPM trace: segment prefix {} is already open for writing by producer \
+                         '{}', whose id sanitizes to the same name as '{}'",
+                        prefix.display(),
+                        writer.producer_id,
+                        source.producer_id
+                    ),
+                ));
+            }
+            if !lock(&writer.sources).insert(pair) {
+                return Err(open_error(
+                    OpenErrorKind::AlreadyOpen,
+                    format!(
+                        "an FPM trace of ({}, {}, {}) is already open in this process; share \
+                         that handle",
+                        source.namespace, source.component, source.producer_id
+                    ),
+                ));
+            }
+            return Ok(FpmTrace {
+                writer,
+                source: Arc::new(source),
+                closed: false,
+            });
+        }
         let unwritable = |e: std::io::Error| {
             open_error(
                 OpenErrorKind::Unwritable,
@@ -313,7 +368,7 @@ impl FpmTrace {
         let core = Core {
             drained: shared.queue.new_drain_buffer(),
             shared: shared.clone(),
-            source,
+            producer_id: source.producer_id.clone(),
             mode: config.mode,
             interval,
             next_tick: clock.monotonic() + interval,
@@ -323,24 +378,50 @@ impl FpmTrace {
             warned_rejected: false,
             warned_dropped: false,
         };
-        Ok(FpmTrace {
+        let core = Arc::new(Mutex::new(core));
+        let mut worker = None;
+        if spawn {
+            let (worker_shared, worker_core) = (shared.clone(), core.clone());
+            let handle = std::thread::Builder::new()
+                .name("nixl-fpm-trace".into())
+                .spawn(move || run_worker(&worker_shared, &worker_core))
+                .map_err(|e| {
+                    open_error(
+                        OpenErrorKind::Internal,
+                        format!("cannot start the FPM trace worker thread: {e}"),
+                    )
+                })?;
+            let _ = shared.worker.set(handle.thread().clone());
+            worker = Some(handle);
+        }
+        let writer = Arc::new(ProducerWriter {
             shared,
-            core: Arc::new(Mutex::new(core)),
-            worker: None,
-            manual: true,
-            prefix,
-            guard: Some(guard),
+            core,
+            worker: Mutex::new(worker),
+            manual: !spawn,
+            prefix: prefix.clone(),
+            producer_id: source.producer_id.clone(),
+            sources: Mutex::new(HashSet::from([pair])),
+            guard: Mutex::new(Some(guard)),
+            closed: AtomicBool::new(false),
+        });
+        registry.insert(prefix, Arc::downgrade(&writer));
+        Ok(FpmTrace {
+            writer,
+            source: Arc::new(source),
             closed: false,
         })
     }
 
     fn enqueue(&self, raw: Raw) {
-        let pushed = self.shared.queue.push(Queued {
-            observed_at_unix_ms: self.shared.clock.unix_ms(),
+        let shared = &self.writer.shared;
+        let pushed = shared.queue.push(Queued {
+            source: self.source.clone(),
+            observed_at_unix_ms: shared.clock.unix_ms(),
             raw,
         });
-        if pushed.len == self.shared.queue.capacity() / 2 || pushed.dropped_oldest {
-            if let Some(worker) = self.shared.worker.get() {
+        if pushed.len == shared.queue.capacity() / 2 || pushed.dropped_oldest {
+            if let Some(worker) = shared.worker.get() {
                 worker.unpark();
             }
         }
@@ -356,8 +437,88 @@ impl FpmTrace {
         self.enqueue(Raw::Typed(Box::new(payload)));
     }
 
-    /// Counters since the trace opened.
+    /// Counters of the producer's writer since it opened. They are per writer: every trace of
+    /// one producer (each (namespace, component)) shares them, and after the last of them
+    /// closed `recorded == dropped + rejected + coalesced + written + rows_lost`.
     pub fn stats(&self) -> TraceStats {
+        self.writer.stats()
+    }
+
+    /// The source stamped on this trace's rows.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The producer prefix of the segment files (`<dir>/<stem>`).
+    pub fn prefix(&self) -> &Path {
+        &self.writer.prefix
+    }
+
+    /// Sampled mode: the number of keys holding a pending payload (in the producer's writer).
+    pub fn pending_samples(&self) -> usize {
+        self.writer.lock_core().pending.len()
+    }
+
+    /// Runs the worker's step once at the clock's current time: takes the queued payloads,
+    /// writes the sampled ones if the interval elapsed and flushes the writer if its flush is due.
+    /// Only for traces whose writer was opened with [`FpmTrace::open_manual`] (a no-op
+    /// otherwise).
+    pub fn pump(&self) {
+        if self.writer.manual {
+            self.writer.lock_core().step();
+        }
+    }
+
+    /// Writes the buffered rows now (one gzip member), without waiting for the 1 s cadence.
+    pub fn flush(&self) {
+        let mut core = self.writer.lock_core();
+        core.take_queued();
+        core.writer.flush();
+    }
+
+    /// Graceful close: writes everything this trace accepted (its pending samples included) and
+    /// returns the writer's counters. The last trace of a producer also stops its writer, so its
+    /// counters are then final.
+    pub fn close(mut self) -> TraceStats {
+        self.release();
+        self.writer.stats()
+    }
+
+    fn release(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let pair = (self.source.namespace.clone(), self.source.component.clone());
+        let mut registry = writers();
+        lock(&self.writer.sources).remove(&pair);
+        if Arc::strong_count(&self.writer) == 1 {
+            registry.remove(&self.writer.prefix);
+            drop(registry);
+            self.writer.shutdown();
+        } else {
+            drop(registry);
+            let mut core = self.writer.lock_core();
+            core.take_queued();
+            core.write_pending_of(&pair);
+            core.writer.flush();
+        }
+    }
+}
+
+impl Drop for FpmTrace {
+    /// Closes gracefully, as [`FpmTrace::close`] does.
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl ProducerWriter {
+    fn lock_core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    fn stats(&self) -> TraceStats {
         let w = self.shared.writer.snapshot();
         TraceStats {
             recorded: self.shared.queue.pushed(),
@@ -372,61 +533,23 @@ impl FpmTrace {
         }
     }
 
-    /// The producer prefix of the segment files (`<dir>/<stem>`).
-    pub fn prefix(&self) -> &Path {
-        &self.prefix
-    }
-
-    /// Sampled mode: the number of keys holding a pending payload.
-    pub fn pending_samples(&self) -> usize {
-        self.lock_core().pending.len()
-    }
-
-    fn lock_core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs the worker's step once at the clock's current time: takes the queued payloads,
-    /// writes the sampled ones if the interval elapsed and flushes the writer if its flush is due.
-    /// Only for traces opened with [`FpmTrace::open_manual`] (a no-op otherwise).
-    pub fn pump(&self) {
-        if self.manual {
-            self.lock_core().step();
-        }
-    }
-
-    /// Writes the buffered rows now (one gzip member), without waiting for the 1 s cadence.
-    pub fn flush(&self) {
-        let mut core = self.lock_core();
-        core.take_queued();
-        core.writer.flush();
-    }
-
-    /// Graceful close: stops the worker, writes everything accepted and returns the final
-    /// counters.
-    pub fn close(mut self) -> TraceStats {
-        self.shutdown();
-        self.stats()
-    }
-
-    fn shutdown(&mut self) {
-        if self.closed {
+    /// Stops the worker, writes everything accepted, releases the prefix. Idempotent.
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.closed = true;
         self.shared.stop.store(true, Ordering::Release);
-        if let Some(worker) = self.worker.take() {
+        if let Some(worker) = lock(&self.worker).take() {
             worker.thread().unpark();
             let _ = worker.join();
         }
         // The worker has finished (or there is none): finish on this thread. Idempotent.
         self.lock_core().finish();
-        self.guard = None;
+        lock(&self.guard).take();
     }
 }
 
-impl Drop for FpmTrace {
-    /// Closes gracefully, as [`FpmTrace::close`] does.
+impl Drop for ProducerWriter {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -495,7 +618,7 @@ impl Core {
                 Raw::Typed(payload) => payload.validate(),
             };
             match valid {
-                Ok(payload) => self.accept(queued.observed_at_unix_ms, payload),
+                Ok(payload) => self.accept(queued.source, queued.observed_at_unix_ms, payload),
                 Err(why) => {
                     self.shared.rejected.fetch_add(1, Ordering::Relaxed);
                     if !self.warned_rejected {
@@ -503,7 +626,7 @@ impl Core {
                         log::warn!(
                             "FPM trace of producer '{}' dropped a malformed payload: {why} \
                              (further ones are counted, and summarised at close)",
-                            self.source.producer_id
+                            self.producer_id
                         );
                     }
                 }
@@ -515,24 +638,30 @@ impl Core {
             log::warn!(
                 "FPM trace queue of producer '{}' overflowed; older records were overwritten \
                  (further drops are counted, and summarised at close)",
-                self.source.producer_id
+                self.producer_id
             );
         }
     }
 
-    fn accept(&mut self, observed_at_unix_ms: u64, payload: ValidPayload) {
+    fn accept(&mut self, source: Arc<Source>, observed_at_unix_ms: u64, payload: ValidPayload) {
         match self.mode {
             CaptureMode::Full => {
-                let record = FpmRecord::new(&self.source, self.mode, observed_at_unix_ms, &payload);
+                let record = FpmRecord::new(&source, self.mode, observed_at_unix_ms, &payload);
                 self.writer.push(&record);
             }
             CaptureMode::Sampled => {
-                let key = (payload.worker_id.clone(), payload.dp_rank);
+                let key = (
+                    source.namespace.clone(),
+                    source.component.clone(),
+                    payload.worker_id.clone(),
+                    payload.dp_rank,
+                );
                 if self.last_written.get(&key) == Some(&payload.counter_id) {
                     self.shared.coalesced.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
                 let sample = Sample {
+                    source,
                     observed_at_unix_ms,
                     payload,
                 };
@@ -546,15 +675,34 @@ impl Core {
     /// Writes every pending sample in key order.
     fn write_pending(&mut self) {
         for (key, sample) in std::mem::take(&mut self.pending) {
-            let record = FpmRecord::new(
-                &self.source,
-                self.mode,
-                sample.observed_at_unix_ms,
-                &sample.payload,
-            );
-            self.writer.push(&record);
-            self.last_written.insert(key, sample.payload.counter_id);
+            self.write_sample(key, sample);
         }
+    }
+
+    /// Writes the pending samples of one (namespace, component), in key order.
+    fn write_pending_of(&mut self, pair: &(String, String)) {
+        let keys: Vec<SampleKey> = self
+            .pending
+            .keys()
+            .filter(|k| k.0 == pair.0 && k.1 == pair.1)
+            .cloned()
+            .collect();
+        for key in keys {
+            if let Some(sample) = self.pending.remove(&key) {
+                self.write_sample(key, sample);
+            }
+        }
+    }
+
+    fn write_sample(&mut self, key: SampleKey, sample: Sample) {
+        let record = FpmRecord::new(
+            &sample.source,
+            self.mode,
+            sample.observed_at_unix_ms,
+            &sample.payload,
+        );
+        self.writer.push(&record);
+        self.last_written.insert(key, sample.payload.counter_id);
     }
 
     /// Drains everything, writes every pending sample and the last batch. Idempotent.
@@ -568,7 +716,7 @@ impl Core {
             log::warn!(
                 "FPM trace of producer '{}' closed after dropping {s} records (queue full) and \
                  rejecting {r} malformed payloads",
-                self.source.producer_id
+                self.producer_id
             );
         }
     }

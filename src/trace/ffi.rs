@@ -106,7 +106,9 @@ pub struct nixl_fpm_payload_t {
     pub queued_requests: nixl_fpm_queued_requests_t,
 }
 
-/// Counters of one trace since it opened. After `nixl_fpm_trace_close`'s final flush,
+/// Counters of a producer's writer since it opened. They are per writer, not per handle: the
+/// handles of one producer_id with different (namespace, component) share the writer and these
+/// counters. After the last of them is closed,
 /// `recorded == dropped + rejected + coalesced + written + rows_lost`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -170,7 +172,10 @@ unsafe fn str_arg<'a>(
 
 /// Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
 /// `component`), configured by the `DYN_FPM_*` environment, which is read once per process.
-/// Stores the handle in `*out` (NULL on any failure).
+/// Stores the handle in `*out` (NULL on any failure). Several (namespace, component) pairs of one
+/// producer_id can be open at once: they share the producer's segment files and writer (closed,
+/// after a final flush, with the last handle) and are sampled apart; the same (namespace,
+/// component, producer_id) twice is refused with `NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED`.
 ///
 /// Returns `NIXL_TELEMETRY_FPM_ERR_DISABLED` when tracing is off or misconfigured (an invalid
 /// configuration is warned about once per process), `NIXL_TELEMETRY_FPM_ERR_UNWRITABLE` when the
