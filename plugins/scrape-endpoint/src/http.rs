@@ -40,10 +40,28 @@ pub enum ParseError {
     Version,
 }
 
-/// Where the head ends in `buf` (the index just past the empty line), if it is complete.
-/// Lines may end with CRLF or, leniently, LF.
-pub fn head_end(buf: &[u8]) -> Option<usize> {
+/// Bytes of empty lines (CRLF or LF) before the request line, which a server should ignore
+/// (RFC 9112, section 2.2).
+fn leading_empty_lines(buf: &[u8]) -> usize {
     let mut i = 0;
+    loop {
+        if buf[i..].starts_with(b"\r\n") {
+            i += 2;
+        } else if buf[i..].starts_with(b"\n") {
+            i += 1;
+        } else {
+            return i;
+        }
+    }
+}
+
+/// Where the head ends in `buf` (the index just past the empty line), if it is complete.
+/// Lines may end with CRLF or, leniently, LF; empty lines before the request line are skipped.
+pub fn head_end(buf: &[u8]) -> Option<usize> {
+    let mut i = leading_empty_lines(buf);
+    if i == buf.len() || buf[i..] == *b"\r" {
+        return None;
+    }
     while let Some(p) = buf[i..].iter().position(|&b| b == b'\n') {
         let nl = i + p;
         // The line after this newline is empty: "\n\n" or "\n\r\n".
@@ -64,6 +82,7 @@ fn is_tchar(b: u8) -> bool {
 /// line, as delimited by [`head_end`]).
 pub fn parse_head(head: &[u8]) -> Result<Request, ParseError> {
     use ParseError::Malformed;
+    let head = &head[leading_empty_lines(head)..];
     let mut lines = head
         .split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
@@ -240,8 +259,19 @@ mod tests {
         assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(16));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\nHost: x\r\n"), None);
         assert_eq!(head_end(b""), None);
-        // A head that is only empty lines is complete (and then refused by the parser).
-        assert_eq!(head_end(b"\r\n\r\n"), Some(4));
+        // Empty lines before the request line are ignored (RFC 9112, section 2.2): only empty
+        // lines is not a head yet.
+        assert_eq!(head_end(b"\r\n\r\n"), None);
+        assert_eq!(head_end(b"\r\n\r"), None);
+        assert_eq!(head_end(b"\r\nGET / HTTP/1.1\r\n\r\n"), Some(20));
+        assert_eq!(head_end(b"\n\r\nGET / HTTP/1.1\n\n"), Some(19));
+    }
+
+    #[test]
+    fn empty_lines_before_the_request_line_are_ignored() {
+        let r = parse("\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", "/metrics"));
+        assert_eq!(r.header("host"), Some("a"));
     }
 
     #[test]
