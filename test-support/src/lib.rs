@@ -4,6 +4,7 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 
 /// `target/<profile>`: an integration test runs as `target/<profile>/deps/<test>-<hash>`.
 pub fn profile_dir() -> PathBuf {
@@ -40,4 +41,35 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("cannot bind a loopback port")
         .port()
+}
+
+/// Tests of one binary share the process's environment (and a plug-in's per-process state):
+/// this lock runs them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Holds the test lock; clears its environment variables when the test ends.
+pub struct Serial {
+    vars: &'static [&'static str],
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        for v in self.vars {
+            std::env::remove_var(v);
+        }
+    }
+}
+
+/// Takes the test lock and clears `vars` (every variable the tests may set), now and again
+/// when the returned guard is dropped.
+pub fn serial(vars: &'static [&'static str]) -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for v in vars {
+        std::env::remove_var(v);
+    }
+    Serial {
+        vars,
+        _guard: guard,
+    }
 }

@@ -13,14 +13,11 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use nixl_telemetry::series::text::{self, Sample};
 use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
-
-/// Tests of one binary share the process's plug-ins and environment: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Every variable a test may set, cleared before and after each test.
 pub const VARS: [&str; 12] = [
@@ -38,25 +35,13 @@ pub const VARS: [&str; 12] = [
     "PROMETHEUS_ENDPOINT",
 ];
 
-/// Holds the test lock; clears the variables when the test ends.
-pub struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Drop for Serial {
-    fn drop(&mut self) {
-        for v in VARS {
-            std::env::remove_var(v);
-        }
-    }
-}
+pub use nixl_telemetry_test_support::Serial;
 
 /// Takes the test lock, makes the plug-ins findable and clears the variables.
 pub fn serial() -> Serial {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for v in VARS {
-        std::env::remove_var(v);
-    }
+    let s = nixl_telemetry_test_support::serial(&VARS);
     plugin_dir();
-    Serial(g)
+    s
 }
 
 /// Makes target/<profile> a plug-in directory (once), checking the plug-ins were built.

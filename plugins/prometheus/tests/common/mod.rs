@@ -13,14 +13,10 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use nixl_telemetry::series::text::{self, Sample};
 use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
-
-/// Tests of one binary share the process's endpoint and environment: run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Every variable a test may set, cleared between tests.
 const VARS: [&str; 8] = [
@@ -34,26 +30,14 @@ const VARS: [&str; 8] = [
     "NIXL_TELEMETRY_RUN_INTERVAL",
 ];
 
-/// Holds the test lock; clears the variables when the test ends.
-pub struct Serial(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Drop for Serial {
-    fn drop(&mut self) {
-        for v in VARS {
-            std::env::remove_var(v);
-        }
-    }
-}
+pub use nixl_telemetry_test_support::Serial;
 
 /// Takes the test lock, makes the plug-in findable and clears the variables.
 pub fn serial() -> Serial {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for v in VARS {
-        std::env::remove_var(v);
-    }
+    let s = nixl_telemetry_test_support::serial(&VARS);
     std::env::remove_var("NIXL_TELEMETRY_DIR");
     plugin_dir();
-    Serial(g)
+    s
 }
 
 /// Makes target/<profile> a plug-in directory (once), checking the plug-in was built.
