@@ -1,10 +1,21 @@
 //! Runs the C and C++ ABI test suite (`c_tests/`, CMake + CTest) against the libraries that
 //! cargo built: `libnixl_telemetry.so` and `libnixl_telemetry.a` in `target/<profile>`.
+//! Twice: as is (`target/<profile>/c_tests-build`), and with the test programs built with
+//! AddressSanitizer + UndefinedBehaviorSanitizer against the shared library
+//! (`-DNIXL_TELEMETRY_SANITIZE=ON`, `target/<profile>/c_tests-build-sanitize`; the sanitizer
+//! options are test properties set by `c_tests/CMakeLists.txt`, so a plain `ctest` in that
+//! directory runs the same).
 //!
-//! Needs `cmake` (and a C/C++ compiler) on PATH.
+//! Needs `cmake` (and a C/C++ compiler with libasan and libubsan, as gcc has) on PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The two configurations share the install prefix, and the machine has two cores: one at a
+/// time.
+static SUITE: Mutex<()> = Mutex::new(());
 
 fn run(what: &str, cmd: &mut Command) -> Output {
     eprintln!("c_abi: running {cmd:?}");
@@ -34,6 +45,22 @@ fn have_tool(tool: &str) -> bool {
 
 #[test]
 fn c_and_cpp_abi_suite_passes() {
+    run_suite("c_tests-build", &["-DNIXL_TELEMETRY_SANITIZE=OFF"]);
+}
+
+#[test]
+fn c_and_cpp_abi_suite_passes_under_asan_and_ubsan() {
+    run_suite("c_tests-build-sanitize", &["-DNIXL_TELEMETRY_SANITIZE=ON"]);
+}
+
+/// Installs the cargo-built libraries, configures `c_tests/` in `target/<profile>/<build_dir>`
+/// with `cmake_args` (each configuration states its sanitizer option, so that a value cached
+/// by a hand-run configure does not stick), builds it and runs ctest.
+fn run_suite(build_dir: &str, cmake_args: &[&str]) {
+    // A failed run of the other configuration must not hide this one.
+    let _one_at_a_time = SUITE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let profile = nixl_telemetry_test_support::profile_dir();
     for lib in ["libnixl_telemetry.so", "libnixl_telemetry.a"] {
@@ -64,14 +91,15 @@ fn c_and_cpp_abi_suite_passes() {
     assert_success("scripts/install.sh", &out);
 
     let source = manifest.join("c_tests");
-    let build = profile.join("c_tests-build");
+    let build = profile.join(build_dir);
     let mut configure = Command::new("cmake");
     configure
         .arg("-S")
         .arg(&source)
         .arg("-B")
         .arg(&build)
-        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()));
+        .arg(format!("-DCMAKE_PREFIX_PATH={}", prefix.display()))
+        .args(cmake_args);
     // Always pass the fixtures directory so that a value cached by an earlier configure (for
     // example from a NIXL_TELEMETRY_FIXTURES override) does not stick.
     let fixtures = std::env::var_os("NIXL_TELEMETRY_FIXTURES")
@@ -81,6 +109,7 @@ fn c_and_cpp_abi_suite_passes() {
     let mut arg = std::ffi::OsString::from("-DNIXL_TELEMETRY_FIXTURES=");
     arg.push(fixtures.as_os_str());
     configure.arg(arg);
+    let started = Instant::now();
     let out = run("cmake configure", &mut configure);
     assert_success("cmake configure", &out);
 
@@ -89,6 +118,7 @@ fn c_and_cpp_abi_suite_passes() {
         Command::new("cmake").arg("--build").arg(&build).arg("-j2"),
     );
     assert_success("cmake --build", &out);
+    let built = Instant::now();
 
     let out = run(
         "ctest",
@@ -100,4 +130,9 @@ fn c_and_cpp_abi_suite_passes() {
     );
     assert_success("ctest --output-on-failure", &out);
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!(
+        "c_abi: {build_dir}: configure + build {:.1} s, ctest {:.1} s",
+        (built - started).as_secs_f64(),
+        built.elapsed().as_secs_f64()
+    );
 }
