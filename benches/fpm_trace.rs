@@ -16,9 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use nixl_telemetry::trace::{
-    CaptureMode, FpmPayload, FpmRecord, FpmTrace, ManualClock, QueuedRequests, ScheduledRequests,
-    SegmentNaming, SegmentWriter, Source, SystemClock, TraceConfig, ValidPayload, WriterOptions,
+use nixl_telemetry::fpm::{
+    CaptureMode, FpmConfig, FpmPayload, FpmRecord, FpmTrace, QueuedRequests, ScheduledRequests,
+    Source, ValidPayload,
+};
+use nixl_telemetry::segments::{
+    ManualClock, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
 };
 
 /// A realistic busy payload of one decode-heavy iteration.
@@ -51,11 +54,11 @@ fn payload(rank: i64, counter: i64) -> FpmPayload {
 
 fn record(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let config = TraceConfig {
+    let config = FpmConfig {
         output_path: dir.path().join("bench"),
         mode: CaptureMode::Sampled,
         sample_interval: Duration::from_secs(3600),
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let clock = Arc::new(ManualClock::new(0));
     let bytes = payload(0, 1).to_msgpack();
@@ -139,7 +142,7 @@ fn writer(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut jsonl = Vec::new();
     for r in &records {
-        nixl_telemetry::trace::envelope::encode_row(&mut jsonl, 1_234, r).unwrap();
+        nixl_telemetry::segments::row::encode_row(&mut jsonl, 1_234, r).unwrap();
     }
     let jsonl_path = dir.path().join("rows.jsonl");
     std::fs::write(&jsonl_path, &jsonl).unwrap();

@@ -5,7 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "nixl_fpm_trace.h"
+#include "nixl_telemetry_fpm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,25 +90,25 @@ int main(void) {
     setenv("DYN_FPM_MODE", "FULL", 1);
 
     /* NULL arguments. */
-    CHECK(nixl_fpm_trace_open("ns", "c", "p", NULL) == NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM);
-    nixl_fpm_trace_t *t = NULL;
-    CHECK(nixl_fpm_trace_open(NULL, "c", "p", &t) == NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM);
+    CHECK(nixl_telemetry_fpm_trace_open("ns", "c", "p", NULL) == NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    nixl_telemetry_fpm_trace_t *t = NULL;
+    CHECK(nixl_telemetry_fpm_trace_open(NULL, "c", "p", &t) == NIXL_TELEMETRY_ERR_INVALID_PARAM);
     CHECK(t == NULL);
     char msg[256];
-    CHECK(nixl_fpm_trace_last_error(msg, sizeof msg) > 0);
+    CHECK(nixl_telemetry_last_error(msg, sizeof msg) > 0);
     CHECK(strstr(msg, "namespace") != NULL);
-    CHECK(nixl_fpm_trace_record(NULL, NULL) == NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM);
-    CHECK(nixl_fpm_trace_record_msgpack(NULL, NULL, 0) == NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM);
-    nixl_fpm_trace_close(NULL);
+    CHECK(nixl_telemetry_fpm_trace_record(NULL, NULL) == NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    CHECK(nixl_telemetry_fpm_trace_record_msgpack(NULL, NULL, 0) == NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    nixl_telemetry_fpm_trace_close(NULL);
 
-    CHECK(nixl_fpm_trace_open("default", "backend", "c-test", &t) == NIXL_TELEMETRY_FPM_SUCCESS);
+    CHECK(nixl_telemetry_fpm_trace_open("default", "backend", "c-test", &t) == NIXL_TELEMETRY_SUCCESS);
     CHECK(t != NULL);
     if (t == NULL) return 1;
-    nixl_fpm_trace_t *second = NULL;
-    CHECK(nixl_fpm_trace_open("default", "backend", "c-test", &second) ==
-          NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED);
+    nixl_telemetry_fpm_trace_t *second = NULL;
+    CHECK(nixl_telemetry_fpm_trace_open("default", "backend", "c-test", &second) ==
+          NIXL_TELEMETRY_ERR_NOT_ALLOWED);
 
-    nixl_fpm_payload_t p;
+    nixl_telemetry_fpm_payload_t p;
     memset(&p, 0, sizeof p);
     p.version = 1;
     p.worker_id = "w";
@@ -116,22 +116,22 @@ int main(void) {
     p.counter_id = 1;
     p.wall_time = 0.5;
     p.scheduled_requests.num_decode_requests = 4;
-    CHECK(nixl_fpm_trace_record(t, &p) == NIXL_TELEMETRY_FPM_SUCCESS);
+    CHECK(nixl_telemetry_fpm_trace_record(t, &p) == NIXL_TELEMETRY_SUCCESS);
 
     buf_t b;
     build_payload(&b, 2);
-    CHECK(nixl_fpm_trace_record_msgpack(t, b.bytes, b.len) == NIXL_TELEMETRY_FPM_SUCCESS);
+    CHECK(nixl_telemetry_fpm_trace_record_msgpack(t, b.bytes, b.len) == NIXL_TELEMETRY_SUCCESS);
     const uint8_t junk[] = {0xc1};
-    CHECK(nixl_fpm_trace_record_msgpack(t, junk, sizeof junk) == NIXL_TELEMETRY_FPM_SUCCESS);
+    CHECK(nixl_telemetry_fpm_trace_record_msgpack(t, junk, sizeof junk) == NIXL_TELEMETRY_SUCCESS);
 
-    CHECK(nixl_fpm_trace_flush(t) == NIXL_TELEMETRY_FPM_SUCCESS);
-    nixl_fpm_trace_stats_t s;
-    CHECK(nixl_fpm_trace_get_stats(t, &s) == NIXL_TELEMETRY_FPM_SUCCESS);
+    CHECK(nixl_telemetry_fpm_trace_flush(t) == NIXL_TELEMETRY_SUCCESS);
+    nixl_telemetry_fpm_trace_stats_t s;
+    CHECK(nixl_telemetry_fpm_trace_get_stats(t, &s) == NIXL_TELEMETRY_SUCCESS);
     CHECK(s.recorded == 3);
     CHECK(s.written == 2);
     CHECK(s.rejected == 1);
     CHECK(s.dropped == 0);
-    nixl_fpm_trace_close(t);
+    nixl_telemetry_fpm_trace_close(t);
 
     char segment[300];
     snprintf(segment, sizeof segment, "%s.c-test.000000.jsonl.gz", prefix);

@@ -3,7 +3,7 @@
  * src/plugin/abi.rs: do not edit by hand.
  *
  * A plug-in is a shared library libtelemetry_exporter_<NAME>.so exporting
- * nixl_telemetry_plugin_init() (and optionally nixl_telemetry_plugin_fini()). It is loaded
+ * nixl_telemetry_plugin_init(). It is loaded
  * once per process by name (NIXL_TELEMETRY_EXPORTER=<NAME>) and never unloaded. None of its
  * functions may throw or unwind into the host.
  */
@@ -22,10 +22,7 @@
 // The API version NIXL's own C++ plug-ins report at the same offset (refused).
 #define NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP 2
 
-// Status codes shared with the core ABI (`nixl_telemetry_status_t`).
-typedef int32_t nixl_telemetry_plugin_status_t;
-
-// Log levels a plug-in passes to `host_log`: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
+// Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.
 typedef void (*nixl_telemetry_plugin_log_fn)(int32_t level, const char *message);
 
 // The host's event-name lookup (a plug-in need not link the core library to print names).
@@ -47,9 +44,9 @@ typedef struct {
 } nixl_telemetry_plugin_params_t;
 
 // Creates the exporter state for one agent. On success stores it in `*state` and returns
-// `NIXL_TELEMETRY_PLUGIN_SUCCESS`; on failure writes a NUL-terminated message into
+// `NIXL_TELEMETRY_SUCCESS`; on failure writes a NUL-terminated message into
 // `error_buf` (at most `error_len` bytes) and returns an error status.
-typedef nixl_telemetry_plugin_status_t (*nixl_telemetry_plugin_create_fn)(const nixl_telemetry_plugin_params_t *params, void **state, char *error_buf, size_t error_len);
+typedef nixl_telemetry_status_t (*nixl_telemetry_plugin_create_fn)(const nixl_telemetry_plugin_params_t *params, void **state, char *error_buf, size_t error_len);
 
 // Exports `count` events in order and returns how many were kept (the rest count as lost).
 // Called from one thread at a time per state. Must not throw or unwind.
@@ -79,28 +76,12 @@ typedef struct {
 // Signature of the entry point `nixl_telemetry_plugin_init`.
 typedef const nixl_telemetry_plugin_t *(*nixl_telemetry_plugin_init_fn)(void);
 
-// `create` succeeded.
-#define NIXL_TELEMETRY_PLUGIN_SUCCESS 0
-
-// `create` failed because of an invalid configuration value (message in `error_buf`).
-#define NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM -2
-
-// `create` failed for another reason (message in `error_buf`).
-#define NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN -8
-
-// `create` could not bind its scrape port because another process holds it: benign, the
-// agent runs without a telemetry sink (one warning).
-#define NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED -100
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // Returns the plug-in's static descriptor (or NULL when it cannot initialise).
 extern const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void);
-
-// Optional: called once when the process no longer needs the plug-in (never unloaded).
-extern void nixl_telemetry_plugin_fini(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -92,14 +92,14 @@ template<class Exporter> struct instance {
 };
 
 template<class Exporter>
-nixl_telemetry_plugin_status_t
+nixl_telemetry_status_t
 create(const nixl_telemetry_plugin_params_t *params,
        void **state,
        char *error_buf,
        size_t error_len) noexcept {
     if (params == nullptr || state == nullptr || params->agent_name == nullptr) {
         copyMessage(error_buf, error_len, "NULL argument to create");
-        return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
+        return NIXL_TELEMETRY_ERR_INVALID_PARAM;
     }
     try {
         // Fields beyond struct_size do not exist in an older host's struct.
@@ -117,23 +117,23 @@ create(const nixl_telemetry_plugin_params_t *params,
                            params->host_event_name :
                            nullptr};
         *state = new instance<Exporter>(p);
-        return NIXL_TELEMETRY_PLUGIN_SUCCESS;
+        return NIXL_TELEMETRY_SUCCESS;
     }
     catch (const bindFailed &e) {
         copyMessage(error_buf, error_len, e.what());
-        return NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED;
+        return NIXL_TELEMETRY_ERR_BIND_FAILED;
     }
     catch (const std::invalid_argument &e) {
         copyMessage(error_buf, error_len, e.what());
-        return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
+        return NIXL_TELEMETRY_ERR_INVALID_PARAM;
     }
     catch (const std::exception &e) {
         copyMessage(error_buf, error_len, e.what());
-        return NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN;
+        return NIXL_TELEMETRY_ERR_UNKNOWN;
     }
     catch (...) {
         copyMessage(error_buf, error_len, "unknown C++ exception in exporter constructor");
-        return NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN;
+        return NIXL_TELEMETRY_ERR_UNKNOWN;
     }
 }
 

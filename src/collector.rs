@@ -3,15 +3,15 @@
 //! `run_interval`, explicit flushes, and a final flush when it is dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 
 use crate::config::{self, Config};
 use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
-use crate::exporter::{self, Exporter};
+use crate::exporter::Exporter;
 use crate::filter::MetricMask;
 use crate::staging::StagingQueue;
+use crate::worker::Worker;
 
 /// The events every transfer records whatever its direction.
 const XFER_COMMON_BITS: u32 = EventType::AgentXferPostTime.bit() | EventType::AgentXferTime.bit();
@@ -27,17 +27,19 @@ pub enum Recorded {
     Dropped,
 }
 
-/// Counters of one collector since its creation.
+/// Counters of one collector since its creation (`nixl_telemetry_stats_t` in C). After the
+/// collector's final flush, `events_exported + events_lost == events_accepted + drop_reports`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CollectorStats {
     /// Events that entered the staging queue.
-    pub accepted: u64,
+    pub events_accepted: u64,
     /// Events refused by the full staging queue (reported as `agent_telemetry_events_dropped`).
-    pub dropped: u64,
+    pub events_dropped: u64,
     /// Events the exporter kept (including synthetic drop reports).
-    pub exported: u64,
+    pub events_exported: u64,
     /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind).
-    pub lost: u64,
+    pub events_lost: u64,
     /// Completed flushes (periodic, explicit and final).
     pub flushes: u64,
     /// Synthetic `agent_telemetry_events_dropped` events emitted.
@@ -58,8 +60,6 @@ struct Inner {
     lost: AtomicU64,
     flushes: AtomicU64,
     drop_reports: AtomicU64,
-    stop: Mutex<bool>,
-    wake: Condvar,
 }
 
 /// One agent's telemetry: create per agent, record events, drop to flush and stop.
@@ -67,8 +67,7 @@ pub struct Collector {
     inner: Arc<Inner>,
     /// A copy of `inner.mask` one load away from the handle, for the hot-path gates.
     mask: MetricMask,
-    flusher: Option<JoinHandle<()>>,
-    run_interval: std::time::Duration,
+    flusher: Option<Worker>,
     exporter_name: String,
 }
 
@@ -78,7 +77,7 @@ impl Collector {
     /// Returns a `NoTelemetry` error when it is not requested.
     pub fn from_env(agent: &str, capture_telemetry: bool) -> Result<Collector> {
         crate::logging::init();
-        if !config::telemetry_requested(&config::process_env, capture_telemetry, agent)? {
+        if !config::telemetry_requested(&crate::env::process_env, capture_telemetry, agent)? {
             return Err(Error::new(
                 Status::NoTelemetry,
                 format!("telemetry is not requested for agent '{agent}'"),
@@ -95,7 +94,7 @@ impl Collector {
                 "Expected non-empty agent name in nixl telemetry create",
             ));
         }
-        let exporter = exporter::create(&config.exporter, agent, config.buffer_size)?;
+        let exporter = config.exporter.create(agent, config.buffer_size)?;
         Collector::with_exporter(agent, config, exporter)
     }
 
@@ -120,20 +119,23 @@ impl Collector {
             lost: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             drop_reports: AtomicU64::new(0),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
         });
         let interval = config.run_interval;
         let worker = inner.clone();
-        let flusher = std::thread::Builder::new()
-            .name("nixl-telemetry-flush".into())
-            .spawn(move || worker.run_flusher(interval))
-            .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
+        let flusher = Worker::spawn(
+            "nixl-telemetry-flush",
+            format!("the telemetry flush of agent '{agent}'"),
+            interval,
+            move || {
+                worker.flush_once();
+                interval
+            },
+        )
+        .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
         Ok(Collector {
             mask: config.enabled_metrics,
             inner,
             flusher: Some(flusher),
-            run_interval: interval,
             exporter_name,
         })
     }
@@ -146,11 +148,6 @@ impl Collector {
     /// The exporter's name (`BUFFER`, `NOP`, ...).
     pub fn exporter_name(&self) -> &str {
         &self.exporter_name
-    }
-
-    /// The flush period.
-    pub fn run_interval(&self) -> std::time::Duration {
-        self.run_interval
     }
 
     /// The enabled metrics.
@@ -251,10 +248,10 @@ impl Collector {
     pub fn stats(&self) -> CollectorStats {
         let counts = self.inner.queue.counts();
         CollectorStats {
-            accepted: counts.accepted,
-            dropped: counts.dropped,
-            exported: self.inner.exported.load(Ordering::Relaxed),
-            lost: self.inner.lost.load(Ordering::Relaxed),
+            events_accepted: counts.accepted,
+            events_dropped: counts.dropped,
+            events_exported: self.inner.exported.load(Ordering::Relaxed),
+            events_lost: self.inner.lost.load(Ordering::Relaxed),
             flushes: self.inner.flushes.load(Ordering::Relaxed),
             drop_reports: self.inner.drop_reports.load(Ordering::Relaxed),
         }
@@ -268,10 +265,8 @@ impl Collector {
 
     /// Stops and joins the flush thread, then flushes what is still staged (once).
     fn shutdown(&mut self) {
-        if let Some(t) = self.flusher.take() {
-            *self.inner.lock_stop() = true;
-            self.inner.wake.notify_all();
-            let _ = t.join();
+        if let Some(mut flusher) = self.flusher.take() {
+            flusher.stop();
             self.inner.flush_once();
         }
     }
@@ -285,42 +280,6 @@ impl Drop for Collector {
 }
 
 impl Inner {
-    fn lock_stop(&self) -> MutexGuard<'_, bool> {
-        self.stop.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn run_flusher(&self, interval: std::time::Duration) {
-        let mut stop = self.lock_stop();
-        loop {
-            let deadline = std::time::Instant::now() + interval;
-            // Sleep one interval (ignoring spurious wake-ups) unless asked to stop.
-            while !*stop {
-                let now = std::time::Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                stop = self
-                    .wake
-                    .wait_timeout(stop, deadline - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            if *stop {
-                return;
-            }
-            drop(stop);
-            let flushed =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_once()));
-            if flushed.is_err() {
-                log::error!(
-                    "telemetry flush for agent '{}' panicked; continuing",
-                    self.agent
-                );
-            }
-            stop = self.lock_stop();
-        }
-    }
-
     fn flush_once(&self) {
         let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
         let FlushState {
@@ -362,7 +321,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ExporterChoice;
+    use crate::exporter::ExporterChoice;
     use crate::ring::RingReader;
     use std::time::Duration;
 
@@ -437,7 +396,12 @@ mod tests {
         assert_eq!(events.iter().filter(|e| e.0 == 20).count(), 1);
         let s = c.stats();
         assert_eq!(
-            (s.accepted, s.dropped, s.exported, s.lost),
+            (
+                s.events_accepted,
+                s.events_dropped,
+                s.events_exported,
+                s.events_lost
+            ),
             (1022, 40, 1023, 0)
         );
         c.flush();
@@ -453,9 +417,9 @@ mod tests {
         }
         let ((), logged) = crate::logging::capture(|| c.flush());
         let s = c.stats();
-        assert_eq!((s.accepted, s.dropped), (4, 2));
+        assert_eq!((s.events_accepted, s.events_dropped), (4, 2));
         // 4 staged + 1 drop report, 3 usable ring slots.
-        assert_eq!((s.exported, s.lost), (3, 2));
+        assert_eq!((s.events_exported, s.events_lost), (3, 2));
         assert_eq!(crate::logging::warnings(&logged).len(), 1);
     }
 
@@ -474,7 +438,7 @@ mod tests {
         assert_eq!(c.add_xfer_stats(5, true, 10, 1), Recorded::Accepted);
         assert_eq!(c.add_xfer_stats(5, false, 10, 1), Recorded::Dropped);
         let s = c.stats();
-        assert_eq!((s.accepted, s.dropped), (1, 3));
+        assert_eq!((s.events_accepted, s.events_dropped), (1, 3));
     }
 
     #[test]
@@ -491,7 +455,7 @@ mod tests {
         let slow = Collector::new("q", buffer_config(dir.path(), 64, 3_600_000)).unwrap();
         slow.update_data(EventType::AgentRxBytes, 9);
         let stats = slow.close();
-        assert_eq!((stats.exported, stats.flushes), (1, 1));
+        assert_eq!((stats.events_exported, stats.flushes), (1, 1));
         let mut rq = RingReader::open(dir.path().join("q")).unwrap();
         assert_eq!(drain(&mut rq), [(1, 9)], "destroy flushes what was staged");
     }

@@ -3,44 +3,49 @@
 
 use std::fmt;
 
-/// Outcome codes shared by the Rust API and the C ABI (`nixl_telemetry_status_t`).
+use crate::constants as c;
+
+/// Outcome codes shared by the Rust API and every C ABI (`nixl_telemetry_status_t`); the values
+/// are the `NIXL_TELEMETRY_*` constants of [`crate::constants`].
 ///
 /// The negative codes -1..-12 are NIXL's `nixl_status_t` values; the others are ours.
 #[repr(i32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
     /// The operation succeeded.
-    Success = 0,
+    Success = c::NIXL_TELEMETRY_SUCCESS,
     /// A ring pop found no event (not an error).
-    Empty = 1,
+    Empty = c::NIXL_TELEMETRY_EMPTY,
     /// NIXL_ERR_NOT_POSTED.
-    NotPosted = -1,
+    NotPosted = c::NIXL_TELEMETRY_ERR_NOT_POSTED,
     /// NIXL_ERR_INVALID_PARAM: a NULL pointer, an invalid value or a bad environment setting.
-    InvalidParam = -2,
+    InvalidParam = c::NIXL_TELEMETRY_ERR_INVALID_PARAM,
     /// NIXL_ERR_BACKEND: an operating-system call failed (open, mmap, thread spawn, ...).
-    Backend = -3,
+    Backend = c::NIXL_TELEMETRY_ERR_BACKEND,
     /// NIXL_ERR_NOT_FOUND: a file or exporter does not exist.
-    NotFound = -4,
+    NotFound = c::NIXL_TELEMETRY_ERR_NOT_FOUND,
     /// NIXL_ERR_MISMATCH: a file has the wrong version or layout.
-    Mismatch = -5,
+    Mismatch = c::NIXL_TELEMETRY_ERR_MISMATCH,
     /// NIXL_ERR_NOT_ALLOWED: permission denied, or a resource already owned by someone else.
-    NotAllowed = -6,
+    NotAllowed = c::NIXL_TELEMETRY_ERR_NOT_ALLOWED,
     /// NIXL_ERR_REPOST_ACTIVE.
-    RepostActive = -7,
+    RepostActive = c::NIXL_TELEMETRY_ERR_REPOST_ACTIVE,
     /// NIXL_ERR_UNKNOWN: an internal failure (including a caught panic).
-    Unknown = -8,
+    Unknown = c::NIXL_TELEMETRY_ERR_UNKNOWN,
     /// NIXL_ERR_NOT_SUPPORTED.
-    NotSupported = -9,
+    NotSupported = c::NIXL_TELEMETRY_ERR_NOT_SUPPORTED,
     /// NIXL_ERR_REMOTE_DISCONNECT.
-    RemoteDisconnect = -10,
+    RemoteDisconnect = c::NIXL_TELEMETRY_ERR_REMOTE_DISCONNECT,
     /// NIXL_ERR_CANCELED.
-    Canceled = -11,
-    /// NIXL_ERR_NO_TELEMETRY: telemetry was not requested; no handle was created.
-    NoTelemetry = -12,
+    Canceled = c::NIXL_TELEMETRY_ERR_CANCELED,
+    /// NIXL_ERR_NO_TELEMETRY: telemetry (or FPM tracing) was not requested; no handle was created.
+    NoTelemetry = c::NIXL_TELEMETRY_ERR_NO_TELEMETRY,
     /// A scrape-port collision with another process: benign, the caller runs without a sink.
-    BindFailed = -100,
+    BindFailed = c::NIXL_TELEMETRY_ERR_BIND_FAILED,
     /// The staging queue was full: the event (or the whole batch) was dropped and counted.
-    Dropped = -101,
+    Dropped = c::NIXL_TELEMETRY_ERR_DROPPED,
+    /// An output location cannot be written (the FPM trace's probe, directory or listing).
+    Unwritable = c::NIXL_TELEMETRY_ERR_UNWRITABLE,
 }
 
 impl Status {
@@ -91,6 +96,15 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
 
 /// Result alias used throughout the crate.
 pub type Result<T> = std::result::Result<T, Error>;

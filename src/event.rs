@@ -2,7 +2,10 @@
 //! `nixl_status_t` -> error-event mapping, and the shared metric descriptor from which every
 //! series-exposing exporter derives its counters, gauges and histograms.
 
+use std::ffi::CStr;
 use std::fmt;
+
+use crate::constants as c;
 
 /// One telemetry record: an event type and a single per-operation reading.
 ///
@@ -43,26 +46,15 @@ impl Event {
     }
 }
 
-/// What an event's value measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
-    /// Bytes moved or registered by one operation.
-    Bytes,
-    /// A count (requests, errors, dropped events).
-    Count,
-    /// A duration in microseconds.
-    Microseconds,
-}
-
 macro_rules! event_types {
-    ($( $variant:ident = $value:literal, $name:literal; )*) => {
+    ($( $variant:ident = $value:ident, $name:literal; )*) => {
         /// The 21 NIXL telemetry event types; the numeric values are part of the ring format.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum EventType {
             $(
                 #[doc = concat!("`", $name, "`")]
-                $variant = $value,
+                $variant = c::$value,
             )*
         }
 
@@ -76,40 +68,52 @@ macro_rules! event_types {
                     $(EventType::$variant => $name,)*
                 }
             }
+
+            /// The base name as a static C string (what `nixl_telemetry_event_name` returns).
+            pub const fn c_name(self) -> &'static CStr {
+                match self {
+                    $(EventType::$variant => {
+                        match CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
+                            Ok(name) => name,
+                            Err(_) => panic!("event names contain no NUL"),
+                        }
+                    })*
+                }
+            }
         }
     };
 }
 
 event_types! {
-    AgentTxBytes = 0, "agent_tx_bytes";
-    AgentRxBytes = 1, "agent_rx_bytes";
-    AgentTxRequestsNum = 2, "agent_tx_requests_num";
-    AgentRxRequestsNum = 3, "agent_rx_requests_num";
-    AgentMemoryRegistered = 4, "agent_memory_registered";
-    AgentMemoryDeregistered = 5, "agent_memory_deregistered";
-    AgentXferTime = 6, "agent_xfer_time";
-    AgentXferPostTime = 7, "agent_xfer_post_time";
-    AgentErrNotPosted = 8, "agent_err_not_posted";
-    AgentErrInvalidParam = 9, "agent_err_invalid_param";
-    AgentErrBackend = 10, "agent_err_backend";
-    AgentErrNotFound = 11, "agent_err_not_found";
-    AgentErrMismatch = 12, "agent_err_mismatch";
-    AgentErrNotAllowed = 13, "agent_err_not_allowed";
-    AgentErrRepostActive = 14, "agent_err_repost_active";
-    AgentErrUnknown = 15, "agent_err_unknown";
-    AgentErrNotSupported = 16, "agent_err_not_supported";
-    AgentErrRemoteDisconnect = 17, "agent_err_remote_disconnect";
-    AgentErrCanceled = 18, "agent_err_canceled";
-    AgentErrNoTelemetry = 19, "agent_err_no_telemetry";
-    AgentTelemetryEventsDropped = 20, "agent_telemetry_events_dropped";
+    AgentTxBytes = NIXL_TELEMETRY_EVENT_AGENT_TX_BYTES, "agent_tx_bytes";
+    AgentRxBytes = NIXL_TELEMETRY_EVENT_AGENT_RX_BYTES, "agent_rx_bytes";
+    AgentTxRequestsNum = NIXL_TELEMETRY_EVENT_AGENT_TX_REQUESTS_NUM, "agent_tx_requests_num";
+    AgentRxRequestsNum = NIXL_TELEMETRY_EVENT_AGENT_RX_REQUESTS_NUM, "agent_rx_requests_num";
+    AgentMemoryRegistered = NIXL_TELEMETRY_EVENT_AGENT_MEMORY_REGISTERED, "agent_memory_registered";
+    AgentMemoryDeregistered = NIXL_TELEMETRY_EVENT_AGENT_MEMORY_DEREGISTERED, "agent_memory_deregistered";
+    AgentXferTime = NIXL_TELEMETRY_EVENT_AGENT_XFER_TIME, "agent_xfer_time";
+    AgentXferPostTime = NIXL_TELEMETRY_EVENT_AGENT_XFER_POST_TIME, "agent_xfer_post_time";
+    AgentErrNotPosted = NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED, "agent_err_not_posted";
+    AgentErrInvalidParam = NIXL_TELEMETRY_EVENT_AGENT_ERR_INVALID_PARAM, "agent_err_invalid_param";
+    AgentErrBackend = NIXL_TELEMETRY_EVENT_AGENT_ERR_BACKEND, "agent_err_backend";
+    AgentErrNotFound = NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_FOUND, "agent_err_not_found";
+    AgentErrMismatch = NIXL_TELEMETRY_EVENT_AGENT_ERR_MISMATCH, "agent_err_mismatch";
+    AgentErrNotAllowed = NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_ALLOWED, "agent_err_not_allowed";
+    AgentErrRepostActive = NIXL_TELEMETRY_EVENT_AGENT_ERR_REPOST_ACTIVE, "agent_err_repost_active";
+    AgentErrUnknown = NIXL_TELEMETRY_EVENT_AGENT_ERR_UNKNOWN, "agent_err_unknown";
+    AgentErrNotSupported = NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_SUPPORTED, "agent_err_not_supported";
+    AgentErrRemoteDisconnect = NIXL_TELEMETRY_EVENT_AGENT_ERR_REMOTE_DISCONNECT, "agent_err_remote_disconnect";
+    AgentErrCanceled = NIXL_TELEMETRY_EVENT_AGENT_ERR_CANCELED, "agent_err_canceled";
+    AgentErrNoTelemetry = NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY, "agent_err_no_telemetry";
+    AgentTelemetryEventsDropped = NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED, "agent_telemetry_events_dropped";
 }
 
 /// Number of event types (the last one, `agent_telemetry_events_dropped`, is 20).
-pub const EVENT_TYPE_COUNT: usize = 21;
+pub const EVENT_TYPE_COUNT: usize = c::NIXL_TELEMETRY_EVENT_TYPE_COUNT as usize;
 
 /// First and last error event values (`agent_err_not_posted` .. `agent_err_no_telemetry`).
-const FIRST_ERROR_EVENT: u32 = 8;
-const LAST_ERROR_EVENT: u32 = 19;
+const FIRST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED;
+const LAST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY;
 
 impl EventType {
     /// The event type with this numeric value.
@@ -120,6 +124,12 @@ impl EventType {
     /// The event type with this base name.
     pub fn from_name(name: &str) -> Option<EventType> {
         EventType::ALL.iter().copied().find(|t| t.name() == name)
+    }
+
+    /// The static C name of the event type with this numeric value (`None` for an unknown one):
+    /// what the core ABI and the plug-in host hand out.
+    pub fn c_name_of(value: u32) -> Option<&'static CStr> {
+        EventType::from_u32(value).map(EventType::c_name)
     }
 
     /// The error event for a negative `nixl_status_t` (-1 -> `agent_err_not_posted` ...
@@ -144,18 +154,6 @@ impl EventType {
             self.name().strip_prefix("agent_err_")
         } else {
             None
-        }
-    }
-
-    /// What the value measures.
-    pub const fn unit(self) -> Unit {
-        match self {
-            EventType::AgentTxBytes
-            | EventType::AgentRxBytes
-            | EventType::AgentMemoryRegistered
-            | EventType::AgentMemoryDeregistered => Unit::Bytes,
-            EventType::AgentXferTime | EventType::AgentXferPostTime => Unit::Microseconds,
-            _ => Unit::Count,
         }
     }
 
@@ -396,7 +394,10 @@ mod tests {
                 gauges.push(g.name);
             }
             if let Some(h) = d.histogram {
-                assert_eq!(t.unit(), Unit::Microseconds);
+                assert!(
+                    matches!(t, EventType::AgentXferTime | EventType::AgentXferPostTime),
+                    "{t}: only transfer times (microseconds) have histograms"
+                );
                 histograms.push(h.name);
             }
             assert_eq!(t.is_error(), d.counter == ERRORS_SERIES);

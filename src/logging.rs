@@ -1,32 +1,47 @@
 //! Where the library's messages go: through the `log` facade to stderr (one line each, with the
-//! level), filtered by `NIXL_LOG_LEVEL`, or to a sink installed by the host (a C callback or a
-//! Rust closure). Tests can capture the messages logged on their own thread.
+//! level), filtered by `NIXL_LOG_LEVEL`, or to a C callback installed by the host. Tests can
+//! capture the messages logged on their own thread (feature `test-util`).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CString};
 use std::io::Write;
-use std::sync::{Arc, Once, OnceLock, RwLock};
+use std::sync::{Once, OnceLock, RwLock};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
+
+use crate::constants::*;
 
 /// A C log callback: `level` is one of the `NIXL_TELEMETRY_LOG_*` values, `message` a
 /// NUL-terminated string valid only during the call. It must not unwind (C++: `noexcept`).
 pub type LogCallback =
     Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
 
-/// Numeric level passed to log callbacks: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
+/// The `NIXL_TELEMETRY_LOG_*` value of `level`, as passed to log callbacks and `host_log`.
 pub fn level_code(level: Level) -> i32 {
-    level as i32
+    match level {
+        Level::Error => NIXL_TELEMETRY_LOG_ERROR,
+        Level::Warn => NIXL_TELEMETRY_LOG_WARN,
+        Level::Info => NIXL_TELEMETRY_LOG_INFO,
+        Level::Debug => NIXL_TELEMETRY_LOG_DEBUG,
+        Level::Trace => NIXL_TELEMETRY_LOG_TRACE,
+    }
 }
 
-/// A Rust log sink: receives every message at or above the threshold.
-pub type RustSink = Arc<dyn Fn(Level, &str) + Send + Sync>;
+/// The level of a `NIXL_TELEMETRY_LOG_*` value (anything past debug is trace).
+pub fn level_from_code(code: i32) -> Level {
+    match code {
+        NIXL_TELEMETRY_LOG_ERROR => Level::Error,
+        NIXL_TELEMETRY_LOG_WARN => Level::Warn,
+        NIXL_TELEMETRY_LOG_INFO => Level::Info,
+        NIXL_TELEMETRY_LOG_DEBUG => Level::Debug,
+        _ => Level::Trace,
+    }
+}
 
 #[derive(Clone)]
 enum Sink {
     Stderr,
     C(unsafe extern "C" fn(i32, *const c_char, *mut c_void), usize),
-    Rust(RustSink),
 }
 
 static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
@@ -119,7 +134,6 @@ impl Log for Logger {
                     )
                 };
             }
-            Sink::Rust(f) => f(record.level(), &message),
         }
     }
 
@@ -146,14 +160,9 @@ pub fn set_c_callback(cb: LogCallback, user_data: *mut c_void) {
     *SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;
 }
 
-/// Sends messages to a Rust closure.
-pub fn set_rust_sink(f: RustSink) {
-    init();
-    *SINK.write().unwrap_or_else(|e| e.into_inner()) = Sink::Rust(f);
-}
-
 /// Runs `f` and returns, with its result, every message logged on this thread meanwhile
-/// (at any level; they are not forwarded to the sink).
+/// (at any level; they are not forwarded to the sink). A test hook (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
 pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(Level, String)>) {
     init();
     let previous = CAPTURE.with(|c| c.borrow_mut().replace(Vec::new()));
@@ -162,7 +171,8 @@ pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<(Level, String)>) {
     (result, logged.unwrap_or_default())
 }
 
-/// Only the warnings and errors among captured messages.
+/// Only the warnings and errors among captured messages. A test hook (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
 pub fn warnings(logged: &[(Level, String)]) -> Vec<&str> {
     logged
         .iter()

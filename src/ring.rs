@@ -16,6 +16,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::file_lock;
 
 /// The file layout, in one place: a future layout version is a change here only.
 pub mod layout {
@@ -24,25 +25,25 @@ pub mod layout {
     /// Header size in bytes; records start here.
     pub const HEADER_SIZE: usize = 40;
     /// `write_pos` (u64), advanced by the producer.
-    pub const WRITE_POS: usize = 0;
+    pub const WRITE_POS_OFFSET: usize = 0;
     /// `read_pos` (u64), advanced by the consumer.
-    pub const READ_POS: usize = 8;
+    pub const READ_POS_OFFSET: usize = 8;
     /// `version` (i32).
     pub const VERSION_OFFSET: usize = 16;
     /// `expected_version` (i32, informational).
-    pub const EXPECTED_VERSION: usize = 20;
+    pub const EXPECTED_VERSION_OFFSET: usize = 20;
     /// `capacity` (u64), a power of two.
-    pub const CAPACITY: usize = 24;
+    pub const CAPACITY_OFFSET: usize = 24;
     /// `mask` (u64) = capacity - 1.
-    pub const MASK: usize = 32;
+    pub const MASK_OFFSET: usize = 32;
     /// Size of one event record.
     pub const RECORD_SIZE: usize = 16;
     /// Offset of the event type (u32) inside a record.
-    pub const RECORD_TYPE: usize = 0;
+    pub const RECORD_TYPE_OFFSET: usize = 0;
     /// Offset of the 4 padding bytes inside a record (unspecified content, ignored when read).
-    pub const RECORD_PADDING: usize = 4;
+    pub const RECORD_PADDING_OFFSET: usize = 4;
     /// Offset of the value (u64) inside a record.
-    pub const RECORD_VALUE: usize = 8;
+    pub const RECORD_VALUE_OFFSET: usize = 8;
 
     /// Total file size for `capacity` records, or `None` on overflow.
     pub const fn file_size(capacity: u64) -> Option<u64> {
@@ -105,8 +106,8 @@ impl Mapped {
     }
 
     fn positions(&self) -> (u64, u64) {
-        let w = self.word(layout::WRITE_POS).load(Ordering::Acquire) & self.mask;
-        let r = self.word(layout::READ_POS).load(Ordering::Acquire) & self.mask;
+        let w = self.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & self.mask;
+        let r = self.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & self.mask;
         (w, r)
     }
 }
@@ -180,16 +181,20 @@ impl RingWriter {
                 size as usize - layout::HEADER_SIZE,
             );
             let base = mapped.map.as_mut_ptr();
-            (base.add(layout::EXPECTED_VERSION) as *mut i32).write(layout::VERSION);
+            (base.add(layout::EXPECTED_VERSION_OFFSET) as *mut i32).write(layout::VERSION);
         }
         mapped
-            .word(layout::CAPACITY)
+            .word(layout::CAPACITY_OFFSET)
             .store(capacity as u64, Ordering::Relaxed);
         mapped
-            .word(layout::MASK)
+            .word(layout::MASK_OFFSET)
             .store(capacity as u64 - 1, Ordering::Relaxed);
-        mapped.word(layout::WRITE_POS).store(0, Ordering::Relaxed);
-        mapped.word(layout::READ_POS).store(0, Ordering::Relaxed);
+        mapped
+            .word(layout::WRITE_POS_OFFSET)
+            .store(0, Ordering::Relaxed);
+        mapped
+            .word(layout::READ_POS_OFFSET)
+            .store(0, Ordering::Relaxed);
         mapped.version().store(layout::VERSION, Ordering::Release);
         log::info!(
             "Creating file-based shared memory on path: {} with size: {capacity}",
@@ -216,8 +221,8 @@ impl RingWriter {
     /// store. Returns how many were written; the rest were lost because the ring is full.
     pub fn push_batch(&self, events: &[Event]) -> usize {
         let m = &self.mapped;
-        let w = m.word(layout::WRITE_POS).load(Ordering::Relaxed) & m.mask;
-        let r = m.word(layout::READ_POS).load(Ordering::Acquire) & m.mask;
+        let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
+        let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
         let free = r.wrapping_sub(w).wrapping_sub(1) & m.mask;
         let n = events.len().min(free as usize);
         // Two contiguous runs: up to the end of the data array, then from its start.
@@ -230,7 +235,7 @@ impl RingWriter {
             write_records(m.slot(0), &events[first..n]);
         }
         if n > 0 {
-            m.word(layout::WRITE_POS)
+            m.word(layout::WRITE_POS_OFFSET)
                 .store((w + n as u64) & m.mask, Ordering::Release);
         }
         n
@@ -263,16 +268,20 @@ impl Drop for RingWriter {
 /// # Safety
 /// `dst` must be writable for `16 * events.len()` bytes and not overlap `events`.
 unsafe fn write_records(dst: *mut u8, events: &[Event]) {
-    std::ptr::copy_nonoverlapping(
-        events.as_ptr() as *const u8,
-        dst,
-        std::mem::size_of_val(events),
-    );
+    // SAFETY: the caller's contract: `dst` is writable for the size of `events` and does not
+    // overlap it; `events` is a valid slice.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            events.as_ptr() as *const u8,
+            dst,
+            std::mem::size_of_val(events),
+        )
+    };
 }
 
 const _: () = assert!(
-    layout::RECORD_TYPE == std::mem::offset_of!(Event, event_type)
-        && layout::RECORD_VALUE == std::mem::offset_of!(Event, value)
+    layout::RECORD_TYPE_OFFSET == std::mem::offset_of!(Event, event_type)
+        && layout::RECORD_VALUE_OFFSET == std::mem::offset_of!(Event, value)
 );
 
 /// Opens (or, with `create_new`, exclusively creates) the ring file for writing: owner-only,
@@ -286,18 +295,7 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
             format!("refusing to use {shown} as a telemetry ring: {why}"),
         )
     };
-    let mut options = OpenOptions::new();
-    options
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    if create_new {
-        options.create_new(true);
-    } else {
-        options.create(true);
-    }
-    let file = options.open(path).map_err(|e| {
+    let file = file_lock::open_owner_only(path, create_new).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             refuse("it is a symbolic link")
         } else {
@@ -326,26 +324,20 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a valid, open descriptor.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Err(Error::new(
+    match file_lock::try_lock_exclusive(file) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::new(
             Status::NotAllowed,
             format!(
                 "telemetry ring {} is already being written by another agent (agent names must \
                  be unique per NIXL_TELEMETRY_DIR)",
                 path.display()
             ),
-        ))
-    } else {
-        Err(Error::io(
+        )),
+        Err(err) => Err(Error::io(
             format!("cannot lock telemetry ring {}", path.display()),
             &err,
-        ))
+        )),
     }
 }
 
@@ -434,8 +426,8 @@ impl RingReader {
             ));
         }
         let capacity = header.capacity;
-        // SAFETY: the header map is HEADER_SIZE bytes; MASK is in bounds.
-        let mask = unsafe { (header_map.as_ptr().add(layout::MASK) as *const u64).read() };
+        // SAFETY: the header map is HEADER_SIZE bytes; MASK_OFFSET is in bounds.
+        let mask = unsafe { (header_map.as_ptr().add(layout::MASK_OFFSET) as *const u64).read() };
         if capacity == 0 || !capacity.is_power_of_two() {
             return Err(Error::new(
                 Status::Mismatch,
@@ -505,8 +497,8 @@ impl RingReader {
     /// the record are ignored.
     pub fn pop(&mut self) -> Option<Event> {
         let m = &self.mapped;
-        let r = m.word(layout::READ_POS).load(Ordering::Relaxed) & m.mask;
-        let w = m.word(layout::WRITE_POS).load(Ordering::Acquire) & m.mask;
+        let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
+        let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & m.mask;
         if r == w {
             return None;
         }
@@ -514,11 +506,11 @@ impl RingReader {
         // SAFETY: `slot` is a record inside the map, published by the producer's release store.
         let event = unsafe {
             Event {
-                event_type: (slot.add(layout::RECORD_TYPE) as *const u32).read(),
-                value: (slot.add(layout::RECORD_VALUE) as *const u64).read(),
+                event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32).read(),
+                value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read(),
             }
         };
-        m.word(layout::READ_POS)
+        m.word(layout::READ_POS_OFFSET)
             .store((r + 1) & m.mask, Ordering::Release);
         Some(event)
     }
@@ -537,10 +529,12 @@ fn read_header(map: &MmapRaw) -> RingHeader {
     // SAFETY: `map` is at least HEADER_SIZE bytes and page-aligned; the fields are aligned.
     unsafe {
         RingHeader {
-            write_pos: (*(p.add(layout::WRITE_POS) as *const AtomicU64)).load(Ordering::Acquire),
-            read_pos: (*(p.add(layout::READ_POS) as *const AtomicU64)).load(Ordering::Acquire),
+            write_pos: (*(p.add(layout::WRITE_POS_OFFSET) as *const AtomicU64))
+                .load(Ordering::Acquire),
+            read_pos: (*(p.add(layout::READ_POS_OFFSET) as *const AtomicU64))
+                .load(Ordering::Acquire),
             version: (*(p.add(layout::VERSION_OFFSET) as *const AtomicI32)).load(Ordering::Acquire),
-            capacity: (p.add(layout::CAPACITY) as *const u64).read(),
+            capacity: (p.add(layout::CAPACITY_OFFSET) as *const u64).read(),
         }
     }
 }

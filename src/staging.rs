@@ -118,6 +118,8 @@ pub struct StagingQueue {
 // and read only by the drainer after the stamp's release/acquire hand-off; the drainer is
 // serialised by `drain`.
 unsafe impl Sync for StagingQueue {}
+// SAFETY: the queue owns its buffers outright (no thread-bound state), so it may move between
+// threads.
 unsafe impl Send for StagingQueue {}
 
 impl StagingQueue {
@@ -274,8 +276,8 @@ impl StagingQueue {
         if let Some(extra) = tail {
             // Slot `count` is past every reservation of this closed buffer (it is the spare
             // slot when the buffer is full), so the tail extends the batch contiguously.
-            // SAFETY: no producer can reserve it; only this serialised drainer touches it.
             let slot = &slots[count];
+            // SAFETY: no producer can reserve it; only this serialised drainer touches it.
             unsafe { *slot.value.get() = extra.value };
             slot.head
                 .store(head(extra.event_type, 0), Ordering::Relaxed);
@@ -288,8 +290,9 @@ impl StagingQueue {
         export(events)
     }
 
-    /// Moves every staged event into `out` (cleared first), for tests and simple consumers.
-    pub fn drain_into(&self, out: &mut Vec<Event>) {
+    /// Moves every staged event into `out` (cleared first). A test hook.
+    #[cfg(test)]
+    fn drain_into(&self, out: &mut Vec<Event>) {
         out.clear();
         self.drain(None, |events| out.extend_from_slice(events));
     }

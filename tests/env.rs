@@ -71,7 +71,7 @@ fn enable_alone_gives_a_nop_collector() {
     assert_eq!(c.exporter_name(), "NOP");
     c.update_data(EventType::AgentTxBytes, 5);
     let s = c.close();
-    assert_eq!((s.accepted, s.exported), (1, 1));
+    assert_eq!((s.events_accepted, s.events_exported), (1, 1));
 }
 
 #[test]

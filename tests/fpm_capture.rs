@@ -4,21 +4,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmStats, FpmTrace, Source};
 use nixl_telemetry::logging;
-use nixl_telemetry::trace::reader::segments_of;
-use nixl_telemetry::trace::{
-    CaptureMode, FpmPayload, FpmTrace, ManualClock, SegmentReader, Source, TraceConfig, TraceStats,
-};
+use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::segments::{ManualClock, SegmentReader};
 use serde_json::Value;
 
 const INTERVAL_MS: u64 = 100;
 
-fn config(dir: &Path, mode: CaptureMode) -> TraceConfig {
-    TraceConfig {
+fn config(dir: &Path, mode: CaptureMode) -> FpmConfig {
+    FpmConfig {
         output_path: dir.join("fpm"),
         mode,
         sample_interval: Duration::from_millis(INTERVAL_MS),
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     }
 }
 
@@ -62,7 +61,7 @@ fn rank_counter(events: &[Value]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn assert_accounted(s: &TraceStats) {
+fn assert_accounted(s: &FpmStats) {
     assert_eq!(
         s.recorded,
         s.dropped + s.rejected + s.coalesced + s.written + s.rows_lost,

@@ -1,35 +1,28 @@
 //! The FPM trace C ABI with tracing enabled by the environment (one test: the environment is
 //! read once per process).
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 
-use nixl_telemetry::trace::ffi::*;
-use nixl_telemetry::trace::reader::segments_of;
-use nixl_telemetry::trace::{FpmPayload, SegmentReader};
+use nixl_telemetry::constants::*;
+use nixl_telemetry::ffi::fpm::*;
+use nixl_telemetry::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
+use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::segments::SegmentReader;
+use nixl_telemetry_test_support::last_error;
 use serde_json::Value;
 
-fn last_error() -> String {
-    let mut buf = [0 as c_char; 512];
-    let n = unsafe { nixl_fpm_trace_last_error(buf.as_mut_ptr(), buf.len()) };
-    let s = unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    assert_eq!(n, s.len());
-    s
-}
-
-fn payload(worker_id: &CStr, rank: i64, counter: i64) -> nixl_fpm_payload_t {
-    nixl_fpm_payload_t {
+fn payload(worker_id: &CStr, rank: i64, counter: i64) -> nixl_telemetry_fpm_payload_t {
+    nixl_telemetry_fpm_payload_t {
         version: 1,
         worker_id: worker_id.as_ptr(),
         dp_rank: rank,
         counter_id: counter,
         wall_time: 0.5,
-        scheduled_requests: nixl_fpm_scheduled_requests_t {
+        scheduled_requests: ScheduledRequests {
             num_decode_requests: 3,
             ..Default::default()
         },
-        queued_requests: nixl_fpm_queued_requests_t::default(),
+        queued_requests: QueuedRequests::default(),
     }
 }
 
@@ -43,31 +36,33 @@ fn open_record_stats_close_through_the_c_abi() {
     );
     std::env::set_var("DYN_FPM_MODE", "full");
     std::env::set_var("DYN_FPM_MAX_SEGMENTS", "3");
+    // SAFETY: every pointer passed is a static C string, a live local (payload, CString, stats,
+    // out-parameter) or the handle opened here, closed once at the end.
     unsafe {
-        let mut t: *mut nixl_fpm_trace_t = std::ptr::null_mut();
+        let mut t: *mut nixl_telemetry_fpm_trace_t = std::ptr::null_mut();
         assert_eq!(
-            nixl_fpm_trace_open(
+            nixl_telemetry_fpm_trace_open(
                 c"default".as_ptr(),
                 c"backend".as_ptr(),
                 c"41:92".as_ptr(),
                 &mut t
             ),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            NIXL_TELEMETRY_SUCCESS
         );
         assert!(!t.is_null());
 
         // The same (namespace, component, producer) twice, or a producer id that sanitizes to
         // the same file prefix, is refused.
         for (component, producer) in [(c"backend", c"41:92"), (c"other", c"41/92")] {
-            let mut again: *mut nixl_fpm_trace_t = 1 as *mut _;
+            let mut again: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
             assert_eq!(
-                nixl_fpm_trace_open(
+                nixl_telemetry_fpm_trace_open(
                     c"default".as_ptr(),
                     component.as_ptr(),
                     producer.as_ptr(),
                     &mut again
                 ),
-                NIXL_TELEMETRY_FPM_ERR_NOT_ALLOWED
+                NIXL_TELEMETRY_ERR_NOT_ALLOWED
             );
             assert!(again.is_null());
             assert!(last_error().contains("already open"), "{}", last_error());
@@ -75,46 +70,46 @@ fn open_record_stats_close_through_the_c_abi() {
 
         let bytes = FpmPayload::heartbeat("w", 0, 1).to_msgpack();
         assert_eq!(
-            nixl_fpm_trace_record_msgpack(t, bytes.as_ptr(), bytes.len()),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_record_msgpack(t, bytes.as_ptr(), bytes.len()),
+            NIXL_TELEMETRY_SUCCESS
         );
         assert_eq!(
-            nixl_fpm_trace_record(t, &payload(c"w", 0, 2)),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_record(t, &payload(c"w", 0, 2)),
+            NIXL_TELEMETRY_SUCCESS
         );
         // Invalid values are accepted by the call, then rejected and counted.
         assert_eq!(
-            nixl_fpm_trace_record(t, &payload(c"w", -1, 3)),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_record(t, &payload(c"w", -1, 3)),
+            NIXL_TELEMETRY_SUCCESS
         );
         assert_eq!(
-            nixl_fpm_trace_record_msgpack(t, b"junk".as_ptr(), 4),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_record_msgpack(t, b"junk".as_ptr(), 4),
+            NIXL_TELEMETRY_SUCCESS
         );
         let mut p = payload(c"w", 0, 4);
         p.worker_id = std::ptr::null();
         assert_eq!(
-            nixl_fpm_trace_record(t, &p),
-            NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM
+            nixl_telemetry_fpm_trace_record(t, &p),
+            NIXL_TELEMETRY_ERR_INVALID_PARAM
         );
         assert!(last_error().contains("worker_id"));
         assert_eq!(
-            nixl_fpm_trace_record_msgpack(t, std::ptr::null(), 0),
-            NIXL_TELEMETRY_FPM_ERR_INVALID_PARAM
+            nixl_telemetry_fpm_trace_record_msgpack(t, std::ptr::null(), 0),
+            NIXL_TELEMETRY_ERR_INVALID_PARAM
         );
-        assert_eq!(nixl_fpm_trace_flush(t), NIXL_TELEMETRY_FPM_SUCCESS);
-        let mut stats = nixl_fpm_trace_stats_t::default();
+        assert_eq!(nixl_telemetry_fpm_trace_flush(t), NIXL_TELEMETRY_SUCCESS);
+        let mut stats = FpmStats::default();
         assert_eq!(
-            nixl_fpm_trace_get_stats(t, &mut stats),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_get_stats(t, &mut stats),
+            NIXL_TELEMETRY_SUCCESS
         );
         assert_eq!(stats.recorded, 4);
         assert_eq!((stats.written, stats.rejected), (2, 2));
         assert_eq!(
-            nixl_fpm_trace_record(t, &payload(c"w", 1, 5)),
-            NIXL_TELEMETRY_FPM_SUCCESS
+            nixl_telemetry_fpm_trace_record(t, &payload(c"w", 1, 5)),
+            NIXL_TELEMETRY_SUCCESS
         );
-        nixl_fpm_trace_close(t);
+        nixl_telemetry_fpm_trace_close(t);
     }
     let files = segments_of(&dir.path().join("dynamo-fpm.41_92")).unwrap();
     assert_eq!(files.len(), 1);

@@ -1,18 +1,12 @@
 //! The FPM trace C ABI when the output location cannot be written: a distinct status, the
 //! reason in the last-error message, one warning, and the caller carries on.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 
+use nixl_telemetry::constants::*;
+use nixl_telemetry::ffi::fpm::*;
 use nixl_telemetry::logging;
-use nixl_telemetry::trace::ffi::*;
-
-fn last_error() -> String {
-    let mut buf = [0 as c_char; 512];
-    unsafe { nixl_fpm_trace_last_error(buf.as_mut_ptr(), buf.len()) };
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
+use nixl_telemetry_test_support::last_error;
 
 #[test]
 fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
@@ -21,13 +15,15 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
     std::env::set_var("DYN_FPM_TRACE", "1");
     std::env::set_var("DYN_FPM_OUTPUT_PATH", dir.path().join("blocker/fpm"));
     let (status, logged) = logging::capture(|| {
-        let mut t: *mut nixl_fpm_trace_t = 1 as *mut _;
-        let s =
-            unsafe { nixl_fpm_trace_open(c"ns".as_ptr(), c"c".as_ptr(), c"7".as_ptr(), &mut t) };
+        let mut t: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+        // SAFETY: static C strings, a live CString and a local out-parameter.
+        let s = unsafe {
+            nixl_telemetry_fpm_trace_open(c"ns".as_ptr(), c"c".as_ptr(), c"7".as_ptr(), &mut t)
+        };
         assert!(t.is_null());
         s
     });
-    assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+    assert_eq!(status, NIXL_TELEMETRY_ERR_UNWRITABLE);
     assert!(
         last_error().contains("not writable for producer '7'"),
         "{}",
@@ -44,9 +40,15 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
     // The warning is given once per producer per process, whatever the number of opens.
     let open = |producer: &CStr| {
         logging::capture(|| {
-            let mut t: *mut nixl_fpm_trace_t = 1 as *mut _;
+            let mut t: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+            // SAFETY: static C strings, a live CString and a local out-parameter.
             let s = unsafe {
-                nixl_fpm_trace_open(c"ns".as_ptr(), c"other".as_ptr(), producer.as_ptr(), &mut t)
+                nixl_telemetry_fpm_trace_open(
+                    c"ns".as_ptr(),
+                    c"other".as_ptr(),
+                    producer.as_ptr(),
+                    &mut t,
+                )
             };
             assert!(t.is_null());
             s
@@ -54,11 +56,11 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
     };
     for _ in 0..3 {
         let (status, logged) = open(c"7");
-        assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+        assert_eq!(status, NIXL_TELEMETRY_ERR_UNWRITABLE);
         assert_eq!(logging::warnings(&logged), Vec::<&str>::new());
     }
     let (status, logged) = open(c"8");
-    assert_eq!(status, NIXL_TELEMETRY_FPM_ERR_UNWRITABLE);
+    assert_eq!(status, NIXL_TELEMETRY_ERR_UNWRITABLE);
     assert_eq!(logging::warnings(&logged).len(), 1, "{logged:?}");
     assert_eq!(logging::warnings(&open(c"8").1).len(), 0);
 }

@@ -60,7 +60,14 @@ fn rust_plugin_receives_exactly_the_events() {
     expected.extend(std::iter::repeat_n("agent_rx_bytes 1", 60));
     expected.push("agent_telemetry_events_dropped 10");
     assert_eq!(text.lines().collect::<Vec<_>>(), expected);
-    assert_eq!((stats.exported, stats.lost, stats.dropped), (71, 0, 10));
+    assert_eq!(
+        (
+            stats.events_exported,
+            stats.events_lost,
+            stats.events_dropped
+        ),
+        (71, 0, 10)
+    );
 }
 
 #[test]

@@ -8,11 +8,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nixl_telemetry::trace::capture::OpenErrorKind;
-use nixl_telemetry::trace::reader::segments_of;
-use nixl_telemetry::trace::{
-    CaptureMode, FpmPayload, FpmTrace, ManualClock, QueuedRequests, ScheduledRequests,
-    SegmentNaming, SegmentReader, SegmentWriter, Source, TraceConfig, WriterOptions,
+use nixl_telemetry::fpm::OpenErrorKind;
+use nixl_telemetry::fpm::{
+    CaptureMode, FpmConfig, FpmPayload, FpmTrace, QueuedRequests, ScheduledRequests, Source,
+};
+use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::segments::{
+    ManualClock, SegmentNaming, SegmentReader, SegmentWriter, WriterOptions,
 };
 
 fn writer(prefix: &Path, producer: &str, roll_bytes: u64, max_segments: usize) -> SegmentWriter {
@@ -60,10 +62,10 @@ fn segment(dir: &Path, producer: &str, index: u64) -> PathBuf {
 fn the_envelope_is_exact() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_782_777_600_000));
-    let config = TraceConfig {
+    let config = FpmConfig {
         output_path: dir.path().join("dynamo-fpm"),
         mode: CaptureMode::Full,
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let trace = FpmTrace::open_manual(
         Source::new("default", "backend", "4192"),
@@ -280,10 +282,10 @@ fn an_unwritable_location_disables_only_that_producer() {
     // A regular file where a directory should be: unwritable even for root.
     fs::write(dir.path().join("blocker"), b"").unwrap();
     let clock = Arc::new(ManualClock::new(0));
-    let blocked = TraceConfig {
+    let blocked = FpmConfig {
         output_path: dir.path().join("blocker/sub/fpm"),
         mode: CaptureMode::Full,
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let err = FpmTrace::open_manual(Source::new("n", "c", "1"), &blocked, clock.clone(), 16)
         .err()
@@ -291,10 +293,10 @@ fn an_unwritable_location_disables_only_that_producer() {
     assert_eq!(err.kind, OpenErrorKind::Unwritable);
     assert!(err.message.contains("blocker"), "{}", err.message);
 
-    let good = TraceConfig {
+    let good = FpmConfig {
         output_path: dir.path().join("ok/fpm"),
         mode: CaptureMode::Full,
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let trace = FpmTrace::open_manual(Source::new("n", "c", "2"), &good, clock, 16).unwrap();
     trace.record(FpmPayload::heartbeat("2", 0, 1));
@@ -475,7 +477,7 @@ fn a_write_error_loses_only_that_batch_and_the_writer_keeps_going() {
 #[test]
 fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
     use nixl_telemetry::error::Status;
-    use nixl_telemetry::trace::{TraceExporter, TraceExporterConfig};
+    use nixl_telemetry::exporter::{TraceExporter, TraceExporterConfig};
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
@@ -499,10 +501,10 @@ fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
     assert_eq!(line.trim(), "locked");
 
     let clock = Arc::new(ManualClock::new(0));
-    let config = TraceConfig {
+    let config = FpmConfig {
         output_path: dir.path().join("fpm"),
         mode: CaptureMode::Full,
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let err = FpmTrace::open_manual(Source::new("n", "c", "node/a"), &config, clock.clone(), 16)
         .err()
@@ -561,6 +563,7 @@ fn a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll() {
     if !in_child("a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll") {
         return;
     }
+    // SAFETY: getrlimit/setrlimit on a zeroed, then filled, local struct.
     let set_soft_fsize = |soft: libc::rlim_t| unsafe {
         let mut lim = std::mem::zeroed::<libc::rlimit>();
         assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
@@ -570,6 +573,7 @@ fn a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll() {
         old
     };
     // Over the limit, write(2) fails with EFBIG instead of killing the process.
+    // SAFETY: ignoring SIGXFSZ in this child test process installs no handler code.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

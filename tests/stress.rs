@@ -51,14 +51,17 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
     let stats = collector.close();
     read.extend(ring.by_ref());
 
-    assert_eq!(stats.accepted, accepted_by_threads * 4);
-    assert_eq!(stats.accepted + stats.dropped, THREADS * TRANSFERS * 4);
-    assert_eq!(stats.dropped % 4, 0);
+    assert_eq!(stats.events_accepted, accepted_by_threads * 4);
     assert_eq!(
-        stats.exported + stats.lost,
-        stats.accepted + stats.drop_reports
+        stats.events_accepted + stats.events_dropped,
+        THREADS * TRANSFERS * 4
     );
-    assert_eq!(read.len() as u64, stats.exported);
+    assert_eq!(stats.events_dropped % 4, 0);
+    assert_eq!(
+        stats.events_exported + stats.events_lost,
+        stats.events_accepted + stats.drop_reports
+    );
+    assert_eq!(read.len() as u64, stats.events_exported);
 
     let mut reported_drops = 0u64;
     let mut last_seen = std::collections::HashMap::new();
@@ -87,8 +90,11 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
         quads += 1;
         i += 4;
     }
-    assert_eq!(stats.lost, 0);
-    assert_eq!(reported_drops, stats.dropped);
-    assert_eq!(quads * 4, stats.accepted);
-    assert!(stats.dropped > 0, "the small queue must have overflowed");
+    assert_eq!(stats.events_lost, 0);
+    assert_eq!(reported_drops, stats.events_dropped);
+    assert_eq!(quads * 4, stats.events_accepted);
+    assert!(
+        stats.events_dropped > 0,
+        "the small queue must have overflowed"
+    );
 }

@@ -6,7 +6,7 @@
 
 #include "nixl_telemetry_plugin.h"
 
-static nixl_telemetry_plugin_status_t
+static nixl_telemetry_status_t
 bind_create(const nixl_telemetry_plugin_params_t *params,
             void **state,
             char *error_buf,
@@ -16,7 +16,7 @@ bind_create(const nixl_telemetry_plugin_params_t *params,
     snprintf(error_buf, error_len,
              "Test telemetry endpoint '127.0.0.1:9' could not be bound (likely already in use "
              "by another process)");
-    return NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED;
+    return NIXL_TELEMETRY_ERR_BIND_FAILED;
 }
 
 static size_t

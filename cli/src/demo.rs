@@ -178,10 +178,11 @@ fn run_in(args: &DemoArgs, dir: &std::path::Path) -> CliResult {
     writeln!(
         out,
         "collector: {} accepted, {} dropped at staging ({} drop reports), {} exported, {} lost at the ring",
-        stats.accepted, stats.dropped, stats.drop_reports, stats.exported, stats.lost
+        stats.events_accepted, stats.events_dropped, stats.drop_reports, stats.events_exported, stats.events_lost
     )?;
-    let balanced = stats.exported + stats.lost == stats.accepted + stats.drop_reports
-        && summary.total() == stats.exported;
+    let balanced = stats.events_exported + stats.events_lost
+        == stats.events_accepted + stats.drop_reports
+        && summary.total() == stats.events_exported;
     writeln!(
         out,
         "accounting: {} (read {} = exported {}; exported + lost = accepted + drop reports)",
@@ -191,7 +192,7 @@ fn run_in(args: &DemoArgs, dir: &std::path::Path) -> CliResult {
             "MISMATCH"
         },
         summary.total(),
-        stats.exported
+        stats.events_exported
     )?;
     out.flush()?;
     Ok(())

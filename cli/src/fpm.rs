@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use nixl_telemetry::trace::reader::{segments_of, ReadOutcome, SegmentReader};
+use nixl_telemetry::segments::reader::{ReadOutcome, SegmentReader};
+use nixl_telemetry::segments::segments_of;
 use serde_json::{json, Value};
 
 /// Exit status when some file ended in a truncated or damaged member.

@@ -84,7 +84,10 @@ extern "C" fn on_sigint(_: libc::c_int) {
 
 /// Makes Ctrl+C set a flag (see [`interrupted`]) instead of killing the process.
 pub fn catch_ctrl_c() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    // SAFETY: `on_sigint` is an `extern "C" fn(c_int)`, the signature signal(2) calls a handler
+    // with, passed as the integer `sighandler_t` that signal(2) takes. Its body only stores to a
+    // lock-free atomic, which is async-signal-safe: whatever the interrupted thread was doing
+    // (allocating, holding a lock), the handler touches none of that state.
     unsafe {
         libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
     }

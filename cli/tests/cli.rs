@@ -273,7 +273,9 @@ fn read_follow_prints_both_bursts_and_exits_0_on_ctrl_c() {
     wait_for_lines(&mut child, &text, first.len() + second.len());
 
     let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) on our own child process.
+    // SAFETY: kill(2) takes two integers and touches no memory of this process. `pid` is our own
+    // child and has not been reaped yet (`wait_for_lines` panics if `try_wait` ever saw it exit),
+    // so the id cannot have been recycled for an unrelated process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {

@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use assert_cmd::Command;
-use nixl_telemetry::trace::{
-    CaptureMode, FpmPayload, FpmTrace, ManualClock, SegmentNaming, SegmentWriter, Source,
-    TraceConfig, WriterOptions,
-};
+use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
+use nixl_telemetry::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
 use serde_json::Value;
 
 fn cmd() -> Command {
@@ -27,12 +25,12 @@ fn busy(worker: &str, rank: i64, counter: i64, wall_time: f64) -> FpmPayload {
 /// heartbeat at 3; rank 1: 10, 11.
 fn write_trace(dir: &Path) -> u64 {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let config = TraceConfig {
+    let config = FpmConfig {
         output_path: dir.join("dynamo-fpm"),
         mode: CaptureMode::Full,
         roll_bytes: 1500,
         max_segments: 100,
-        ..TraceConfig::default()
+        ..FpmConfig::default()
     };
     let trace = FpmTrace::open_manual(
         Source::new("default", "backend", "4192"),

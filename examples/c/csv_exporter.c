@@ -25,37 +25,37 @@ set_error(char *buf, size_t len, const char *message, const char *detail) {
     }
 }
 
-static nixl_telemetry_plugin_status_t
+static nixl_telemetry_status_t
 csv_create(const nixl_telemetry_plugin_params_t *params,
            void **state,
            char *error_buf,
            size_t error_len) {
     if (params == NULL || state == NULL || params->agent_name == NULL) {
         set_error(error_buf, error_len, "csv exporter: NULL argument", NULL);
-        return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
+        return NIXL_TELEMETRY_ERR_INVALID_PARAM;
     }
     const char *dir = getenv("NIXL_TELEMETRY_CSV_DIR");
     if (dir == NULL || dir[0] == '\0') {
         set_error(error_buf, error_len, "NIXL_TELEMETRY_CSV_DIR is not set", NULL);
-        return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
+        return NIXL_TELEMETRY_ERR_INVALID_PARAM;
     }
     if (strchr(params->agent_name, '/') != NULL) {
         set_error(error_buf, error_len, "csv exporter: agent name contains '/': ",
                   params->agent_name);
-        return NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM;
+        return NIXL_TELEMETRY_ERR_INVALID_PARAM;
     }
     size_t path_len = strlen(dir) + strlen(params->agent_name) + 6;
     char *path = malloc(path_len);
     if (path == NULL) {
         set_error(error_buf, error_len, "csv exporter: out of memory", NULL);
-        return NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN;
+        return NIXL_TELEMETRY_ERR_UNKNOWN;
     }
     snprintf(path, path_len, "%s/%s.csv", dir, params->agent_name);
     FILE *file = fopen(path, "a");
     if (file == NULL) {
         set_error(error_buf, error_len, "csv exporter: cannot open file: ", strerror(errno));
         free(path);
-        return NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN;
+        return NIXL_TELEMETRY_ERR_UNKNOWN;
     }
     free(path);
     if (ftell(file) == 0) {
@@ -65,7 +65,7 @@ csv_create(const nixl_telemetry_plugin_params_t *params,
     if (csv == NULL) {
         fclose(file);
         set_error(error_buf, error_len, "csv exporter: out of memory", NULL);
-        return NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN;
+        return NIXL_TELEMETRY_ERR_UNKNOWN;
     }
     csv->file = file;
     csv->event_name = params->host_event_name;
@@ -73,7 +73,7 @@ csv_create(const nixl_telemetry_plugin_params_t *params,
     if (params->host_log != NULL) {
         params->host_log(3, "csv exporter created");
     }
-    return NIXL_TELEMETRY_PLUGIN_SUCCESS;
+    return NIXL_TELEMETRY_SUCCESS;
 }
 
 static size_t

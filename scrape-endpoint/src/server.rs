@@ -142,7 +142,11 @@ impl Drop for Server {
 
 /// `send(2)` with `MSG_NOSIGNAL`.
 fn send(fd: i32, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for `len` bytes; `fd` is an open socket owned by the caller.
+    // SAFETY: send(2) reads at most `buf.len()` bytes from `buf.as_ptr()`, and the borrow of
+    // `buf` keeps exactly those bytes alive and unchanged for the call. Every caller passes the
+    // `as_raw_fd()` of a socket it holds a reference to across the call (the server's waker, a
+    // connection's stream), so `fd` is open and is that socket, not a recycled descriptor.
+    // `MSG_NOSIGNAL` turns a write to a closed peer into EPIPE instead of SIGPIPE.
     let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
     if n < 0 {
         Err(io::Error::last_os_error())
@@ -287,7 +291,12 @@ impl EventLoop {
                 fds.push(pollfd(c.stream.as_raw_fd(), c.events()));
             }
             let timeout = self.poll_timeout(now);
-            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures.
+            // SAFETY: poll(2) reads and writes (`revents`) exactly `fds.len()` pollfd entries
+            // from `fds.as_mut_ptr()`: the vector is exclusively borrowed, initialised by
+            // `pollfd()`, and not resized during the call. Its length converts to `nfds_t`
+            // (an unsigned long, as wide as `usize` on Linux) without loss.
+            // The descriptors belong to `self.listener`, `self.wake_rx` and `self.conns`, which
+            // stay open across the call; poll only inspects them.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 let e = io::Error::last_os_error();

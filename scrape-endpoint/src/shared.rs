@@ -59,15 +59,6 @@ impl SharedEndpoint {
         }
     }
 
-    /// The same, with other server limits.
-    pub const fn with_limits(exporter: &'static str, limits: Limits) -> SharedEndpoint {
-        SharedEndpoint {
-            exporter,
-            limits,
-            running: Mutex::new(None),
-        }
-    }
-
     fn lock(&self) -> MutexGuard<'_, Option<Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -251,7 +251,10 @@ fn sigpipe_child() {
     if std::env::var_os("SCRAPE_SIGPIPE_CHILD").is_none() {
         return;
     }
-    // SAFETY: restoring the default disposition in this single-purpose child process.
+    // SAFETY: `SIG_DFL` installs no handler, so no Rust code is made to run in signal context;
+    // the call only changes SIGPIPE's process-wide disposition. That global change affects no
+    // other test: this body runs only in the child that `a_vanishing_client_does_not_raise_sigpipe`
+    // spawns with `SCRAPE_SIGPIPE_CHILD` set and `--exact sigpipe_child`, so it is alone there.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let big: &'static str = Box::leak("x".repeat(8 << 20).into_boxed_str());
     let s = Server::bind(loopback(), Limits::default(), metrics(big)).unwrap();

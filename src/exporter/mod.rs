@@ -1,12 +1,28 @@
-//! Exporters: where a collector's flushed batches go. Exactly one per collector: the built-in
-//! shared-memory ring (`BUFFER`), the collect-only `NOP`, or a plug-in.
+//! Exporters: where a collector's flushed batches go. Exactly one per collector, chosen by
+//! [`ExporterChoice`]: the built-in shared-memory ring ([`buffer`], `BUFFER`), the collect-only
+//! [`nop`] (`NOP`), gzip JSONL segments ([`trace`], `TRACE`), or an exporter plug-in loaded by
+//! name ([`plugin`]).
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use crate::config::ExporterChoice;
-use crate::error::Result;
+use crate::env::Lookup;
+use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::ring::RingWriter;
+
+pub mod buffer;
+pub mod nop;
+pub mod plugin;
+pub mod trace;
+
+pub use buffer::BufferExporter;
+pub use nop::NopExporter;
+pub use plugin::PluginExporter;
+pub use trace::{TraceExporter, TraceExporterConfig};
+
+/// `NIXL_TELEMETRY_EXPORTER`: exporter name (`BUFFER`, `NOP`, `TRACE` or a plug-in name).
+pub const ENV_EXPORTER: &str = "NIXL_TELEMETRY_EXPORTER";
+/// `NIXL_TELEMETRY_DIR`: directory of the BUFFER ring files.
+pub const ENV_DIR: &str = "NIXL_TELEMETRY_DIR";
 
 /// A sink for flushed event batches. Called from one thread at a time (the collector
 /// serialises flushes).
@@ -24,61 +40,98 @@ pub trait Exporter: Send {
     }
 }
 
-/// The collect-only exporter: keeps nothing, loses nothing.
-#[derive(Debug, Default)]
-pub struct NopExporter;
-
-impl Exporter for NopExporter {
-    fn export_batch(&mut self, events: &[Event]) -> usize {
-        events.len()
-    }
-
-    fn name(&self) -> &str {
-        "NOP"
-    }
+/// Where the collector sends its events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExporterChoice {
+    /// The shared-memory ring in this directory.
+    Buffer(PathBuf),
+    /// Collect only; nothing is written.
+    Nop,
+    /// A plug-in exporter by (case-sensitive) name.
+    Plugin(String),
+    /// The built-in gzip JSONL trace exporter (`TRACE`) with its `NIXL_TELEMETRY_TRACE_*`
+    /// settings.
+    Trace(TraceExporterConfig),
 }
 
-/// The shared-memory ring exporter, writing `NIXL_TELEMETRY_DIR/<agent name>`.
-pub struct BufferExporter {
-    ring: RingWriter,
-}
+impl ExporterChoice {
+    /// The exporter rule: a non-empty `NIXL_TELEMETRY_EXPORTER` names it; otherwise BUFFER when
+    /// `NIXL_TELEMETRY_DIR` is set, else NOP. `TRACE` reads its own settings through `env`.
+    pub fn from_lookup(env: Lookup) -> Result<ExporterChoice> {
+        let (name, dir) = (env(ENV_EXPORTER)?, env(ENV_DIR)?);
+        let buffer = |dir: Option<String>| match dir {
+            Some(d) if !d.is_empty() => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
+            Some(_) => Err(Error::invalid(format!(
+                "{ENV_DIR} is set but empty: set it to the directory for telemetry ring files"
+            ))),
+            None => Err(Error::invalid(format!(
+                "{ENV_EXPORTER}=BUFFER needs {ENV_DIR} (the directory for telemetry ring files)"
+            ))),
+        };
+        match name.as_deref() {
+            Some("BUFFER") => buffer(dir),
+            Some("NOP") => Ok(ExporterChoice::Nop),
+            Some("TRACE") => Ok(ExporterChoice::Trace(TraceExporterConfig::from_lookup(
+                env,
+            )?)),
+            Some(n) if !n.is_empty() => Ok(ExporterChoice::Plugin(n.to_owned())),
+            _ if dir.is_some() => {
+                log::info!("No telemetry exporter was specified, using default: BUFFER");
+                buffer(dir)
+            }
+            _ => {
+                log::info!(
+                    "No telemetry sink configured; using in-process telemetry collection via NOP"
+                );
+                Ok(ExporterChoice::Nop)
+            }
+        }
+    }
 
-impl BufferExporter {
-    /// Creates the ring for `agent` in `dir` with `capacity` records.
-    pub fn create(dir: &Path, agent: &str, capacity: usize) -> Result<BufferExporter> {
-        Ok(BufferExporter {
-            ring: RingWriter::create(dir, agent, capacity)?,
+    /// Creates this exporter for agent `agent` with a buffer of `capacity` events.
+    pub fn create(&self, agent: &str, capacity: usize) -> Result<Box<dyn Exporter>> {
+        Ok(match self {
+            ExporterChoice::Nop => Box::new(NopExporter),
+            ExporterChoice::Buffer(dir) => Box::new(BufferExporter::create(dir, agent, capacity)?),
+            ExporterChoice::Plugin(name) => {
+                Box::new(PluginExporter::create(name, agent, capacity)?)
+            }
+            ExporterChoice::Trace(config) => Box::new(TraceExporter::create(config, agent)?),
         })
     }
-
-    /// The ring being written.
-    pub fn ring(&self) -> &RingWriter {
-        &self.ring
-    }
 }
 
-impl Exporter for BufferExporter {
-    fn export_batch(&mut self, events: &[Event]) -> usize {
-        self.ring.push_batch(events)
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::fixed_env;
 
-    fn name(&self) -> &str {
-        "BUFFER"
-    }
-
-    fn loss_reason(&self) -> &str {
-        "the ring is full: its reader is not keeping up"
-    }
-}
-
-/// Creates the exporter `choice` for agent `agent` with a buffer of `capacity` events.
-pub fn create(choice: &ExporterChoice, agent: &str, capacity: usize) -> Result<Box<dyn Exporter>> {
-    match choice {
-        ExporterChoice::Nop => Ok(Box::new(NopExporter)),
-        ExporterChoice::Buffer(dir) => Ok(Box::new(BufferExporter::create(dir, agent, capacity)?)),
-        ExporterChoice::Plugin(name) => crate::plugin::create_exporter(name, agent, capacity),
-        ExporterChoice::Trace(config) => Ok(Box::new(crate::trace::TraceExporter::create(
-            config, agent,
-        )?)),
+    #[test]
+    fn exporter_choice_follows_the_rule() {
+        let pick = |p: &[(&str, &str)]| ExporterChoice::from_lookup(&fixed_env(p));
+        assert_eq!(
+            pick(&[(ENV_DIR, "/tmp/t")]),
+            Ok(ExporterChoice::Buffer("/tmp/t".into()))
+        );
+        assert_eq!(
+            pick(&[(ENV_DIR, "/tmp/t"), (ENV_EXPORTER, "")]),
+            Ok(ExporterChoice::Buffer("/tmp/t".into()))
+        );
+        assert_eq!(
+            pick(&[(ENV_DIR, "/tmp/t"), (ENV_EXPORTER, "NOP")]),
+            Ok(ExporterChoice::Nop)
+        );
+        assert_eq!(
+            pick(&[(ENV_EXPORTER, "prometheus")]),
+            Ok(ExporterChoice::Plugin("prometheus".into()))
+        );
+        assert!(pick(&[(ENV_EXPORTER, "BUFFER")])
+            .unwrap_err()
+            .message
+            .contains(ENV_DIR));
+        assert!(pick(&[(ENV_DIR, "")])
+            .unwrap_err()
+            .message
+            .contains(ENV_DIR));
     }
 }

@@ -21,7 +21,7 @@
 //! `<prefix>.<agent>`, in this process or in another one (agents whose names sanitize alike,
 //! or one agent name used twice with the same `NIXL_TELEMETRY_TRACE_PATH`), would prune the
 //! first one's open segment, so collector creation fails with `NIXL_TELEMETRY_ERR_NOT_ALLOWED`
-//! and a message naming the prefix ([`crate::trace::guard`]). The lock file
+//! and a message naming the prefix ([`crate::segments::guard`]). The lock file
 //! `<prefix>.<agent>.lock` stays next to the segments.
 //!
 //! Rows are written as one gzip member per second (or per 1 MiB) by a small flusher thread, so
@@ -30,21 +30,24 @@
 //! logged; the collector still counts the events as exported, because they left it.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{parse_u64, Lookup};
+use crate::env::{parse_u64, Lookup};
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::exporter::Exporter;
-use crate::trace::clock::{Clock, SystemClock};
-use crate::trace::config::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
-use crate::trace::guard::{GuardError, PrefixGuard};
-use crate::trace::segment::{SegmentNaming, SegmentWriter, WriterOptions, WriterStats};
+use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::segments::{
+    Clock, GuardError, PrefixGuard, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
+    WriterStats,
+};
+use crate::worker::Worker;
+
+/// How often the flusher thread checks whether the 1 s flush is due.
+const FLUSH_CHECK: Duration = Duration::from_millis(250);
 
 /// `NIXL_TELEMETRY_TRACE_PATH`: output prefix of the TRACE exporter.
 pub const ENV_TRACE_PATH: &str = "NIXL_TELEMETRY_TRACE_PATH";
@@ -125,17 +128,12 @@ struct EventRow<'a> {
     value: u64,
 }
 
-struct Flusher {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
-}
-
 /// The TRACE exporter of one agent.
 pub struct TraceExporter {
     agent: String,
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<SegmentWriter>>,
-    flusher: Option<Flusher>,
+    flusher: Option<Worker>,
     /// The claim on the segment prefix; dropped (released) after the last flush.
     _guard: PrefixGuard,
 }
@@ -148,18 +146,18 @@ impl TraceExporter {
     /// Creates the exporter of `agent`, with a flusher thread on the system clock.
     pub fn create(config: &TraceExporterConfig, agent: &str) -> Result<TraceExporter> {
         let mut exporter = TraceExporter::with_clock(config, agent, Arc::new(SystemClock::new()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (writer, flag) = (exporter.writer.clone(), stop.clone());
-        let handle = std::thread::Builder::new()
-            .name("nixl-trace-flush".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Acquire) {
-                    std::thread::park_timeout(Duration::from_millis(250));
-                    lock(&writer).flush_if_due();
-                }
-            })
-            .map_err(|e| Error::io("cannot start the TRACE exporter's flush thread", &e))?;
-        exporter.flusher = Some(Flusher { stop, handle });
+        let writer = exporter.writer.clone();
+        let flusher = Worker::spawn(
+            "nixl-trace-flush",
+            format!("the TRACE exporter's flusher of agent '{agent}'"),
+            FLUSH_CHECK,
+            move || {
+                lock(&writer).flush_if_due();
+                FLUSH_CHECK
+            },
+        )
+        .map_err(|e| Error::io("cannot start the TRACE exporter's flush thread", &e))?;
+        exporter.flusher = Some(flusher);
         Ok(exporter)
     }
 
@@ -239,10 +237,8 @@ impl Exporter for TraceExporter {
 impl Drop for TraceExporter {
     /// Stops the flusher thread and writes every buffered row.
     fn drop(&mut self) {
-        if let Some(f) = self.flusher.take() {
-            f.stop.store(true, Ordering::Release);
-            f.handle.thread().unpark();
-            let _ = f.handle.join();
+        if let Some(mut flusher) = self.flusher.take() {
+            flusher.stop();
         }
         lock(&self.writer).flush();
     }
@@ -251,10 +247,9 @@ impl Drop for TraceExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::env_of;
+    use crate::env::fixed_env as env_of;
     use crate::event::EventType;
-    use crate::trace::clock::ManualClock;
-    use crate::trace::reader::{segments_of, SegmentReader};
+    use crate::segments::{segments_of, ManualClock, SegmentReader};
 
     #[test]
     fn configuration_is_strict() {
@@ -328,8 +323,8 @@ mod tests {
 
     #[test]
     fn nixl_telemetry_exporter_trace_selects_it() {
-        use crate::config::{Config, ExporterChoice, ENV_EXPORTER};
-        let c = |p: &[(&str, &str)]| Config::from_lookup(&env_of(p)).map(|c| c.exporter);
+        use crate::exporter::{ExporterChoice, ENV_EXPORTER};
+        let c = |p: &[(&str, &str)]| ExporterChoice::from_lookup(&env_of(p));
         assert_eq!(
             c(&[(ENV_EXPORTER, "TRACE"), (ENV_TRACE_MAX_SEGMENTS, "2")]).unwrap(),
             ExporterChoice::Trace(TraceExporterConfig {
@@ -346,77 +341,5 @@ mod tests {
             ExporterChoice::Nop,
             "TRACE settings are read only when TRACE is chosen"
         );
-    }
-
-    #[test]
-    fn a_collector_with_the_trace_exporter_persists_its_events() {
-        use crate::collector::Collector;
-        use crate::config::{Config, ExporterChoice};
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            exporter: ExporterChoice::Trace(TraceExporterConfig {
-                path: dir.path().join("nixl"),
-                ..TraceExporterConfig::default()
-            }),
-            ..Config::default()
-        };
-        let collector = Collector::new("agent-0", config).unwrap();
-        assert_eq!(collector.exporter_name(), "TRACE");
-        collector.add_xfer_stats(120, true, 4096, 8);
-        collector.update_data(EventType::AgentRxBytes, 7);
-        drop(collector);
-        let files = segments_of(&dir.path().join("nixl.agent-0")).unwrap();
-        assert_eq!(files.len(), 1);
-        let names: Vec<String> = SegmentReader::read_rows(&files[0])
-            .unwrap()
-            .0
-            .iter()
-            .map(|r| {
-                let v: serde_json::Value = serde_json::from_slice(r).unwrap();
-                v["event"]["name"].as_str().unwrap().to_owned()
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "agent_xfer_post_time",
-                "agent_xfer_time",
-                "agent_tx_bytes",
-                "agent_tx_requests_num",
-                "agent_rx_bytes"
-            ]
-        );
-    }
-
-    #[test]
-    fn agents_sharing_a_file_prefix_are_refused_while_the_first_writes() {
-        use crate::collector::Collector;
-        use crate::config::{Config, ExporterChoice};
-        use crate::error::Status;
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            exporter: ExporterChoice::Trace(TraceExporterConfig {
-                path: dir.path().join("nixl"),
-                max_segments: 1,
-                roll_bytes: 100,
-            }),
-            ..Config::default()
-        };
-        let first = Collector::new("node/a", config.clone()).unwrap();
-        for agent in ["node:a", "node/a"] {
-            let e = Collector::new(agent, config.clone()).err().unwrap();
-            assert_eq!(e.status, Status::NotAllowed, "{}", e.message);
-            assert!(e.message.contains("nixl.node_a"), "{}", e.message);
-        }
-        for i in 0..20 {
-            first.update_data(EventType::AgentRxBytes, i);
-        }
-        drop(first);
-        let second = Collector::new("node:a", config).unwrap();
-        drop(second);
-        let lock = dir.path().join("nixl.node_a.lock");
-        assert!(lock.is_file(), "the lock file stays");
-        let files = segments_of(&dir.path().join("nixl.node_a")).unwrap();
-        assert!(!files.contains(&lock));
     }
 }

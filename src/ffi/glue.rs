@@ -1,113 +1,225 @@
-//! Machinery shared by the crate's C ABIs (`ffi`, `trace::ffi`, plug-in trampolines): per-thread
-//! last-error slots, the panic boundary every `extern "C"` function runs its body in, and C
-//! string argument checks.
+//! The glue every `extern "C"` function of the crate runs on: one per-thread last-error slot,
+//! the panic boundary, and the argument checks (handles, out-parameters, strings, paths), so an
+//! entry point is a short body of `?`s and the NULL checks are written once.
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, CStr, OsStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::thread::LocalKey;
+use std::path::Path;
 
-/// A per-thread slot holding the message of the most recent failure of one C ABI.
-pub(crate) struct ErrorSlot(&'static LocalKey<RefCell<String>>);
+use crate::c_string::copy_c_string;
+use crate::constants::{nixl_telemetry_status_t, NIXL_TELEMETRY_ERR_UNKNOWN};
+use crate::error::{panic_message, Error, Result};
 
-impl ErrorSlot {
-    /// A slot backed by the thread-local `key`.
-    pub(crate) const fn new(key: &'static LocalKey<RefCell<String>>) -> ErrorSlot {
-        ErrorSlot(key)
-    }
-
-    /// Records `message` as this thread's last error. Never panics: during thread or process
-    /// teardown (a call from a thread-local destructor or an atexit handler, after the slot is
-    /// gone) the message is not kept.
-    pub(crate) fn set(&self, message: &str) {
-        let _ = self.0.try_with(|e| {
-            if let Ok(mut e) = e.try_borrow_mut() {
-                e.clear();
-                e.push_str(message);
-            }
-        });
-    }
-
-    /// Copies the message into `buf` (truncated to `len - 1` bytes, NUL-terminated; nothing
-    /// written when `buf` is NULL or `len` is 0) and returns its full length in bytes.
-    ///
-    /// # Safety
-    /// `buf` is NULL or writable for `len` bytes.
-    /// During thread or process teardown the slot reads as empty.
-    pub(crate) unsafe fn copy_out(&self, buf: *mut c_char, len: usize) -> usize {
-        let copy = |text: &str| {
-            if !buf.is_null() && len > 0 {
-                let n = text.len().min(len - 1);
-                std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
-                *buf.add(n) = 0;
-            }
-            text.len()
-        };
-        self.0
-            .try_with(|e| match e.try_borrow() {
-                Ok(e) => copy(&e),
-                Err(_) => copy(""),
-            })
-            .unwrap_or_else(|_| copy(""))
-    }
+thread_local! {
+    /// The message of this thread's most recent failed call, for `nixl_telemetry_last_error`.
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
+/// Records `message` as this thread's last error. Never panics: during thread or process
+/// teardown (a call from a thread-local destructor or an atexit handler, after the slot is gone)
+/// the message is not kept.
+pub(crate) fn set_last_error(message: &str) {
+    let _ = LAST_ERROR.try_with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            e.clear();
+            e.push_str(message);
+        }
+    });
+}
+
+/// Copies this thread's last error into `buf` as [`copy_c_string`] does; during thread or
+/// process teardown the slot reads as empty.
+///
+/// # Safety
+/// `buf` is NULL or writable for `len` bytes.
+pub(crate) unsafe fn copy_last_error(buf: *mut c_char, len: usize) -> usize {
+    let copy = |text: &str| {
+        // SAFETY: the caller's contract on `buf` and `len` is passed on unchanged.
+        unsafe { copy_c_string(text, buf, len) }
+    };
+    LAST_ERROR
+        .try_with(|e| match e.try_borrow() {
+            Ok(e) => copy(&e),
+            Err(_) => copy(""),
+        })
+        .unwrap_or_else(|_| copy(""))
+}
+
+/// This thread's last error (for unit tests).
+#[cfg(test)]
+pub(crate) fn last_error_text() -> String {
+    LAST_ERROR.with(|e| e.borrow().clone())
+}
+
+/// Records the failure's message and returns its status code.
+pub(crate) fn fail(error: &Error) -> nixl_telemetry_status_t {
+    set_last_error(&error.message);
+    error.status.code()
 }
 
 /// Runs an ABI function's body; a panic becomes `on_panic`, with the message
-/// `<function>: internal error: <panic>` recorded in `slot` (recording cannot panic).
+/// `<function>: internal error: <panic>` as the last error (recording cannot panic).
 #[inline(always)]
-pub(crate) fn catch<T>(
-    slot: &ErrorSlot,
-    function: &str,
-    on_panic: T,
-    body: impl FnOnce() -> T,
-) -> T {
+pub(crate) fn catch<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(v) => v,
         Err(payload) => {
-            record_panic(slot, function, &*payload);
+            record_panic(function, &*payload);
             on_panic
         }
     }
 }
 
+/// Runs the body of an ABI function that returns a status: `Err` is recorded as the last error
+/// and its status returned; a panic gives `NIXL_TELEMETRY_ERR_UNKNOWN`.
+#[inline(always)]
+pub(crate) fn entry(
+    function: &str,
+    body: impl FnOnce() -> Result<nixl_telemetry_status_t>,
+) -> nixl_telemetry_status_t {
+    catch(function, NIXL_TELEMETRY_ERR_UNKNOWN, || match body() {
+        Ok(status) => status,
+        Err(e) => fail(&e),
+    })
+}
+
 /// The cold half of [`catch`]: records a caught panic's message.
 #[cold]
 #[inline(never)]
-fn record_panic(slot: &ErrorSlot, function: &str, payload: &(dyn Any + Send)) {
-    slot.set(&format!(
+fn record_panic(function: &str, payload: &(dyn Any + Send)) {
+    set_last_error(&format!(
         "{function}: internal error: {}",
         panic_message(payload)
     ));
+}
+
+/// The error for a NULL pointer argument.
+#[cold]
+pub(crate) fn null_arg(function: &str, arg: &str) -> Error {
+    Error::invalid(format!("{function}: argument '{arg}' is NULL"))
+}
+
+/// Borrows the object behind a handle argument, or explains that it is NULL.
+///
+/// # Safety
+/// `ptr` is NULL or points to a live object that is not mutated during the call.
+pub(crate) unsafe fn handle<'a, T>(function: &str, arg: &str, ptr: *const T) -> Result<&'a T> {
+    // SAFETY: the caller's contract: NULL or a live object.
+    unsafe { ptr.as_ref() }.ok_or_else(|| null_arg(function, arg))
+}
+
+/// Borrows the object behind a handle argument mutably, or explains that it is NULL.
+///
+/// # Safety
+/// `ptr` is NULL or points to a live object used by no one else during the call.
+pub(crate) unsafe fn handle_mut<'a, T>(
+    function: &str,
+    arg: &str,
+    ptr: *mut T,
+) -> Result<&'a mut T> {
+    // SAFETY: the caller's contract: NULL or a live object, exclusively ours for the call.
+    unsafe { ptr.as_mut() }.ok_or_else(|| null_arg(function, arg))
+}
+
+/// Checks an out-parameter: an error when it is NULL.
+pub(crate) fn out_arg<T>(function: &str, arg: &str, ptr: *mut T) -> Result<*mut T> {
+    if ptr.is_null() {
+        Err(null_arg(function, arg))
+    } else {
+        Ok(ptr)
+    }
+}
+
+/// Writes `value` to the out-parameter `out`, or explains that it is NULL.
+///
+/// # Safety
+/// `out` is NULL or writable.
+pub(crate) unsafe fn write_out<T>(function: &str, arg: &str, out: *mut T, value: T) -> Result<()> {
+    let out = out_arg(function, arg, out)?;
+    // SAFETY: not NULL, and writable by the caller's contract.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Checks a handle out-parameter and sets `*out` to NULL, so it is NULL on every failure.
+///
+/// # Safety
+/// `out` is NULL or writable.
+unsafe fn handle_out<T>(function: &str, out: *mut *mut T) -> Result<*mut *mut T> {
+    let out = out_arg(function, "out", out)?;
+    // SAFETY: `out` is not NULL and, by the caller's contract, writable.
+    unsafe { *out = std::ptr::null_mut() };
+    Ok(out)
+}
+
+/// Borrows a C string argument's bytes, or explains that it is NULL.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string valid for the call.
+unsafe fn c_str_arg<'a>(function: &str, arg: &str, ptr: *const c_char) -> Result<&'a CStr> {
+    if ptr.is_null() {
+        return Err(null_arg(function, arg));
+    }
+    // SAFETY: not NULL, and NUL-terminated and valid for the call by the caller's contract.
+    Ok(unsafe { CStr::from_ptr(ptr) })
 }
 
 /// Borrows a C string argument as UTF-8, or explains why it cannot be.
 ///
 /// # Safety
 /// `ptr` is NULL or a NUL-terminated string valid for the call.
-pub(crate) unsafe fn str_arg<'a>(
+pub(crate) unsafe fn str_arg<'a>(function: &str, arg: &str, ptr: *const c_char) -> Result<&'a str> {
+    // SAFETY: the caller's contract is c_str_arg's.
+    unsafe { c_str_arg(function, arg, ptr) }?
+        .to_str()
+        .map_err(|_| Error::invalid(format!("{function}: argument '{arg}' is not valid UTF-8")))
+}
+
+/// Borrows a C string argument as a path (any bytes but NUL), or explains that it is NULL.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string valid for the call.
+pub(crate) unsafe fn path_arg<'a>(
     function: &str,
     arg: &str,
     ptr: *const c_char,
-) -> Result<&'a str, String> {
-    if ptr.is_null() {
-        return Err(null_arg_message(function, arg));
-    }
-    CStr::from_ptr(ptr)
-        .to_str()
-        .map_err(|_| format!("{function}: argument '{arg}' is not valid UTF-8"))
+) -> Result<&'a Path> {
+    // SAFETY: the caller's contract is c_str_arg's.
+    let bytes = unsafe { c_str_arg(function, arg, ptr) }?.to_bytes();
+    Ok(Path::new(
+        <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes),
+    ))
 }
 
-/// The message for a NULL pointer argument.
-pub(crate) fn null_arg_message(function: &str, arg: &str) -> String {
-    format!("{function}: argument '{arg}' is NULL")
+/// Makes a new handle: checks the out-parameter `out` and sets it to NULL, runs `make`, and
+/// stores its value, moved to the heap, in `*out` (released with [`release`]). Returns SUCCESS,
+/// or `make`'s error with `*out` left NULL.
+///
+/// # Safety
+/// `out` is NULL or writable.
+pub(crate) unsafe fn new_handle<T>(
+    function: &str,
+    out: *mut *mut T,
+    make: impl FnOnce() -> Result<T>,
+) -> Result<nixl_telemetry_status_t> {
+    // SAFETY: the caller's contract is handle_out's.
+    let out = unsafe { handle_out(function, out) }?;
+    let value = make()?;
+    // SAFETY: checked writable above; ownership passes to the caller.
+    unsafe { *out = Box::into_raw(Box::new(value)) };
+    Ok(crate::constants::NIXL_TELEMETRY_SUCCESS)
+}
+
+/// Releases a handle made by [`new_handle`]; NULL is a no-op.
+///
+/// # Safety
+/// `ptr` is NULL or a pointer from [`new_handle`] not yet released, with no call on it in progress.
+pub(crate) unsafe fn release<T>(ptr: *mut T) -> Option<T> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: made by Box::into_raw in `new_handle` and released once, by the caller's contract.
+    Some(*unsafe { Box::from_raw(ptr) })
 }

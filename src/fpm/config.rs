@@ -11,15 +11,16 @@
 //! default): an operator who set a variable meant something by it, so tracing stays off rather
 //! than silently running with a setting they did not choose.
 //!
-//! Parsing is pure ([`TracePolicy::from_lookup`]); the warning is logged by
-//! [`TracePolicy::evaluate`], and [`TracePolicy::process`] evaluates the process environment
+//! Parsing is pure ([`FpmPolicy::from_lookup`]); the warning is logged by
+//! [`FpmPolicy::evaluate`], and [`FpmPolicy::process`] evaluates the process environment
 //! once, so a process logs the warning at most once however many producers it opens.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::config::{process_env, Lookup};
+use crate::env::{process_env, Lookup};
+pub use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
 
 /// `DYN_FPM_TRACE`: the master switch.
 pub const ENV_TRACE: &str = "DYN_FPM_TRACE";
@@ -38,10 +39,6 @@ pub const ENV_MAX_SEGMENTS: &str = "DYN_FPM_MAX_SEGMENTS";
 pub const DEFAULT_OUTPUT_PATH: &str = "/tmp/dynamo-fpm";
 /// Default sampling interval.
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_millis(5000);
-/// Default roll threshold: 256 MiB of uncompressed JSONL.
-pub const DEFAULT_ROLL_BYTES: u64 = 268_435_456;
-/// Default number of segments kept per producer.
-pub const DEFAULT_MAX_SEGMENTS: usize = 4;
 
 /// How payloads are selected for persistence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,7 +61,7 @@ impl CaptureMode {
 
 /// A validated, enabled trace configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceConfig {
+pub struct FpmConfig {
     /// Output prefix (`DYN_FPM_OUTPUT_PATH`, trimmed); a trailing `.jsonl.gz`/`.jsonl` is
     /// removed when segment names are built.
     pub output_path: PathBuf,
@@ -78,9 +75,9 @@ pub struct TraceConfig {
     pub max_segments: usize,
 }
 
-impl Default for TraceConfig {
+impl Default for FpmConfig {
     fn default() -> Self {
-        TraceConfig {
+        FpmConfig {
             output_path: PathBuf::from(DEFAULT_OUTPUT_PATH),
             mode: CaptureMode::Sampled,
             sample_interval: DEFAULT_SAMPLE_INTERVAL,
@@ -92,60 +89,60 @@ impl Default for TraceConfig {
 
 /// The outcome of reading the `DYN_FPM_*` environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TracePolicy {
+pub enum FpmPolicy {
     /// Tracing is on with this configuration.
-    Enabled(TraceConfig),
+    Enabled(FpmConfig),
     /// Tracing is off: `DYN_FPM_TRACE` is unset or false.
     Off,
     /// Tracing is off because a value is invalid; the message names the variable and value.
     Invalid(String),
 }
 
-impl TracePolicy {
+impl FpmPolicy {
     /// Parses the policy through `env`, without logging.
-    pub fn from_lookup(env: Lookup) -> TracePolicy {
+    pub fn from_lookup(env: Lookup) -> FpmPolicy {
         let switch = match env(ENV_TRACE) {
-            Ok(None) => return TracePolicy::Off,
+            Ok(None) => return FpmPolicy::Off,
             Ok(Some(v)) => v,
-            Err(e) => return TracePolicy::Invalid(e.message),
+            Err(e) => return FpmPolicy::Invalid(e.message),
         };
         match parse_switch(&switch) {
-            Some(false) => return TracePolicy::Off,
+            Some(false) => return FpmPolicy::Off,
             Some(true) => {}
             None => {
-                return TracePolicy::Invalid(format!(
+                return FpmPolicy::Invalid(format!(
                     "{ENV_TRACE}='{switch}' is not one of 1/0, true/false, on/off, yes/no"
                 ))
             }
         }
         match read_enabled(env) {
-            Ok(config) => TracePolicy::Enabled(config),
-            Err(message) => TracePolicy::Invalid(message),
+            Ok(config) => FpmPolicy::Enabled(config),
+            Err(message) => FpmPolicy::Invalid(message),
         }
     }
 
     /// Parses the policy through `env` and logs one warning when it is invalid.
-    pub fn evaluate(env: Lookup) -> TracePolicy {
-        let policy = TracePolicy::from_lookup(env);
-        if let TracePolicy::Invalid(why) = &policy {
+    pub fn evaluate(env: Lookup) -> FpmPolicy {
+        let policy = FpmPolicy::from_lookup(env);
+        if let FpmPolicy::Invalid(why) = &policy {
             log::warn!("invalid FPM trace configuration; tracing disabled: {why}");
         }
         policy
     }
 
     /// The policy of this process: the process environment, evaluated (and warned about) once.
-    pub fn process() -> &'static TracePolicy {
-        static POLICY: OnceLock<TracePolicy> = OnceLock::new();
+    pub fn process() -> &'static FpmPolicy {
+        static POLICY: OnceLock<FpmPolicy> = OnceLock::new();
         POLICY.get_or_init(|| {
             crate::logging::init();
-            TracePolicy::evaluate(&process_env)
+            FpmPolicy::evaluate(&process_env)
         })
     }
 
     /// The configuration, when tracing is on.
-    pub fn config(&self) -> Option<&TraceConfig> {
+    pub fn config(&self) -> Option<&FpmConfig> {
         match self {
-            TracePolicy::Enabled(c) => Some(c),
+            FpmPolicy::Enabled(c) => Some(c),
             _ => None,
         }
     }
@@ -173,9 +170,9 @@ pub fn parse_positive(name: &str, value: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-fn read_enabled(env: Lookup) -> Result<TraceConfig, String> {
+fn read_enabled(env: Lookup) -> Result<FpmConfig, String> {
     let get = |name: &str| env(name).map_err(|e| e.message);
-    let mut config = TraceConfig::default();
+    let mut config = FpmConfig::default();
     if let Some(v) = get(ENV_OUTPUT_PATH)? {
         let trimmed = v.trim();
         if trimmed.is_empty() {
@@ -207,31 +204,31 @@ fn read_enabled(env: Lookup) -> Result<TraceConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tests::env_of;
+    use crate::env::fixed_env as env_of;
     use crate::logging;
 
-    fn policy(pairs: &[(&str, &str)]) -> TracePolicy {
-        TracePolicy::from_lookup(&env_of(pairs))
+    fn policy(pairs: &[(&str, &str)]) -> FpmPolicy {
+        FpmPolicy::from_lookup(&env_of(pairs))
     }
 
     fn invalid(pairs: &[(&str, &str)]) -> String {
         match policy(pairs) {
-            TracePolicy::Invalid(m) => m,
+            FpmPolicy::Invalid(m) => m,
             other => panic!("{pairs:?} gave {other:?}"),
         }
     }
 
     #[test]
     fn unset_switch_is_off_and_reads_nothing_else() {
-        assert_eq!(policy(&[]), TracePolicy::Off);
-        assert_eq!(policy(&[(ENV_MODE, "bogus")]), TracePolicy::Off);
+        assert_eq!(policy(&[]), FpmPolicy::Off);
+        assert_eq!(policy(&[(ENV_MODE, "bogus")]), FpmPolicy::Off);
     }
 
     #[test]
     fn enabled_defaults() {
         assert_eq!(
             policy(&[(ENV_TRACE, "1")]),
-            TracePolicy::Enabled(TraceConfig {
+            FpmPolicy::Enabled(FpmConfig {
                 output_path: "/tmp/dynamo-fpm".into(),
                 mode: CaptureMode::Sampled,
                 sample_interval: Duration::from_millis(5000),
@@ -245,12 +242,12 @@ mod tests {
     fn master_switch_accepts_only_documented_forms() {
         for on in ["1", "true", "TRUE", " on ", "Yes", "yes\n"] {
             assert!(
-                matches!(policy(&[(ENV_TRACE, on)]), TracePolicy::Enabled(_)),
+                matches!(policy(&[(ENV_TRACE, on)]), FpmPolicy::Enabled(_)),
                 "{on:?}"
             );
         }
         for off in ["0", "false", "OFF", " no "] {
-            assert_eq!(policy(&[(ENV_TRACE, off)]), TracePolicy::Off, "{off:?}");
+            assert_eq!(policy(&[(ENV_TRACE, off)]), FpmPolicy::Off, "{off:?}");
         }
         for bad in ["", "  ", "enabled", "2", "maybe", "y", "enable"] {
             let m = invalid(&[(ENV_TRACE, bad)]);
@@ -267,7 +264,7 @@ mod tests {
                 (ENV_SAMPLE_INTERVAL_MS, "0"),
                 (ENV_OUTPUT_PATH, " "),
             ]),
-            TracePolicy::Off
+            FpmPolicy::Off
         );
     }
 
@@ -283,7 +280,7 @@ mod tests {
         ]);
         assert_eq!(
             p,
-            TracePolicy::Enabled(TraceConfig {
+            FpmPolicy::Enabled(FpmConfig {
                 output_path: "/var/log/fpm".into(),
                 mode: CaptureMode::Full,
                 sample_interval: Duration::from_millis(250),
@@ -347,19 +344,19 @@ mod tests {
     #[test]
     fn invalid_configuration_logs_exactly_one_warning() {
         let (p, logged) = logging::capture(|| {
-            TracePolicy::evaluate(&env_of(&[(ENV_TRACE, "1"), (ENV_MAX_SEGMENTS, "-3")]))
+            FpmPolicy::evaluate(&env_of(&[(ENV_TRACE, "1"), (ENV_MAX_SEGMENTS, "-3")]))
         });
-        assert!(matches!(p, TracePolicy::Invalid(_)));
+        assert!(matches!(p, FpmPolicy::Invalid(_)));
         let w = logging::warnings(&logged);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("DYN_FPM_MAX_SEGMENTS='-3'"), "{}", w[0]);
 
         let (_, logged) =
-            logging::capture(|| TracePolicy::evaluate(&env_of(&[(ENV_TRACE, "maybe")])));
+            logging::capture(|| FpmPolicy::evaluate(&env_of(&[(ENV_TRACE, "maybe")])));
         assert_eq!(logging::warnings(&logged).len(), 1);
-        let (_, logged) = logging::capture(|| TracePolicy::evaluate(&env_of(&[])));
+        let (_, logged) = logging::capture(|| FpmPolicy::evaluate(&env_of(&[])));
         assert!(logging::warnings(&logged).is_empty());
-        let (_, logged) = logging::capture(|| TracePolicy::evaluate(&env_of(&[(ENV_TRACE, "1")])));
+        let (_, logged) = logging::capture(|| FpmPolicy::evaluate(&env_of(&[(ENV_TRACE, "1")])));
         assert!(logging::warnings(&logged).is_empty());
     }
 
@@ -377,7 +374,7 @@ mod tests {
             }
         };
         assert!(
-            matches!(TracePolicy::from_lookup(&env), TracePolicy::Invalid(m) if m.contains(ENV_MODE))
+            matches!(FpmPolicy::from_lookup(&env), FpmPolicy::Invalid(m) if m.contains(ENV_MODE))
         );
     }
 }

@@ -69,7 +69,10 @@ const QUEUED_ORDER: [&str; 6] = [
     "var_decode_kv_tokens",
 ];
 
-/// Requests scheduled in this iteration (`ScheduledRequestMetrics`).
+/// Requests scheduled in this iteration (`ScheduledRequestMetrics`;
+/// `nixl_telemetry_fpm_scheduled_requests_t` in C). Integer fields must be >= 0 and variances
+/// finite and >= 0, or the payload is rejected.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ScheduledRequests {
     /// Prefill requests scheduled.
@@ -88,7 +91,9 @@ pub struct ScheduledRequests {
     pub var_decode_kv_tokens: f64,
 }
 
-/// Requests waiting, not scheduled (`QueuedRequestMetrics`).
+/// Requests waiting, not scheduled (`QueuedRequestMetrics`;
+/// `nixl_telemetry_fpm_queued_requests_t` in C); same rules.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct QueuedRequests {
     /// Prefill requests waiting.

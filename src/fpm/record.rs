@@ -1,11 +1,10 @@
-//! The row format: one compact JSON object per line,
-//! `{"timestamp":<ms since the writer started>,"event":<record>}` followed by `\n`, and the FPM
-//! record `dynamo.fpm.trace.v1` that goes in `event`.
+//! The FPM trace record `dynamo.fpm.trace.v1`: what goes in the `event` of a segment row
+//! ([`crate::segments::row`]), and the [`Source`] that produced it.
 
 use serde::Serialize;
 
-use crate::trace::config::CaptureMode;
-use crate::trace::payload::ValidPayload;
+use crate::fpm::config::CaptureMode;
+use crate::fpm::payload::ValidPayload;
 
 /// The schema name of FPM trace records.
 pub const FPM_SCHEMA: &str = "dynamo.fpm.trace.v1";
@@ -65,39 +64,11 @@ impl<'a> FpmRecord<'a> {
     }
 }
 
-#[derive(Serialize)]
-struct Envelope<'a, E: ?Sized> {
-    timestamp: u64,
-    event: &'a E,
-}
-
-/// Appends the row `{"timestamp":..,"event":..}\n` to `out` and returns its length in bytes.
-/// On a serialization error (impossible for the records of this crate) `out` is unchanged.
-pub fn encode_row<E: Serialize + ?Sized>(
-    out: &mut Vec<u8>,
-    timestamp_ms: u64,
-    event: &E,
-) -> Result<usize, serde_json::Error> {
-    let start = out.len();
-    let result = serde_json::to_writer(
-        &mut *out,
-        &Envelope {
-            timestamp: timestamp_ms,
-            event,
-        },
-    );
-    if let Err(e) = result {
-        out.truncate(start);
-        return Err(e);
-    }
-    out.push(b'\n');
-    Ok(out.len() - start)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::payload::FpmPayload;
+    use crate::fpm::payload::FpmPayload;
+    use crate::segments::row::encode_row;
 
     #[test]
     fn rows_are_compact_and_ordered() {

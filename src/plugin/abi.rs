@@ -1,18 +1,16 @@
 //! The exporter plug-in C ABI, version 3 (`include/nixl_telemetry_plugin.h`).
 //!
 //! A plug-in is a shared library `libtelemetry_exporter_<NAME>.so` exporting
-//! `const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void)` (and, optionally,
-//! `void nixl_telemetry_plugin_fini(void)`). The descriptor it returns is static and C-only:
+//! `const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void)`. The descriptor it returns
+//! is static and C-only:
 //! its first field is the API version, so a NIXL C++ plug-in (version 2 at the same offset) is
 //! recognised and refused. Batches of events, not single events, cross the boundary.
 #![allow(non_camel_case_types)]
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_void, CStr};
 
+pub use crate::constants::nixl_telemetry_status_t;
 use crate::event::Event;
-
-/// Status codes shared with the core ABI (`nixl_telemetry_status_t`).
-pub type nixl_telemetry_plugin_status_t = i32;
 
 /// The plug-in API version this library loads.
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
@@ -20,17 +18,7 @@ pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
 /// The API version NIXL's own C++ plug-ins report at the same offset (refused).
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP: u32 = 2;
 
-/// `create` succeeded.
-pub const NIXL_TELEMETRY_PLUGIN_SUCCESS: nixl_telemetry_plugin_status_t = 0;
-/// `create` failed because of an invalid configuration value (message in `error_buf`).
-pub const NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM: nixl_telemetry_plugin_status_t = -2;
-/// `create` failed for another reason (message in `error_buf`).
-pub const NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN: nixl_telemetry_plugin_status_t = -8;
-/// `create` could not bind its scrape port because another process holds it: benign, the
-/// agent runs without a telemetry sink (one warning).
-pub const NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED: nixl_telemetry_plugin_status_t = -100;
-
-/// Log levels a plug-in passes to `host_log`: 1 error, 2 warning, 3 info, 4 debug, 5 trace.
+/// Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.
 pub type nixl_telemetry_plugin_log_fn =
     Option<unsafe extern "C" fn(level: i32, message: *const c_char)>;
 
@@ -55,7 +43,7 @@ pub type nixl_telemetry_plugin_event_name_fn =
     Option<unsafe extern "C" fn(event_type: u32) -> *const c_char>;
 
 /// Creates the exporter state for one agent. On success stores it in `*state` and returns
-/// `NIXL_TELEMETRY_PLUGIN_SUCCESS`; on failure writes a NUL-terminated message into
+/// `NIXL_TELEMETRY_SUCCESS`; on failure writes a NUL-terminated message into
 /// `error_buf` (at most `error_len` bytes) and returns an error status.
 pub type nixl_telemetry_plugin_create_fn = Option<
     unsafe extern "C" fn(
@@ -63,7 +51,7 @@ pub type nixl_telemetry_plugin_create_fn = Option<
         state: *mut *mut c_void,
         error_buf: *mut c_char,
         error_len: usize,
-    ) -> nixl_telemetry_plugin_status_t,
+    ) -> nixl_telemetry_status_t,
 >;
 
 /// Exports `count` events in order and returns how many were kept (the rest count as lost).
@@ -93,23 +81,21 @@ pub struct nixl_telemetry_plugin_t {
     pub destroy: nixl_telemetry_plugin_destroy_fn,
 }
 
-// SAFETY: the descriptor is immutable static data (pointers to static strings and functions).
+// SAFETY: the descriptor is immutable static data (pointers to static strings and functions),
+// so sharing it between threads cannot race.
 unsafe impl Sync for nixl_telemetry_plugin_t {}
+// SAFETY: as above: nothing in it is tied to the thread that created it.
 unsafe impl Send for nixl_telemetry_plugin_t {}
 
 /// Signature of the entry point `nixl_telemetry_plugin_init`.
 pub type nixl_telemetry_plugin_init_fn = unsafe extern "C" fn() -> *const nixl_telemetry_plugin_t;
 
 /// Name of the entry point every plug-in exports.
-pub const INIT_SYMBOL: &[u8] = b"nixl_telemetry_plugin_init\0";
-/// Name of the optional finaliser.
-pub const FINI_SYMBOL: &[u8] = b"nixl_telemetry_plugin_fini\0";
+pub const INIT_SYMBOL: &CStr = c"nixl_telemetry_plugin_init";
 
 // Declares the entry points for the header; plug-ins define them, the core does not.
 #[allow(dead_code)]
 extern "C" {
     /// Returns the plug-in's static descriptor (or NULL when it cannot initialise).
     pub fn nixl_telemetry_plugin_init() -> *const nixl_telemetry_plugin_t;
-    /// Optional: called once when the process no longer needs the plug-in (never unloaded).
-    pub fn nixl_telemetry_plugin_fini();
 }

@@ -10,8 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
 
 use super::abi::*;
-use crate::boundary::panic_message;
+use crate::c_string::copy_c_string;
+use crate::constants::*;
+use crate::error::panic_message;
 use crate::event::Event;
+use crate::logging::level_code;
 
 /// What `create` receives.
 #[derive(Clone, Copy, Debug)]
@@ -60,30 +63,20 @@ pub const fn descriptor<T: TelemetryPlugin>() -> nixl_telemetry_plugin_t {
     }
 }
 
-fn write_message(buf: *mut c_char, len: usize, message: &str) {
-    if buf.is_null() || len == 0 {
-        return;
-    }
-    let bytes = message.as_bytes();
-    let n = bytes.len().min(len - 1);
-    // SAFETY: the host gave `len` writable bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf as *mut u8, n);
-        *buf.add(n) = 0;
-    }
-}
-
 unsafe extern "C" fn create<T: TelemetryPlugin>(
     params: *const nixl_telemetry_plugin_params_t,
     state: *mut *mut c_void,
     error_buf: *mut c_char,
     error_len: usize,
-) -> i32 {
+) -> nixl_telemetry_status_t {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        if params.is_null() || state.is_null() || (*params).agent_name.is_null() {
+        // SAFETY: the host passes NULL or a params struct valid for the call.
+        let Some(p) = (unsafe { params.as_ref() }) else {
+            return Err(CreateError::InvalidParam("NULL argument to create".into()));
+        };
+        if state.is_null() || p.agent_name.is_null() {
             return Err(CreateError::InvalidParam("NULL argument to create".into()));
         }
-        let p = &*params;
         // Fields beyond `struct_size` do not exist in an older host's struct.
         let has = |end: usize| p.struct_size >= end;
         let log_end = std::mem::offset_of!(nixl_telemetry_plugin_params_t, host_log)
@@ -91,27 +84,30 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
         if has(log_end) {
             install_host_log(p.host_log);
         }
-        let agent = CStr::from_ptr(p.agent_name)
+        // SAFETY: not NULL (checked above) and NUL-terminated by the plug-in ABI's contract.
+        let agent = unsafe { CStr::from_ptr(p.agent_name) }
             .to_str()
             .map_err(|_| CreateError::InvalidParam("agent name is not UTF-8".into()))?;
         let exporter = T::create(&InitParams {
             agent_name: agent,
             max_events_buffered: p.max_events_buffered,
         })?;
-        *state = Box::into_raw(Box::new(exporter)) as *mut c_void;
+        // SAFETY: `state` is not NULL (checked above) and writable by the ABI's contract.
+        unsafe { *state = Box::into_raw(Box::new(exporter)) as *mut c_void };
         Ok(())
     }));
     let (status, message) = match result {
-        Ok(Ok(())) => return NIXL_TELEMETRY_PLUGIN_SUCCESS,
-        Ok(Err(CreateError::InvalidParam(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM, m),
-        Ok(Err(CreateError::BindFailed(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED, m),
-        Ok(Err(CreateError::Other(m))) => (NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN, m),
+        Ok(Ok(())) => return NIXL_TELEMETRY_SUCCESS,
+        Ok(Err(CreateError::InvalidParam(m))) => (NIXL_TELEMETRY_ERR_INVALID_PARAM, m),
+        Ok(Err(CreateError::BindFailed(m))) => (NIXL_TELEMETRY_ERR_BIND_FAILED, m),
+        Ok(Err(CreateError::Other(m))) => (NIXL_TELEMETRY_ERR_UNKNOWN, m),
         Err(p) => (
-            NIXL_TELEMETRY_PLUGIN_ERR_UNKNOWN,
+            NIXL_TELEMETRY_ERR_UNKNOWN,
             format!("panic: {}", panic_message(&*p)),
         ),
     };
-    write_message(error_buf, error_len, &message);
+    // SAFETY: the host gave `error_len` writable bytes at `error_buf` (or NULL).
+    unsafe { copy_c_string(&message, error_buf, error_len) };
     status
 }
 
@@ -123,11 +119,14 @@ unsafe extern "C" fn export<T: TelemetryPlugin>(
     if state.is_null() || (events.is_null() && count > 0) {
         return 0;
     }
-    let exporter = &mut *(state as *mut T);
+    // SAFETY: `state` came from `create::<T>` (a boxed `T`), and the host calls export for one
+    // state from one thread at a time (the plug-in ABI's contract), so the borrow is exclusive.
+    let exporter = unsafe { &mut *(state as *mut T) };
     let events = if count == 0 {
         &[][..]
     } else {
-        std::slice::from_raw_parts(events, count)
+        // SAFETY: not NULL, and `count` readable events by the plug-in ABI's contract.
+        unsafe { std::slice::from_raw_parts(events, count) }
     };
     catch_unwind(AssertUnwindSafe(|| exporter.export(events))).unwrap_or_else(|p| {
         log::error!("exporter {:?} panicked: {}", T::NAME, panic_message(&*p));
@@ -137,7 +136,11 @@ unsafe extern "C" fn export<T: TelemetryPlugin>(
 
 unsafe extern "C" fn destroy<T: TelemetryPlugin>(state: *mut c_void) {
     if !state.is_null() {
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(state as *mut T))));
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: `state` came from `create::<T>` (Box::into_raw of a `T`) and the host
+            // destroys each state exactly once.
+            drop(unsafe { Box::from_raw(state as *mut T) })
+        }));
     }
 }
 
@@ -161,7 +164,7 @@ impl log::Log for HostLogger {
         let f: unsafe extern "C" fn(i32, *const c_char) = unsafe { std::mem::transmute(f) };
         let text = CString::new(record.args().to_string().replace('\0', " ")).unwrap_or_default();
         // SAFETY: the host's function is thread-safe by contract; the string outlives the call.
-        unsafe { f(record.level() as i32, text.as_ptr()) };
+        unsafe { f(level_code(record.level()), text.as_ptr()) };
     }
 
     fn flush(&self) {}

@@ -1,4 +1,5 @@
-//! Finding, opening and validating plug-ins, and adapting them to [`Exporter`].
+//! Finding, opening and validating plug-ins (the exporter around a loaded plug-in is
+//! [`crate::exporter::PluginExporter`]).
 //!
 //! Search order for `libtelemetry_exporter_<NAME>.so`: directories added at run time (most
 //! recent first), then `NIXL_PLUGIN_DIR`, then `<directory of libnixl_telemetry>/plugins`.
@@ -14,7 +15,6 @@ use std::sync::Mutex;
 use super::abi::*;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
-use crate::exporter::Exporter;
 
 /// Directories added with [`add_plugin_dir`], most recent first.
 static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -25,22 +25,20 @@ static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
 #[derive(Clone, Copy)]
 pub struct LoadedPlugin {
     descriptor: &'static nixl_telemetry_plugin_t,
-    create: unsafe extern "C" fn(
+    /// The descriptor's `create`.
+    pub(crate) create: unsafe extern "C" fn(
         *const nixl_telemetry_plugin_params_t,
         *mut *mut c_void,
         *mut c_char,
         usize,
-    ) -> i32,
-    export: unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize,
-    destroy: unsafe extern "C" fn(*mut c_void),
+    ) -> nixl_telemetry_status_t,
+    /// The descriptor's `export_batch`.
+    pub(crate) export: unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize,
+    /// The descriptor's `destroy`.
+    pub(crate) destroy: unsafe extern "C" fn(*mut c_void),
 }
 
 impl LoadedPlugin {
-    /// The name the plug-in reports.
-    pub fn name(&self) -> String {
-        c_str(self.descriptor.name)
-    }
-
     /// The version the plug-in reports.
     pub fn version(&self) -> String {
         c_str(self.descriptor.version)
@@ -89,6 +87,7 @@ pub fn search_dirs() -> Vec<PathBuf> {
 /// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
 /// executable when linked statically).
 fn own_library_dir() -> Option<PathBuf> {
+    // SAFETY: Dl_info is a plain C struct of pointers, for which all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address; `info` is a valid out-parameter.
     let found = unsafe { libc::dladdr(own_library_dir as *const c_void, &mut info) };
@@ -145,7 +144,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
         Status::NotFound,
         format!(
             "Failed to load telemetry plugin: {name}: {} not found in {} (searched: {}; \
-             exporter names are case-sensitive; BUFFER and NOP are built in)",
+             exporter names are case-sensitive; BUFFER, NOP and TRACE are built in)",
             file_name(name),
             if dirs.is_empty() {
                 "any directory"
@@ -166,6 +165,8 @@ fn dl_error() -> String {
     if e.is_null() {
         "unknown dynamic loader error".into()
     } else {
+        // SAFETY: not NULL: a NUL-terminated message owned by the loader, valid until the next
+        // dlerror call on this thread.
         unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
     }
 }
@@ -188,7 +189,7 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
         ));
     }
     // SAFETY: looking up a symbol in a handle we own.
-    let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr() as *const c_char) };
+    let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr()) };
     if init.is_null() {
         return Err(Error::new(
             Status::Mismatch,
@@ -257,101 +258,4 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
         export,
         destroy,
     })
-}
-
-/// Forwards a plug-in's log message into this library's logging.
-unsafe extern "C" fn host_log(level: i32, message: *const c_char) {
-    if message.is_null() {
-        return;
-    }
-    let text = CStr::from_ptr(message).to_string_lossy();
-    let level = match level {
-        1 => log::Level::Error,
-        2 => log::Level::Warn,
-        3 => log::Level::Info,
-        4 => log::Level::Debug,
-        _ => log::Level::Trace,
-    };
-    log::log!(target: "plugin", level, "{text}");
-}
-
-/// Gives plug-ins the static C name of an event type.
-unsafe extern "C" fn host_event_name(event_type: u32) -> *const c_char {
-    crate::ffi::nixl_telemetry_event_name(event_type)
-}
-
-/// One agent's exporter inside a plug-in.
-pub struct PluginExporter {
-    plugin: LoadedPlugin,
-    state: *mut c_void,
-    name: String,
-}
-
-// SAFETY: the plug-in contract allows calls from any thread, one at a time per state; the
-// collector serialises export calls and destroys the state once.
-unsafe impl Send for PluginExporter {}
-
-impl Exporter for PluginExporter {
-    fn export_batch(&mut self, events: &[Event]) -> usize {
-        // SAFETY: `state` came from this plug-in's create; events are valid for the call.
-        unsafe { (self.plugin.export)(self.state, events.as_ptr(), events.len()) }.min(events.len())
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Drop for PluginExporter {
-    fn drop(&mut self) {
-        // SAFETY: destroying the state exactly once.
-        unsafe { (self.plugin.destroy)(self.state) }
-    }
-}
-
-/// Loads plug-in `name` and creates its exporter for `agent`. A scrape-port collision
-/// (`NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED`) logs one warning and returns `BindFailed`.
-pub fn create_exporter(name: &str, agent: &str, capacity: usize) -> Result<Box<dyn Exporter>> {
-    let plugin = load(name)?;
-    let agent_c = CString::new(agent)
-        .map_err(|_| Error::invalid(format!("agent name {agent:?} contains NUL")))?;
-    let params = nixl_telemetry_plugin_params_t {
-        struct_size: std::mem::size_of::<nixl_telemetry_plugin_params_t>(),
-        agent_name: agent_c.as_ptr(),
-        max_events_buffered: capacity,
-        host_log: Some(host_log),
-        host_event_name: Some(host_event_name),
-    };
-    let mut state: *mut c_void = std::ptr::null_mut();
-    let mut message = [0 as c_char; 1024];
-    // SAFETY: all pointers are valid for the call; the plug-in writes at most `len` bytes.
-    let status =
-        unsafe { (plugin.create)(&params, &mut state, message.as_mut_ptr(), message.len()) };
-    message[message.len() - 1] = 0;
-    let text = unsafe { CStr::from_ptr(message.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    let text = if text.is_empty() {
-        "no message".to_owned()
-    } else {
-        text
-    };
-    match status {
-        NIXL_TELEMETRY_PLUGIN_SUCCESS => Ok(Box::new(PluginExporter {
-            plugin,
-            state,
-            name: name.to_owned(),
-        })),
-        NIXL_TELEMETRY_PLUGIN_ERR_BIND_FAILED => {
-            log::warn!("{text}; this process will run without a telemetry sink");
-            Err(Error::new(Status::BindFailed, text))
-        }
-        NIXL_TELEMETRY_PLUGIN_ERR_INVALID_PARAM => Err(Error::invalid(format!(
-            "Failed to create telemetry exporter {name}: {text}"
-        ))),
-        _ => Err(Error::new(
-            Status::Unknown,
-            format!("Failed to create telemetry exporter {name}: {text}"),
-        )),
-    }
 }

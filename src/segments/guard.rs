@@ -6,35 +6,112 @@
 //! (`node/a` and `node:a` are both `node_a`), or when one name is opened twice, in one process
 //! or in two processes writing to the same path. A [`PrefixGuard`] prevents it:
 //!
-//! - **In the process**, a set of the prefixes open for writing refuses a second writer on a
-//!   prefix already in it.
+//! - **In the process**, the registry of open prefixes ([`OpenPrefixes`], the only one in the
+//!   crate) refuses a second writer on a prefix already claimed. It also records which writer
+//!   holds a prefix, so an FPM trace of another component of the same producer can share that
+//!   writer instead of opening a second one.
 //! - **Across processes**, the guard holds an exclusive non-blocking `flock` on the lock file
 //!   `<prefix>.<producer>.lock` for the writer's lifetime and refuses when another process holds
 //!   it. The file is created with mode 0600 and `O_NOFOLLOW` (a symlink there is refused, never
 //!   followed), is never deleted (deleting it would let a third writer lock a new inode while the
 //!   first still writes), and is not a segment: retention and `nixl-telemetry fpm cat` ignore it.
-//!   The lock is released by the kernel when the writer ends, even if the process crashes.
+//!   The lock is released by the kernel when the writer ends, even if the process crashes
+//!   ([`crate::file_lock`]).
 
-use std::collections::HashSet;
+use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::trace::segment::SegmentNaming;
+use crate::file_lock;
+use crate::segments::naming::SegmentNaming;
 
 /// Suffix of the lock file added to the producer prefix.
 pub const LOCK_SUFFIX: &str = ".lock";
 
-/// The prefixes open for writing in this process (FPM traces and TRACE exporters alike).
-pub(crate) fn open_prefixes() -> MutexGuard<'static, HashSet<PathBuf>> {
-    static OPEN: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    OPEN.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+/// A writer that holds a prefix, as the registry keeps it (weakly, whatever its type).
+pub(crate) type Owner = Weak<dyn Any + Send + Sync>;
+
+/// One claimed prefix: alive while its [`PrefixGuard`] is, and the writer holding it, if any
+/// was recorded.
+struct Entry {
+    claim: Weak<()>,
+    owner: Option<Owner>,
+}
+
+/// The prefixes open for writing in this process (FPM traces and TRACE exporters alike), locked
+/// for as long as this value lives: look up, claim and record an owner in one critical section.
+pub(crate) struct OpenPrefixes(MutexGuard<'static, HashMap<PathBuf, Entry>>);
+
+impl OpenPrefixes {
+    /// Locks the registry.
+    pub(crate) fn lock() -> OpenPrefixes {
+        static OPEN: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
+        OpenPrefixes(
+            OPEN.get_or_init(Default::default)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    fn live(&self, prefix: &Path) -> Option<&Entry> {
+        self.0
+            .get(prefix)
+            .filter(|entry| entry.claim.strong_count() > 0)
+    }
+
+    /// Whether `prefix` is claimed by a live guard.
+    pub(crate) fn is_open(&self, prefix: &Path) -> bool {
+        self.live(prefix).is_some()
+    }
+
+    /// The writer of type `T` recorded for the claimed `prefix`, if it is still alive.
+    pub(crate) fn owner<T: Any + Send + Sync>(&self, prefix: &Path) -> Option<Arc<T>> {
+        let owner = self.live(prefix)?.owner.as_ref()?.upgrade()?;
+        owner.downcast::<T>().ok()
+    }
+
+    /// Records (or, with `None`, forgets) the writer holding the claimed `prefix`.
+    pub(crate) fn set_owner(&mut self, prefix: &Path, owner: Option<Owner>) {
+        if let Some(entry) = self.0.get_mut(prefix) {
+            entry.owner = owner;
+        }
+    }
+
+    /// Claims the prefix of `naming` for one writer (`what` names it in messages, e.g. "FPM
+    /// trace"): creates the directory if needed, then the lock file, and locks it.
+    pub(crate) fn claim(
+        &mut self,
+        naming: &SegmentNaming,
+        what: &str,
+    ) -> Result<PrefixGuard, GuardError> {
+        let prefix = naming.prefix();
+        if self.is_open(&prefix) {
+            return Err(GuardError::OpenInProcess(format!(
+                "{what}: segment prefix {} is already open for writing in this process, by another \
+                 writer (two producer ids or agent names that sanitize to the same name, or \
+                 one opened twice)",
+                prefix.display()
+            )));
+        }
+        let lock = lock_prefix(naming, &prefix, what)?;
+        let claim = Arc::new(());
+        self.0.retain(|_, entry| entry.claim.strong_count() > 0);
+        self.0.insert(
+            prefix,
+            Entry {
+                claim: Arc::downgrade(&claim),
+                owner: None,
+            },
+        );
+        Ok(PrefixGuard {
+            _claim: claim,
+            _lock: lock,
+        })
+    }
 }
 
 /// Why a prefix could not be claimed.
@@ -48,13 +125,6 @@ pub enum GuardError {
     Io(String, io::Error),
 }
 
-impl GuardError {
-    /// True when another writer (of this process or another one) owns the prefix.
-    pub fn is_conflict(&self) -> bool {
-        !matches!(self, GuardError::Io(..))
-    }
-}
-
 impl fmt::Display for GuardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -66,10 +136,11 @@ impl fmt::Display for GuardError {
 
 impl std::error::Error for GuardError {}
 
-/// The exclusive claim of one writer on one producer prefix; released when dropped.
+/// The exclusive claim of one writer on one producer prefix; released when dropped (the
+/// registry entry dies with it, and closing the lock file releases the `flock`).
 #[derive(Debug)]
 pub struct PrefixGuard {
-    prefix: PathBuf,
+    _claim: Arc<()>,
     _lock: File,
 }
 
@@ -81,33 +152,9 @@ pub fn lock_path(naming: &SegmentNaming) -> PathBuf {
 }
 
 impl PrefixGuard {
-    /// Claims the prefix of `naming` for one writer (`what` names it in messages, e.g. "FPM
-    /// trace"): creates the directory if needed, then the lock file, and locks it.
+    /// Claims the prefix of `naming` for one writer (see [`OpenPrefixes::claim`]).
     pub fn acquire(naming: &SegmentNaming, what: &str) -> Result<PrefixGuard, GuardError> {
-        let prefix = naming.prefix();
-        if !open_prefixes().insert(prefix.clone()) {
-            return Err(GuardError::OpenInProcess(format!(
-                "{what}: segment prefix {} is already open for writing in this process, by another \
-                 writer (two producer ids or agent names that sanitize to the same name, or \
-                 one opened twice)",
-                prefix.display()
-            )));
-        }
-        match lock_prefix(naming, &prefix, what) {
-            Ok(lock) => Ok(PrefixGuard {
-                prefix,
-                _lock: lock,
-            }),
-            Err(e) => {
-                open_prefixes().remove(&prefix);
-                Err(e)
-            }
-        }
-    }
-
-    /// The claimed prefix.
-    pub fn prefix(&self) -> &Path {
-        &self.prefix
+        OpenPrefixes::lock().claim(naming, what)
     }
 }
 
@@ -120,39 +167,19 @@ fn lock_prefix(naming: &SegmentNaming, prefix: &Path, what: &str) -> Result<File
         )
     };
     fs::create_dir_all(naming.dir()).map_err(io_err)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(io_err)?;
-    // SAFETY: flock on a file descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(GuardError::HeldByAnotherProcess(format!(
-                "{what}: segment prefix {} is already open for writing by another process (its \
-                 lock file {} is held)",
-                prefix.display(),
-                path.display()
-            )));
-        }
-        return Err(GuardError::Io(
+    let file = file_lock::open_owner_only(&path, false).map_err(io_err)?;
+    match file_lock::try_lock_exclusive(&file) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(GuardError::HeldByAnotherProcess(format!(
+            "{what}: segment prefix {} is already open for writing by another process (its \
+             lock file {} is held)",
+            prefix.display(),
+            path.display()
+        ))),
+        Err(e) => Err(GuardError::Io(
             format!("{what}: cannot lock {}", path.display()),
             e,
-        ));
-    }
-    Ok(file)
-}
-
-impl Drop for PrefixGuard {
-    fn drop(&mut self) {
-        open_prefixes().remove(&self.prefix);
-        // The lock is released when the file is closed; the file itself stays.
+        )),
     }
 }
 
@@ -193,6 +220,6 @@ mod tests {
         symlink(dir.path().join("victim"), lock_path(&n)).unwrap();
         let e = PrefixGuard::acquire(&n, "test").unwrap_err();
         assert!(matches!(e, GuardError::Io(..)), "{e}");
-        assert!(!open_prefixes().contains(&n.prefix()));
+        assert!(!OpenPrefixes::lock().is_open(&n.prefix()));
     }
 }

@@ -10,8 +10,6 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::trace::segment::{SegmentNaming, INDEX_DIGITS, SEGMENT_SUFFIX};
-
 /// A member that could not be decoded to its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TruncatedMember {
@@ -77,6 +75,11 @@ impl SegmentReader {
         };
         let mut outcome = ReadOutcome::default();
         let mut line = Vec::new();
+        let cut = |offset: u64, e: &io::Error| TruncatedMember {
+            path: path.to_owned(),
+            offset,
+            error: e.to_string(),
+        };
         loop {
             if source.fill_buf()?.is_empty() {
                 return Ok(outcome);
@@ -104,22 +107,14 @@ impl SegmentReader {
                                 }
                                 Ok(_) => unreachable!("read_until stops only at a newline or EOF"),
                                 Err(e) => {
-                                    outcome.truncated = Some(TruncatedMember {
-                                        path: path.to_owned(),
-                                        offset: start,
-                                        error: e.to_string(),
-                                    });
+                                    outcome.truncated = Some(cut(start, &e));
                                     return Ok(outcome);
                                 }
                             }
                         }
                     }
                     Err(e) => {
-                        outcome.truncated = Some(TruncatedMember {
-                            path: path.to_owned(),
-                            offset: start,
-                            error: e.to_string(),
-                        });
+                        outcome.truncated = Some(cut(start, &e));
                         return Ok(outcome);
                     }
                 }
@@ -137,85 +132,6 @@ impl SegmentReader {
         })?;
         Ok((rows, outcome))
     }
-}
-
-/// The segment files named by `arg`: the file itself when it exists and is not a directory;
-/// otherwise `arg` is a producer prefix (`/tmp/dynamo-fpm.4192`) whose segments are returned in
-/// index order, or, when it has none, an output prefix (`/tmp/dynamo-fpm`) whose producers'
-/// segments are returned grouped by producer (sorted), each in index order.
-pub fn segments_of(arg: &Path) -> io::Result<Vec<PathBuf>> {
-    if arg.is_file() {
-        return Ok(vec![arg.to_owned()]);
-    }
-    let bytes = arg.as_os_str().as_encoded_bytes();
-    let stem_path = PathBuf::from(arg);
-    let dir = match stem_path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let Some(stem) = stem_path
-        .file_name()
-        .and_then(|s| s.to_str())
-        .map(str::to_owned)
-    else {
-        return Ok(Vec::new());
-    };
-    if bytes.ends_with(b"/") {
-        return Ok(Vec::new());
-    }
-    // A producer prefix: `<stem>.<index>.jsonl.gz`. SegmentNaming adds ".<producer>", so split
-    // the stem at its last dot into (output prefix, producer).
-    let mut exact = Vec::new();
-    if let Some((head, producer)) = stem.rsplit_once('.') {
-        let naming = SegmentNaming::new(&dir.join(head), producer);
-        if naming.prefix().file_name().and_then(|s| s.to_str()) == Some(stem.as_str()) {
-            exact = naming
-                .scan()?
-                .into_iter()
-                .filter(|e| e.is_file)
-                .map(|e| e.path)
-                .collect();
-        }
-    }
-    if !exact.is_empty() {
-        return Ok(exact);
-    }
-    // An output prefix: `<stem>.<producer>.<index>.jsonl.gz` for any producer.
-    let mut found: Vec<(String, u64, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(&dir)? {
-        let entry = entry?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        let Some(rest) = name
-            .strip_prefix(stem.as_str())
-            .and_then(|r| r.strip_prefix('.'))
-            .and_then(|r| r.strip_suffix(SEGMENT_SUFFIX))
-        else {
-            continue;
-        };
-        let Some((producer, digits)) = rest.rsplit_once('.') else {
-            continue;
-        };
-        if producer.is_empty()
-            || producer.contains('.')
-            || digits.len() < INDEX_DIGITS
-            || !digits.bytes().all(|b| b.is_ascii_digit())
-        {
-            continue;
-        }
-        let Ok(index) = digits.parse::<u64>() else {
-            continue;
-        };
-        if format!("{index:0INDEX_DIGITS$}") != digits
-            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-        {
-            continue;
-        }
-        found.push((producer.to_owned(), index, entry.path()));
-    }
-    found.sort();
-    Ok(found.into_iter().map(|(_, _, p)| p).collect())
 }
 
 #[cfg(test)]

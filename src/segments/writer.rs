@@ -24,13 +24,10 @@
 //!   happened while appending to an open segment, that segment is abandoned and the next batch
 //!   starts a new one: a partial member is only ever the last thing in a file, so every member
 //!   before it stays readable by standard tools.
-//! - **Durability**: no `fsync`; see the module documentation of [`crate::trace`].
+//! - **Durability**: no `fsync`; see the module documentation of [`crate::segments`].
 
-use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,141 +36,20 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::Serialize;
 
-use crate::trace::clock::Clock;
-use crate::trace::envelope::encode_row;
+use crate::segments::clock::Clock;
+use crate::segments::naming::{SegmentEntry, SegmentNaming};
+use crate::segments::row::encode_row;
 
-/// The segment file extension.
-pub const SEGMENT_SUFFIX: &str = ".jsonl.gz";
-/// Minimum number of digits of a segment index.
-pub const INDEX_DIGITS: usize = 6;
+/// Default roll threshold: 256 MiB of uncompressed JSONL.
+pub const DEFAULT_ROLL_BYTES: u64 = 268_435_456;
+/// Default number of segments kept per producer, the active one included.
+pub const DEFAULT_MAX_SEGMENTS: usize = 4;
 /// Default in-memory batch size that triggers an early flush.
 pub const DEFAULT_BUFFER_BYTES: usize = 1 << 20;
 /// Default flush cadence.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// gzip level of every member.
 pub const GZIP_LEVEL: u32 = 6;
-
-/// Replaces every character outside `[A-Za-z0-9_-]` by `_` (one per character, so a non-ASCII
-/// character becomes one `_`); an empty id becomes `unknown`.
-pub fn sanitize_producer(producer_id: &str) -> String {
-    if producer_id.is_empty() {
-        return "unknown".to_owned();
-    }
-    producer_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Removes one trailing `.jsonl.gz`, or else one trailing `.jsonl`.
-fn strip_jsonl_suffix(bytes: &[u8]) -> &[u8] {
-    bytes
-        .strip_suffix(b".jsonl.gz")
-        .or_else(|| bytes.strip_suffix(b".jsonl"))
-        .unwrap_or(bytes)
-}
-
-/// What occupies a matching name in the output directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentEntry {
-    /// The segment index.
-    pub index: u64,
-    /// Its path.
-    pub path: PathBuf,
-    /// True for a regular file (not a directory, not a symlink): only those are pruned.
-    pub is_file: bool,
-}
-
-/// Names the segments of one producer: `<dir>/<stem>.<index:06>.jsonl.gz`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentNaming {
-    dir: PathBuf,
-    stem: OsString,
-}
-
-impl SegmentNaming {
-    /// The naming for `producer_id` under the output prefix `output_path` (a trailing
-    /// `.jsonl.gz` or `.jsonl` is removed; the producer id is sanitized). A relative prefix is
-    /// relative to the working directory; a prefix ending in `/` gives hidden file names
-    /// (`dir/.<producer>...`).
-    pub fn new(output_path: &Path, producer_id: &str) -> SegmentNaming {
-        let mut prefix = strip_jsonl_suffix(output_path.as_os_str().as_bytes()).to_vec();
-        prefix.push(b'.');
-        prefix.extend_from_slice(sanitize_producer(producer_id).as_bytes());
-        let prefix = PathBuf::from(OsString::from_vec(prefix));
-        let dir = match prefix.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let stem = prefix
-            .file_name()
-            .map(OsStr::to_owned)
-            .unwrap_or_else(|| OsString::from("unknown"));
-        SegmentNaming { dir, stem }
-    }
-
-    /// The directory holding the segments.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The producer prefix: `<dir>/<stem>` (segment names add `.<index>.jsonl.gz`).
-    pub fn prefix(&self) -> PathBuf {
-        self.dir.join(&self.stem)
-    }
-
-    /// The file name of segment `index`.
-    pub fn file_name(&self, index: u64) -> OsString {
-        let mut name = self.stem.clone();
-        name.push(format!(".{index:0INDEX_DIGITS$}{SEGMENT_SUFFIX}"));
-        name
-    }
-
-    /// The path of segment `index`.
-    pub fn path(&self, index: u64) -> PathBuf {
-        self.dir.join(self.file_name(index))
-    }
-
-    /// The index of `file_name` if it is exactly one of this producer's segment names (at least
-    /// six digits, and no extra leading zero beyond that padding).
-    pub fn parse_index(&self, file_name: &OsStr) -> Option<u64> {
-        let rest = file_name
-            .as_bytes()
-            .strip_prefix(self.stem.as_bytes())?
-            .strip_prefix(b".")?
-            .strip_suffix(SEGMENT_SUFFIX.as_bytes())?;
-        if rest.len() < INDEX_DIGITS || !rest.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let index: u64 = std::str::from_utf8(rest).ok()?.parse().ok()?;
-        (self.file_name(index) == file_name).then_some(index)
-    }
-
-    /// Every entry of the directory whose name is one of this producer's segments, by index.
-    pub fn scan(&self) -> io::Result<Vec<SegmentEntry>> {
-        let mut found = Vec::new();
-        for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            if let Some(index) = self.parse_index(&entry.file_name()) {
-                // DirEntry::file_type does not follow symlinks.
-                let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
-                found.push(SegmentEntry {
-                    index,
-                    path: entry.path(),
-                    is_file,
-                });
-            }
-        }
-        found.sort_by_key(|e| e.index);
-        Ok(found)
-    }
-}
 
 /// Writer settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -312,11 +188,6 @@ impl SegmentWriter {
             failing_since: None,
             counters: Arc::default(),
         })
-    }
-
-    /// The naming of this producer's segments.
-    pub fn naming(&self) -> &SegmentNaming {
-        &self.naming
     }
 
     /// The index of the active segment (or of the next one to be created).
@@ -535,58 +406,4 @@ fn compress(data: &[u8], mut out: Vec<u8>) -> Vec<u8> {
         .write_all(data)
         .expect("writing into memory cannot fail");
     encoder.finish().expect("writing into memory cannot fail")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn producer_ids_are_sanitized() {
-        assert_eq!(sanitize_producer("4192"), "4192");
-        assert_eq!(sanitize_producer("worker/a:b"), "worker_a_b");
-        assert_eq!(sanitize_producer("a.b c-d_e"), "a_b_c-d_e");
-        assert_eq!(sanitize_producer("é∂x"), "__x");
-        assert_eq!(sanitize_producer(""), "unknown");
-    }
-
-    #[test]
-    fn names_insert_the_producer_before_the_index() {
-        let n = SegmentNaming::new(Path::new("/tmp/dynamo-fpm.jsonl.gz"), "worker/a:b");
-        assert_eq!(n.prefix(), Path::new("/tmp/dynamo-fpm.worker_a_b"));
-        assert_eq!(
-            n.path(0),
-            Path::new("/tmp/dynamo-fpm.worker_a_b.000000.jsonl.gz")
-        );
-        let n = SegmentNaming::new(Path::new("/tmp/dynamo-fpm.jsonl"), "");
-        assert_eq!(
-            n.path(12),
-            Path::new("/tmp/dynamo-fpm.unknown.000012.jsonl.gz")
-        );
-        let n = SegmentNaming::new(Path::new("trace"), "7");
-        assert_eq!(n.dir(), Path::new("."));
-        assert_eq!(n.file_name(1_234_567), "trace.7.1234567.jsonl.gz");
-    }
-
-    #[test]
-    fn only_exact_names_parse() {
-        let n = SegmentNaming::new(Path::new("/d/x"), "4192");
-        let p = |s: &str| n.parse_index(OsStr::new(s));
-        assert_eq!(p("x.4192.000000.jsonl.gz"), Some(0));
-        assert_eq!(p("x.4192.000042.jsonl.gz"), Some(42));
-        assert_eq!(p("x.4192.1000000.jsonl.gz"), Some(1_000_000));
-        for bad in [
-            "x.4192.00001.jsonl.gz",
-            "x.4192.0000001.jsonl.gz",
-            "x.4192.000001.jsonl.gz.bak",
-            "x.4192.000001.jsonl",
-            "x.41920.000001.jsonl.gz",
-            "x.419.000001.jsonl.gz",
-            "y.4192.000001.jsonl.gz",
-            "x.4192.00000a.jsonl.gz",
-            "x.4192.-00001.jsonl.gz",
-        ] {
-            assert_eq!(p(bad), None, "{bad}");
-        }
-    }
 }

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::config::{process_env, Lookup};
+use crate::env::{process_env, Lookup};
 use crate::error::{Error, Result};
 
 /// `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: comma-separated, strictly increasing, positive

@@ -59,13 +59,6 @@ impl Registry {
         agents.len() != before
     }
 
-    /// Removes the agent named `name`, returning it.
-    pub fn remove_named(&self, name: &str) -> Option<Arc<AgentSeries>> {
-        let mut agents = self.lock();
-        let i = agents.iter().position(|a| a.agent_name() == name)?;
-        Some(agents.remove(i))
-    }
-
     /// The number of agents.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -130,9 +123,7 @@ mod tests {
         assert_eq!(r.names(), ["b"]);
         // The name is free again.
         r.add(agent("a")).unwrap();
-        assert!(r.remove_named("b").is_some());
-        assert!(r.remove_named("b").is_none());
-        assert_eq!(r.len(), 1);
+        assert_eq!(r.len(), 2);
     }
 
     #[test]

@@ -139,7 +139,9 @@ fn sample(out: &mut String, name: &str, suffix: &str, labels: &str, value: u64) 
     let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
 }
 
-/// One parsed sample: metric name, labels in their order, value.
+/// One parsed sample: metric name, labels in their order, value. A test hook (feature
+/// `test-util`).
+#[cfg(any(test, feature = "test-util"))]
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     /// The sample's metric name (`agent_xfer_time_us_bucket`, ...).
@@ -150,6 +152,7 @@ pub struct Sample {
     pub value: f64,
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl Sample {
     /// The value of label `name`.
     pub fn label(&self, name: &str) -> Option<&str> {
@@ -161,7 +164,8 @@ impl Sample {
 }
 
 /// Parses the samples of a text-format 0.0.4 body (comment lines skipped). Strict about what
-/// the encoder writes; meant for tests and tools, not as a general scraper.
+/// the encoder writes; meant for tests, not as a general scraper (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
 pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
     let mut samples = Vec::new();
     for (n, line) in body.lines().enumerate() {

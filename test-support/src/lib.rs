@@ -1,6 +1,7 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
-//! and plug-ins, and a free loopback port. Deliberately free of dependencies (in particular not
-//! on `nixl-telemetry`, whose statics must exist once in a test binary).
+//! and plug-ins, a free loopback port, and the C ABI's last-error message. It depends on
+//! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
+//! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
@@ -72,4 +73,18 @@ pub fn serial(vars: &'static [&'static str]) -> Serial {
         vars,
         _guard: guard,
     }
+}
+
+/// This thread's last C ABI error message (`nixl_telemetry_last_error`), checking that the
+/// length it returns is the message's.
+pub fn last_error() -> String {
+    let mut buf = [0 as std::ffi::c_char; 1024];
+    // SAFETY: `buf` is writable for its whole length.
+    let n = unsafe { nixl_telemetry::ffi::nixl_telemetry_last_error(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: the function NUL-terminates what it writes into a non-empty buffer.
+    let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(n, text.len(), "the returned length is the message's");
+    text
 }

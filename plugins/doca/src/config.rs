@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use nixl_telemetry::config::Lookup;
+use nixl_telemetry::env::Lookup;
 use nixl_telemetry::series::Buckets;
 use scrape_endpoint::address_from_env;
 
@@ -140,7 +140,7 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> std::result::Result<DocaConfig, String> {
-        let env = nixl_telemetry::config::fixed_env(pairs);
+        let env = nixl_telemetry::env::fixed_env(pairs);
         DocaConfig::from_lookup(&env)
     }
 

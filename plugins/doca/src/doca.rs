@@ -192,10 +192,21 @@ macro_rules! doca_api {
                             "common" => common,
                             _ => exporter,
                         };
-                        let p = symbol(handle, $symbol)?;
-                        // SAFETY: a non-null address of the named function, whose C signature
-                        // is the one declared here (see the module documentation).
-                        std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) $(-> $ret)?>(p)
+                        // SAFETY: `handle` is `common` or `exporter`, both live `dlopen`
+                        // handles by this function's contract.
+                        let p = unsafe { symbol(handle, $symbol) }?;
+                        // SAFETY: `p` is the non-null address `dlsym` found for `$symbol` in a
+                        // library that, by this function's contract, exports it as a function
+                        // with the C signature declared here (see the module documentation).
+                        // POSIX `dlsym` requires object and function pointers to share size and
+                        // representation, so the result is that function's pointer, and it
+                        // stays callable because the libraries are never closed.
+                        unsafe {
+                            std::mem::transmute::<
+                                *mut c_void,
+                                unsafe extern "C" fn($($arg),*) $(-> $ret)?,
+                            >(p)
+                        }
                     }, )*
                     origin,
                 })
@@ -253,31 +264,45 @@ doca_api! {
 impl DocaApi {
     /// `doca_error_get_name(e)`, e.g. `DOCA_ERROR_INITIALIZATION`.
     pub fn error_name(&self, e: DocaError) -> String {
-        // SAFETY: resolved from libdoca_common; returns a static string or NULL.
+        // SAFETY: `error_get_name` was resolved from libdoca_common, which stays loaded for the
+        // rest of the process, as `const char *doca_error_get_name(doca_error_t)`: it takes the
+        // code by value (any value, unknown ones included) and reads no memory of ours.
         let p = unsafe { (self.error_get_name)(e) };
         if p.is_null() {
             return format!("doca_error_t {e}");
         }
-        // SAFETY: a NUL-terminated string owned by the library.
+        // SAFETY: `p` is non-null, and DOCA returns its error names as NUL-terminated strings
+        // of static storage in a library that is never unloaded; the borrow is copied into an
+        // owned `String` at once.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 }
 
 fn dlerror_text() -> String {
-    // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
+    // SAFETY: dlerror(3) has no preconditions; it returns NULL or this thread's pending
+    // NUL-terminated message, valid until this thread's next dl* call.
     let e = unsafe { libc::dlerror() };
     if e.is_null() {
         "unknown dlopen error".into()
     } else {
-        // SAFETY: see above.
+        // SAFETY: `e` is non-null, so it is that message, and it is copied into an owned
+        // `String` before this thread makes another dl* call that could overwrite it.
         unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
     }
 }
 
+/// `dlsym(handle, name)`; a missing symbol is an error carrying `dlerror`'s message.
+///
+/// # Safety
+/// `handle` must be a handle returned by `dlopen` that has not been closed.
 unsafe fn symbol(handle: *mut c_void, name: &str) -> Result<*mut c_void, String> {
     let c = CString::new(name).expect("symbol names have no NUL");
-    libc::dlerror();
-    let p = libc::dlsym(handle, c.as_ptr());
+    // SAFETY: dlerror(3) has no preconditions. Called to clear this thread's pending error, so
+    // that a message read after a NULL `dlsym` describes this lookup.
+    unsafe { libc::dlerror() };
+    // SAFETY: `handle` is an open `dlopen` handle (this function's contract) and `c` is a
+    // NUL-terminated string that outlives the call, which only reads it.
+    let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
     if p.is_null() {
         return Err(format!("symbol {name} is missing ({})", dlerror_text()));
     }
@@ -321,7 +346,11 @@ fn open(base: &str, dir: Option<&Path>) -> Result<(*mut c_void, String), String>
             continue;
         }
         let c = CString::new(name.as_bytes()).map_err(|_| format!("{name:?} contains NUL"))?;
-        // SAFETY: dlopen of a path or soname; the handle is deliberately never closed.
+        // SAFETY: `c` is a NUL-terminated path or soname that outlives the call, the only
+        // pointer dlopen(3) reads. Loading runs the library's initialisers: that trust is placed
+        // in what DOCA's directory (or `NIXL_TELEMETRY_DOCA_LIB_DIR`) holds, as for any linked
+        // library. The handle is never closed, which is what lets `load` hand out `'static`
+        // tables of function pointers into the library.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if !h.is_null() {
             return Ok((h, name));
@@ -360,7 +389,10 @@ pub fn load(dir: Option<&Path>) -> Result<&'static DocaApi, String> {
     let (common, common_name) = open(COMMON, dir)?;
     let (exporter, exporter_name) = open(EXPORTER, dir)?;
     let origin = format!("{exporter_name} and {common_name}");
-    // SAFETY: both handles are live dlopen handles; the signatures are documented above.
+    // SAFETY: `common` and `exporter` were just returned non-null by `dlopen` and are never
+    // closed, as `resolve` requires. They are libdoca_common and libdoca_telemetry_exporter
+    // (`open` found them by those names), whose exports `resolve` assumes have the signatures
+    // documented at the top of this module.
     let api = unsafe { DocaApi::resolve(common, exporter, origin.clone()) }
         .map_err(|e| format!("{origin}: {e}"))?;
     let api: &'static DocaApi = Box::leak(Box::new(api));

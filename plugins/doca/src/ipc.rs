@@ -99,7 +99,12 @@ struct Session {
     retained_bounds: Vec<f64>,
 }
 
-// SAFETY: the DOCA handles are used only under the context's lock, from one thread at a time.
+// SAFETY: `Session` is not `Send` automatically only because of its raw `schema` and `source`
+// handles. DOCA ties them to no thread; what it requires, not being thread-safe, is that calls on
+// them never overlap. A session lives only inside `IpcContext::state`, a `Mutex` (`setup`'s result
+// goes straight into `State::Ready`), so every call through its handles is made by the one thread
+// holding that lock: moving the session to that thread keeps the calls serialised. `Session` is
+// not `Sync` (its `Cell`), so no `&Session` reaches another thread either.
 unsafe impl Send for Session {}
 
 /// A failed setup step: the function and what it returned.
@@ -166,9 +171,16 @@ impl Session {
         let hostname =
             self.retained(CString::new(hostname).unwrap_or_else(|_| c"unknown".to_owned()));
         let sockets_dir = sockets_dir.map(|d| self.retained(d));
-        // SAFETY (every call below): the functions come from DOCA's libraries with the
-        // signatures documented in `doca`; every pointer passed is valid for the call, and
-        // the schema and source are the ones these calls created.
+        // SAFETY: every function was resolved by `doca::load` from DOCA's libraries, which stay
+        // loaded, with the signatures documented in `doca`. The pointers passed: `SCHEMA_NAME`,
+        // `SOURCE_ID` and the `c"..."` literals are static; `hostname`, `dir` and each histogram
+        // `name` point into `self.retained_strings`, which lives as long as the session in case
+        // DOCA keeps them; `agent_only` and `with_status` are arrays of static C strings alive
+        // across their call, their lengths passed with them; the bounds are
+        // `self.retained_bounds` (`bounds_len` values), never modified after setup; the
+        // out-pointers are `&mut` fields of `self`. `self.schema` and `self.source` are passed
+        // on only once the call creating them succeeded and returned non-null. The session is
+        // not yet shared, so these calls cannot overlap with others.
         unsafe {
             check(
                 "doca_telemetry_exporter_schema_init",
@@ -259,7 +271,9 @@ impl Session {
     /// Reads the IPC status (one call): whether it is connected, and the status in words.
     fn ipc_status(&self) -> (bool, String) {
         let mut status = doca::IPC_STATUS_FAILED;
-        // SAFETY: a started source of this library; `status` is a valid out-pointer.
+        // SAFETY: `self.source` is a started source: this runs only in `setup_steps`, right
+        // after `source_start` succeeded, and in `report` on a set-up session. `status` is a
+        // live local that the call writes one status value through.
         let rc = unsafe { (self.api.check_ipc_status)(self.source, &mut status) };
         if rc == doca::DOCA_SUCCESS {
             (
@@ -297,7 +311,8 @@ impl Session {
         }
         let api = self.api;
         let mut ts: doca::Timestamp = 0;
-        // SAFETY: a valid out-pointer.
+        // SAFETY: `get_timestamp` writes one `u64` through its argument, here the live local
+        // `ts`.
         let rc = unsafe { (api.get_timestamp)(&mut ts) };
         if !self.ok("doca_telemetry_exporter_get_timestamp", rc) {
             return 0;
@@ -311,8 +326,13 @@ impl Session {
             let i = t as usize;
             debug_assert!(i < EVENT_TYPE_COUNT);
             let value = e.value;
-            // SAFETY (every call below): the source is set up; names and label values are
-            // NUL-terminated strings living across the call, as many as the label set has.
+            // SAFETY: `report` runs only on a session in `State::Ready`, whose `setup` finished,
+            // so `self.source` has a metrics context and `self.label_set`,
+            // `self.error_label_set` and `self.base_histograms` are ids DOCA returned for it.
+            // Metric names are `CString`s of `self.names`; each label-values array holds as many
+            // NUL-terminated pointers as its label set has names (`labels`: `agent_name`;
+            // `with_status`: `agent_name`, `status`), borrowed from `agent`, `self.names` and
+            // the stack, all alive across the calls. `histogram_id` is a live local out-value.
             let good = unsafe {
                 if let Some(status) = &self.names[i].status {
                     let with_status: [*const c_char; 2] = [agent.as_ptr(), status.as_ptr()];
@@ -366,7 +386,8 @@ impl Session {
                 reported += 1;
             }
         }
-        // SAFETY: the source is set up.
+        // SAFETY: the source of a set-up session (see the calls above), with its metrics
+        // context.
         let rc = unsafe { (api.metrics_flush)(self.source) };
         let flushed = self.ok("doca_telemetry_exporter_metrics_flush", rc);
         let (connected, status_text) = self.ipc_status();
@@ -402,7 +423,12 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         let api = self.api;
-        // SAFETY: tearing down, once, what `setup` created, in reverse order.
+        // SAFETY: `drop` runs once, so each call is made at most once, and only on what
+        // `setup` got to create, as the flags and non-null handles record: the final metrics
+        // flush on a completed setup, `source_flush` on a started source, `destroy_context`
+        // after `create_context` succeeded, the source before the schema it came from. What
+        // DOCA may still point to (`retained_strings`, `retained_bounds`) is freed only after
+        // these calls, since fields drop after `Drop::drop` returns.
         unsafe {
             if self.ready {
                 (api.metrics_flush)(self.source);
@@ -492,11 +518,6 @@ impl IpcContext {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// True when DOCA was loaded and set up (connected or not).
-    pub fn is_available(&self) -> bool {
-        matches!(*self.lock(), State::Ready(_))
     }
 
     /// Reports `events` of agent `agent` (one timestamp, then a flush); returns how many this

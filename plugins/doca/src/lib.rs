@@ -39,7 +39,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::config::process_env;
+use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::series::{self, AgentSeries, Buckets};
 use nixl_telemetry::Event;

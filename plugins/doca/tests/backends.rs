@@ -182,7 +182,7 @@ fn ipc_without_the_libraries_is_one_warning_and_scrape_still_serves() {
         w[0]
     );
     // Everything was kept by the scrape backend.
-    assert_eq!((stats.exported, stats.lost), (17, 0));
+    assert_eq!((stats.events_exported, stats.events_lost), (17, 0));
 }
 
 #[test]
@@ -216,7 +216,14 @@ fn ipc_alone_without_the_libraries_warns_once_and_counts_the_loss() {
     let w = warnings(&logged);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].contains("could not keep 4 events"), "{}", w[0]);
-    assert_eq!((stats.accepted, stats.exported, stats.lost), (12, 0, 12));
+    assert_eq!(
+        (
+            stats.events_accepted,
+            stats.events_exported,
+            stats.events_lost
+        ),
+        (12, 0, 12)
+    );
     assert!(port_closed(port), "no scrape endpoint with ipc alone");
 }
 
@@ -280,7 +287,10 @@ fn a_port_held_elsewhere_is_a_benign_collision() {
     std::env::set_var("NIXL_TELEMETRY_EXPORTER", "doca");
     let agent = std::ffi::CString::new("loser").unwrap();
     let mut handle = std::ptr::null_mut();
-    // SAFETY: valid arguments.
+    // SAFETY: `nixl_telemetry_create` requires `agent_name` to be NULL or NUL-terminated and
+    // `out` to be NULL or writable: `agent` is a `CString` alive across the call and `handle` a
+    // local pointer it may overwrite (with NULL on the failure asserted below, so no collector is
+    // left to destroy).
     let status =
         unsafe { nixl_telemetry::ffi::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) };
     std::env::remove_var("NIXL_TELEMETRY_EXPORTER");

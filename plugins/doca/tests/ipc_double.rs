@@ -203,7 +203,14 @@ fn every_event_is_reported_through_the_doca_api_in_order() {
         c.close()
     });
     assert!(warnings(&logged).is_empty(), "{logged:?}");
-    assert_eq!((stats.exported, stats.lost, stats.dropped), (15, 0, 3));
+    assert_eq!(
+        (
+            stats.events_exported,
+            stats.events_lost,
+            stats.events_dropped
+        ),
+        (15, 0, 3)
+    );
     // ipc alone: no scrape endpoint.
     assert!(port_closed(port));
 
@@ -369,7 +376,7 @@ fn dts_not_connected_is_one_warning_and_nothing_crashes() {
         "{}",
         w[0]
     );
-    assert_eq!((stats.exported, stats.lost), (12, 0));
+    assert_eq!((stats.events_exported, stats.events_lost), (12, 0));
     // The events were still handed to DOCA (which reconnects by itself).
     let actual = calls(&log);
     assert_eq!(timestamps(&actual).len(), 3);
@@ -407,7 +414,7 @@ fn dts_not_connected_is_one_warning_and_nothing_crashes() {
     assert!(logged
         .iter()
         .any(|(_, m)| m.contains("DOCA telemetry exporter: IPC connected to DTS")));
-    assert_eq!((stats.exported, stats.lost), (4, 4));
+    assert_eq!((stats.events_exported, stats.events_lost), (4, 4));
 }
 
 #[test]
@@ -441,7 +448,7 @@ fn a_failing_setup_call_is_one_warning_and_the_exporter_goes_on() {
         "{}",
         w[0]
     );
-    assert_eq!((stats.exported, stats.lost), (1, 0));
+    assert_eq!((stats.events_exported, stats.events_lost), (1, 0));
     // What was created is destroyed; nothing is reported afterwards.
     assert_calls(
         &calls(&log),
@@ -482,7 +489,7 @@ fn a_missing_symbol_is_one_warning_naming_it() {
         w[0]
     );
     assert!(w[1].contains("could not keep 1 events"), "{}", w[1]);
-    assert_eq!((stats.exported, stats.lost), (0, 1));
+    assert_eq!((stats.events_exported, stats.events_lost), (0, 1));
     // Nothing of that library was called.
     assert!(calls(&log).is_empty());
 }

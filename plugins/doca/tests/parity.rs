@@ -47,8 +47,11 @@ fn both(agent: &str) -> ((String, Vec<Sample>), (String, Vec<Sample>)) {
     feed(&prom);
     feed(&doca);
     let (p, d) = (prom.stats(), doca.stats());
-    assert_eq!((p.accepted, p.dropped), (d.accepted, d.dropped));
-    assert!(d.dropped > 0, "the stream includes drops");
+    assert_eq!(
+        (p.events_accepted, p.events_dropped),
+        (d.events_accepted, d.events_dropped)
+    );
+    assert!(d.events_dropped > 0, "the stream includes drops");
     let scrapes = (scrape(prom_port), scrape(doca_port));
     drop(prom);
     drop(doca);

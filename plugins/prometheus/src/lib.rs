@@ -17,7 +17,7 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use nixl_telemetry::config::process_env;
+use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::series::{self, AgentSeries, Buckets};
 use nixl_telemetry::Event;

@@ -69,14 +69,14 @@ fn a_small_queue_conserves_transfers_under_8_producers() {
     let accepted = tx + rx;
     let stats = c.stats();
     let produced = THREADS * PER_THREAD;
-    assert_eq!(stats.accepted, 4 * accepted);
-    assert_eq!(stats.accepted + stats.dropped, 4 * produced);
+    assert_eq!(stats.events_accepted, 4 * accepted);
+    assert_eq!(stats.events_accepted + stats.events_dropped, 4 * produced);
     assert!(
-        stats.dropped > 0,
+        stats.events_dropped > 0,
         "a 256-slot queue should overflow: {stats:?}"
     );
-    assert_eq!(stats.dropped % 4, 0, "whole transfers are dropped");
-    assert_eq!(stats.lost, 0);
+    assert_eq!(stats.events_dropped % 4, 0, "whole transfers are dropped");
+    assert_eq!(stats.events_lost, 0);
 
     let s = scrape(port);
     let v = |n: &str| s.get(n, "conserve", &[]);
@@ -93,7 +93,7 @@ fn a_small_queue_conserves_transfers_under_8_producers() {
     );
     assert_eq!(
         v("agent_telemetry_events_dropped_total"),
-        stats.dropped as f64
+        stats.events_dropped as f64
     );
     // accepted + dropped == produced, in events, as the scrape shows it.
     assert_eq!(
@@ -172,7 +172,7 @@ fn mixed_producers_reach_exact_totals_without_drops() {
     expected.resize(12, 0.0);
     assert_eq!(statuses, expected);
     assert_eq!(v("agent_telemetry_events_dropped_total"), 0.0);
-    assert_eq!(c.stats().dropped, 0);
+    assert_eq!(c.stats().events_dropped, 0);
     drop(s);
     Arc::try_unwrap(c).ok().unwrap().close();
 }

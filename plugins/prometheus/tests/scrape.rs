@@ -184,7 +184,7 @@ fn dropped_deltas_accumulate() {
     );
     assert_eq!(s.get("agent_rx_requests_num_total", "drops", &[]), 8.0);
     let stats = c.close();
-    assert_eq!((stats.dropped, stats.drop_reports), (12, 2));
+    assert_eq!((stats.events_dropped, stats.drop_reports), (12, 2));
 }
 
 #[test]
@@ -427,8 +427,12 @@ fn a_port_held_by_another_process_is_a_benign_collision() {
     // Through the C ABI, as NIXL's core would call it.
     let agent = std::ffi::CString::new("loser").unwrap();
     let mut handle = std::ptr::null_mut();
-    let (status, logged) = logging::capture(|| unsafe {
-        nixl_telemetry::ffi::nixl_telemetry_create(agent.as_ptr(), true, &mut handle)
+    let (status, logged) = logging::capture(|| {
+        // SAFETY: `nixl_telemetry_create` requires `agent_name` to be NULL or NUL-terminated and
+        // `out` to be NULL or writable: `agent` is a `CString` alive across the call and
+        // `handle` a local pointer it may overwrite (with NULL on the failure asserted below,
+        // so no collector is left to destroy).
+        unsafe { nixl_telemetry::ffi::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) }
     });
     assert_eq!(status, nixl_telemetry::ffi::NIXL_TELEMETRY_ERR_BIND_FAILED);
     assert!(handle.is_null());

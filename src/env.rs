@@ -1,0 +1,121 @@
+//! Reading environment variables strictly: the lookup every parser takes (the process
+//! environment, or fixed pairs in tests), and NIXL's boolean and integer syntax. A value that is set but invalid is an
+//! error that names the variable and the value, never a silent default.
+
+use crate::error::{Error, Result};
+
+/// Reads one variable: `Ok(None)` when unset, an error when set but not valid UTF-8.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<String>>;
+
+/// Looks a variable up in the process environment.
+pub fn process_env(name: &str) -> Result<Option<String>> {
+    match std::env::var_os(name) {
+        None => Ok(None),
+        Some(v) => v
+            .into_string()
+            .map(Some)
+            .map_err(|v| Error::invalid(format!("{name}={v:?} is not valid UTF-8"))),
+    }
+}
+
+/// The words NIXL accepts for true and false (case-insensitive).
+const TRUE_WORDS: [&str; 6] = ["y", "yes", "on", "true", "enable", "1"];
+const FALSE_WORDS: [&str; 6] = ["n", "no", "off", "false", "disable", "0"];
+
+/// Parses a boolean word (`y/yes/on/true/enable/1`, `n/no/off/false/disable/0`,
+/// case-insensitive) from variable `name`.
+pub fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    let lower = value.to_ascii_lowercase();
+    if TRUE_WORDS.contains(&lower.as_str()) {
+        Ok(true)
+    } else if FALSE_WORDS.contains(&lower.as_str()) {
+        Ok(false)
+    } else {
+        Err(Error::invalid(format!(
+            "{name}='{value}' is not a boolean: use one of {} to enable or {} to disable",
+            TRUE_WORDS.join("/"),
+            FALSE_WORDS.join("/")
+        )))
+    }
+}
+
+/// Parses an unsigned integer as NIXL does: decimal, or hexadecimal with `0x`/`0X`; no sign,
+/// no whitespace, no trailing characters, no overflow.
+pub fn parse_u64(name: &str, value: &str) -> Result<u64> {
+    let (digits, radix) = match value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"))
+    {
+        Some(hex) => (hex, 16),
+        None => (value, 10),
+    };
+    let well_formed = !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix));
+    if !well_formed {
+        return Err(Error::invalid(format!(
+            "{name}='{value}' is not an unsigned integer (decimal or 0x hexadecimal, no sign, \
+             spaces or suffix)"
+        )));
+    }
+    u64::from_str_radix(digits, radix)
+        .map_err(|_| Error::invalid(format!("{name}='{value}' is out of range")))
+}
+
+/// Reads an optional boolean variable.
+pub fn read_bool(env: Lookup, name: &str) -> Result<Option<bool>> {
+    env(name)?.map(|v| parse_bool(name, &v)).transpose()
+}
+
+/// A lookup over fixed `(name, value)` pairs instead of the process environment, for the
+/// `from_lookup` constructors in tests. A test hook (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
+pub fn fixed_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
+    let map: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| Ok(map.get(k).cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn booleans_accept_nixl_words_only() {
+        for w in ["y", "YES", "On", "true", "ENABLE", "1"] {
+            assert_eq!(parse_bool("V", w), Ok(true), "{w}");
+        }
+        for w in ["n", "No", "OFF", "false", "Disable", "0"] {
+            assert_eq!(parse_bool("V", w), Ok(false), "{w}");
+        }
+        for w in ["", "2", "maybe", " yes", "yes ", "tru"] {
+            let e = parse_bool("NIXL_X", w).unwrap_err();
+            assert!(
+                e.message.contains(&format!("NIXL_X='{w}'")),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_u64("V", "4096"), Ok(4096));
+        assert_eq!(parse_u64("V", "0x1000"), Ok(4096));
+        assert_eq!(parse_u64("V", "0X10"), Ok(16));
+        for bad in [
+            "", "-1", "+1", " 1", "1 ", "12abc", "0x", "1.5", "100ms", "0xg",
+        ] {
+            let e = parse_u64("NIXL_V", bad).unwrap_err();
+            assert!(
+                e.message.contains(&format!("NIXL_V='{bad}'")),
+                "{}",
+                e.message
+            );
+        }
+        assert!(parse_u64("V", "18446744073709551616")
+            .unwrap_err()
+            .message
+            .contains("out of range"));
+    }
+}

@@ -1,0 +1,109 @@
+//! A loaded exporter plug-in as an [`Exporter`]: one agent's state inside the plug-in, created
+//! with the host services (logging, event names) and destroyed exactly once.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+
+use crate::constants::*;
+use crate::error::{Error, Result, Status};
+use crate::event::{Event, EventType};
+use crate::exporter::Exporter;
+use crate::logging;
+use crate::plugin::{self, abi::nixl_telemetry_plugin_params_t, LoadedPlugin};
+
+/// Forwards a plug-in's log message into this library's logging.
+///
+/// # Safety
+/// `message` is NULL or a NUL-terminated string valid for the call (the plug-in ABI's contract).
+unsafe extern "C" fn host_log(level: i32, message: *const c_char) {
+    if message.is_null() {
+        return;
+    }
+    // SAFETY: not NULL, and NUL-terminated by the plug-in ABI's contract.
+    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy();
+    let level = logging::level_from_code(level);
+    log::log!(target: "plugin", level, "{text}");
+}
+
+/// Gives plug-ins the static C name of an event type (NULL for an unknown one).
+extern "C" fn host_event_name(event_type: u32) -> *const c_char {
+    EventType::c_name_of(event_type).map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+/// One agent's exporter inside a plug-in.
+pub struct PluginExporter {
+    plugin: LoadedPlugin,
+    state: *mut c_void,
+    name: String,
+}
+
+// SAFETY: the plug-in contract allows calls from any thread, one at a time per state; the
+// collector serialises export calls and destroys the state once.
+unsafe impl Send for PluginExporter {}
+
+impl Exporter for PluginExporter {
+    fn export_batch(&mut self, events: &[Event]) -> usize {
+        // SAFETY: `state` came from this plug-in's create; events are valid for the call.
+        unsafe { (self.plugin.export)(self.state, events.as_ptr(), events.len()) }.min(events.len())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for PluginExporter {
+    fn drop(&mut self) {
+        // SAFETY: destroying the state exactly once.
+        unsafe { (self.plugin.destroy)(self.state) }
+    }
+}
+
+impl PluginExporter {
+    /// Loads plug-in `name` and creates its exporter for `agent`. A scrape-port collision
+    /// (`NIXL_TELEMETRY_ERR_BIND_FAILED`) logs one warning and returns `BindFailed`.
+    pub fn create(name: &str, agent: &str, capacity: usize) -> Result<PluginExporter> {
+        let plugin = plugin::load(name)?;
+        let agent_c = CString::new(agent)
+            .map_err(|_| Error::invalid(format!("agent name {agent:?} contains NUL")))?;
+        let params = nixl_telemetry_plugin_params_t {
+            struct_size: std::mem::size_of::<nixl_telemetry_plugin_params_t>(),
+            agent_name: agent_c.as_ptr(),
+            max_events_buffered: capacity,
+            host_log: Some(host_log),
+            host_event_name: Some(host_event_name),
+        };
+        let mut state: *mut c_void = std::ptr::null_mut();
+        let mut message = [0 as c_char; 1024];
+        // SAFETY: all pointers are valid for the call; the plug-in writes at most `len` bytes.
+        let status =
+            unsafe { (plugin.create)(&params, &mut state, message.as_mut_ptr(), message.len()) };
+        message[message.len() - 1] = 0;
+        // SAFETY: the buffer is NUL-terminated (its last byte was just set to 0).
+        let text = unsafe { CStr::from_ptr(message.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let text = if text.is_empty() {
+            "no message".to_owned()
+        } else {
+            text
+        };
+        match status {
+            NIXL_TELEMETRY_SUCCESS => Ok(PluginExporter {
+                plugin,
+                state,
+                name: name.to_owned(),
+            }),
+            NIXL_TELEMETRY_ERR_BIND_FAILED => {
+                log::warn!("{text}; this process will run without a telemetry sink");
+                Err(Error::new(Status::BindFailed, text))
+            }
+            NIXL_TELEMETRY_ERR_INVALID_PARAM => Err(Error::invalid(format!(
+                "Failed to create telemetry exporter {name}: {text}"
+            ))),
+            _ => Err(Error::new(
+                Status::Unknown,
+                format!("Failed to create telemetry exporter {name}: {text}"),
+            )),
+        }
+    }
+}

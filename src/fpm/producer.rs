@@ -1,0 +1,364 @@
+//! The writer of one producer prefix: the bounded queue the record calls push into, the worker
+//! that validates queued payloads, applies the capture mode and feeds the segment writer, and
+//! its counters.
+//!
+//! It is shared by the traces of every (namespace, component) of that producer in this process
+//! and shut down when the last of them closes: close stops the worker, drains the queue, writes
+//! every pending sample and the last batch, so everything accepted and not dropped is on disk
+//! when it returns.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use crate::fpm::config::{CaptureMode, FpmConfig};
+use crate::fpm::payload::{FpmPayload, ValidPayload};
+use crate::fpm::queue::DropOldestQueue;
+use crate::fpm::record::{FpmRecord, Source};
+use crate::fpm::sampler::{Offered, Sample, Sampler};
+use crate::segments::writer::WriterCounters;
+use crate::segments::{Clock, PrefixGuard, SegmentWriter};
+use crate::worker::{Waker, Worker};
+
+/// Longest the worker sleeps between two drains of the queue (so the envelope `timestamp` stays
+/// close to the record time); it is also woken when the queue is half full.
+const MAX_WORKER_SLEEP: Duration = Duration::from_millis(100);
+
+/// Counters of a producer's writer since it opened (`nixl_telemetry_fpm_trace_stats_t` in C).
+/// After the last trace of the producer closed,
+/// `recorded == dropped + rejected + coalesced + written + rows_lost`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FpmStats {
+    /// Payloads accepted by record calls (including those later dropped).
+    pub recorded: u64,
+    /// Rows written to disk.
+    pub written: u64,
+    /// Payloads dropped because the queue (8192) was full; the oldest go first.
+    pub dropped: u64,
+    /// Payloads rejected as invalid (never written).
+    pub rejected: u64,
+    /// Failed batch writes (each loses its batch).
+    pub write_errors: u64,
+    /// Segments rolled.
+    pub segments_rolled: u64,
+    /// Old segments deleted by retention.
+    pub segments_pruned: u64,
+    /// Sampled mode: payloads replaced by a newer one before a tick, or suppressed because
+    /// their counter was already written.
+    pub coalesced: u64,
+    /// Rows lost with the batches that failed.
+    pub rows_lost: u64,
+}
+
+/// A recorded payload waiting for the worker.
+pub(crate) enum Raw {
+    /// Dynamo's msgpack map, as recorded.
+    Msgpack(Vec<u8>),
+    /// A typed payload.
+    Typed(Box<FpmPayload>),
+}
+
+struct Queued {
+    source: Arc<Source>,
+    observed_at_unix_ms: u64,
+    raw: Raw,
+}
+
+/// What the record path and the worker share.
+struct Shared {
+    queue: DropOldestQueue<Queued>,
+    clock: Arc<dyn Clock>,
+    rejected: AtomicU64,
+    coalesced: AtomicU64,
+    /// The segment writer's counters, readable without waiting for the worker.
+    writer: Arc<WriterCounters>,
+    waker: OnceLock<Waker>,
+}
+
+/// The worker's state: capture logic and the writer.
+struct Core {
+    shared: Arc<Shared>,
+    producer_id: String,
+    mode: CaptureMode,
+    sampler: Sampler,
+    writer: SegmentWriter,
+    drained: VecDeque<Queued>,
+    warned_rejected: bool,
+    warned_dropped: bool,
+}
+
+/// The writer of one producer prefix (see the module documentation).
+pub(crate) struct ProducerWriter {
+    shared: Arc<Shared>,
+    core: Arc<Mutex<Core>>,
+    worker: Mutex<Option<Worker>>,
+    manual: bool,
+    /// The producer id as given (unsanitized).
+    pub(crate) producer_id: String,
+    /// The (namespace, component) pairs with an open trace on this writer.
+    pub(crate) sources: Mutex<HashSet<(String, String)>>,
+    /// The claim on the prefix (in the process and, by `flock`, across processes).
+    guard: Mutex<Option<PrefixGuard>>,
+    closed: AtomicBool,
+}
+
+/// Locks `m`, ignoring poisoning (every critical section leaves its data consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ProducerWriter {
+    /// Starts the writer of `source`'s producer around an opened segment `writer` and the claim
+    /// `guard` on its prefix: with a worker thread, or (`spawn` false) driven by
+    /// [`ProducerWriter::pump`].
+    pub(crate) fn start(
+        source: &Source,
+        config: &FpmConfig,
+        clock: Arc<dyn Clock>,
+        queue_capacity: usize,
+        spawn: bool,
+        writer: SegmentWriter,
+        guard: PrefixGuard,
+    ) -> std::io::Result<Arc<ProducerWriter>> {
+        let shared = Arc::new(Shared {
+            queue: DropOldestQueue::new(queue_capacity),
+            clock: clock.clone(),
+            rejected: AtomicU64::new(0),
+            coalesced: AtomicU64::new(0),
+            writer: writer.counters(),
+            waker: OnceLock::new(),
+        });
+        let core = Arc::new(Mutex::new(Core {
+            drained: shared.queue.new_drain_buffer(),
+            shared: shared.clone(),
+            producer_id: source.producer_id.clone(),
+            mode: config.mode,
+            sampler: Sampler::new(config.sample_interval, clock.monotonic()),
+            writer,
+            warned_rejected: false,
+            warned_dropped: false,
+        }));
+        let mut worker = None;
+        if spawn {
+            let (worker_shared, worker_core) = (shared.clone(), core.clone());
+            let started = Worker::spawn(
+                "nixl-fpm-trace",
+                format!("the FPM trace worker of producer '{}'", source.producer_id),
+                Duration::ZERO,
+                move || {
+                    let wake = {
+                        let mut core = lock(&worker_core);
+                        core.step();
+                        core.next_wake()
+                    };
+                    let now = worker_shared.clock.monotonic();
+                    wake.saturating_sub(now).min(MAX_WORKER_SLEEP)
+                },
+            )?;
+            let _ = shared.waker.set(started.waker());
+            worker = Some(started);
+        }
+        Ok(Arc::new(ProducerWriter {
+            shared,
+            core,
+            worker: Mutex::new(worker),
+            manual: !spawn,
+            producer_id: source.producer_id.clone(),
+            sources: Mutex::new(HashSet::from([(
+                source.namespace.clone(),
+                source.component.clone(),
+            )])),
+            guard: Mutex::new(Some(guard)),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Queues a recorded payload; never waits for the worker or the disk.
+    pub(crate) fn enqueue(&self, source: &Arc<Source>, raw: Raw) {
+        let shared = &self.shared;
+        let pushed = shared.queue.push(Queued {
+            source: source.clone(),
+            observed_at_unix_ms: shared.clock.unix_ms(),
+            raw,
+        });
+        if pushed.len == shared.queue.capacity() / 2 || pushed.dropped_oldest {
+            if let Some(waker) = shared.waker.get() {
+                waker.wake();
+            }
+        }
+    }
+
+    fn lock_core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    /// The writer's counters.
+    pub(crate) fn stats(&self) -> FpmStats {
+        let w = self.shared.writer.snapshot();
+        FpmStats {
+            recorded: self.shared.queue.pushed(),
+            written: w.rows_written,
+            dropped: self.shared.queue.dropped(),
+            rejected: self.shared.rejected.load(Ordering::Relaxed),
+            coalesced: self.shared.coalesced.load(Ordering::Relaxed),
+            write_errors: w.write_errors,
+            rows_lost: w.rows_lost,
+            segments_rolled: w.segments_rolled,
+            segments_pruned: w.segments_pruned,
+        }
+    }
+
+    /// Sampled mode: the number of keys holding a pending payload.
+    pub(crate) fn pending_samples(&self) -> usize {
+        self.lock_core().sampler.pending_len()
+    }
+
+    /// Runs the worker's step once, for a writer without a worker thread (a no-op otherwise).
+    pub(crate) fn pump(&self) {
+        if self.manual {
+            self.lock_core().step();
+        }
+    }
+
+    /// Takes what is queued and writes the buffered rows now.
+    pub(crate) fn flush(&self) {
+        let mut core = self.lock_core();
+        core.take_queued();
+        core.writer.flush();
+    }
+
+    /// Writes everything one (namespace, component) accepted: its queued payloads, its pending
+    /// samples and the buffered rows (when that trace closes and others stay open).
+    pub(crate) fn flush_source(&self, namespace: &str, component: &str) {
+        let mut core = self.lock_core();
+        core.take_queued();
+        for sample in core.sampler.take_of(namespace, component) {
+            core.write_sample(&sample);
+        }
+        core.writer.flush();
+    }
+
+    /// Stops the worker, writes everything accepted, releases the prefix. Idempotent.
+    pub(crate) fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(mut worker) = lock(&self.worker).take() {
+            worker.stop();
+        }
+        // The worker has finished (or there is none): finish on this thread.
+        self.lock_core().finish();
+        lock(&self.guard).take();
+    }
+}
+
+impl Drop for ProducerWriter {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Core {
+    /// Takes the queued payloads, writes due samples, flushes the writer if due.
+    fn step(&mut self) {
+        self.take_queued();
+        if self.mode == CaptureMode::Sampled && self.sampler.tick(self.shared.clock.monotonic()) {
+            self.write_pending();
+        }
+        self.writer.flush_if_due();
+    }
+
+    /// When the next timed action is due.
+    fn next_wake(&self) -> Duration {
+        let flush = self.writer.next_flush_due();
+        match self.mode {
+            CaptureMode::Sampled => flush.min(self.sampler.next_tick()),
+            CaptureMode::Full => flush,
+        }
+    }
+
+    /// Drains the queue and applies the capture mode to each payload.
+    fn take_queued(&mut self) {
+        self.shared.queue.drain(&mut self.drained);
+        let mut drained = std::mem::take(&mut self.drained);
+        for queued in drained.drain(..) {
+            let valid = match queued.raw {
+                Raw::Msgpack(bytes) => ValidPayload::from_msgpack(&bytes),
+                Raw::Typed(payload) => payload.validate(),
+            };
+            match valid {
+                Ok(payload) => self.accept(Sample {
+                    source: queued.source,
+                    observed_at_unix_ms: queued.observed_at_unix_ms,
+                    payload,
+                }),
+                Err(why) => {
+                    self.shared.rejected.fetch_add(1, Ordering::Relaxed);
+                    if !self.warned_rejected {
+                        self.warned_rejected = true;
+                        log::warn!(
+                            "FPM trace of producer '{}' dropped a malformed payload: {why} \
+                             (further ones are counted, and summarised at close)",
+                            self.producer_id
+                        );
+                    }
+                }
+            }
+        }
+        self.drained = drained;
+        if !self.warned_dropped && self.shared.queue.dropped() > 0 {
+            self.warned_dropped = true;
+            log::warn!(
+                "FPM trace queue of producer '{}' overflowed; older records were overwritten \
+                 (further drops are counted, and summarised at close)",
+                self.producer_id
+            );
+        }
+    }
+
+    fn accept(&mut self, sample: Sample) {
+        match self.mode {
+            CaptureMode::Full => self.write_sample(&sample),
+            CaptureMode::Sampled => {
+                if self.sampler.offer(sample) != Offered::Pending {
+                    self.shared.coalesced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Writes every pending sample in key order.
+    fn write_pending(&mut self) {
+        for sample in self.sampler.take_all() {
+            self.write_sample(&sample);
+        }
+    }
+
+    fn write_sample(&mut self, sample: &Sample) {
+        let record = FpmRecord::new(
+            &sample.source,
+            self.mode,
+            sample.observed_at_unix_ms,
+            &sample.payload,
+        );
+        self.writer.push(&record);
+    }
+
+    /// Drains everything, writes every pending sample and the last batch. Idempotent.
+    fn finish(&mut self) {
+        self.take_queued();
+        self.write_pending();
+        self.writer.flush();
+        let s = self.shared.queue.dropped();
+        let r = self.shared.rejected.load(Ordering::Relaxed);
+        if s > 0 || r > 0 {
+            log::warn!(
+                "FPM trace of producer '{}' closed after dropping {s} records (queue full) and \
+                 rejecting {r} malformed payloads",
+                self.producer_id
+            );
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The rolling gzip JSONL segment store shared by the FPM trace ([`crate::fpm`]) and the NIXL
+//! `TRACE` exporter ([`crate::exporter::trace`]).
+//!
+//! - [`naming`]: file names `<prefix>.<producer>.<index>.jsonl.gz` and finding them again.
+//! - [`writer`]: batching rows into one gzip member per flush, rolling, retention.
+//! - [`reader`]: reading every complete row back, a damaged final member reported.
+//! - [`row`]: the row envelope `{"timestamp":..,"event":..}`.
+//! - [`guard`]: one writer per prefix, in the process and across processes.
+//! - [`clock`]: the time source, replaceable in tests.
+//!
+//! Durability: segments are handed to the operating system without `fsync`. A crash can leave a
+//! truncated final gzip member (readers such as `nixl-telemetry fpm cat` return every complete
+//! row and then warn) and, rarely, a 0-byte segment; a restart always continues with a new
+//! segment index, so a damaged tail is never appended to.
+
+pub mod clock;
+pub mod guard;
+pub mod naming;
+pub mod reader;
+pub mod row;
+pub mod writer;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use guard::{GuardError, PrefixGuard};
+pub use naming::{segments_of, SegmentNaming};
+pub use reader::{SegmentReader, TruncatedMember};
+pub use writer::{SegmentWriter, WriterOptions, WriterStats};
