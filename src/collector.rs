@@ -49,6 +49,8 @@ pub struct CollectorStats {
 struct FlushState {
     exporter: Box<dyn Exporter>,
     warned_loss: bool,
+    /// Reused by exporters that take a flush as one batch.
+    scratch: Vec<Event>,
 }
 
 struct Inner {
@@ -114,6 +116,7 @@ impl Collector {
             flush: Mutex::new(FlushState {
                 exporter,
                 warned_loss: false,
+                scratch: Vec::new(),
             }),
             exported: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -285,6 +288,7 @@ impl Inner {
         let FlushState {
             exporter,
             warned_loss,
+            scratch,
         } = &mut *state;
         let dropped = self.queue.take_dropped();
         let report = (dropped > 0 && self.mask.contains(EventType::AgentTelemetryEventsDropped))
@@ -292,12 +296,13 @@ impl Inner {
         if report.is_some() {
             self.drop_reports.fetch_add(1, Ordering::Relaxed);
         }
-        let (len, kept) = self.queue.drain(report, |events| {
-            let kept = match events.is_empty() {
-                true => 0,
-                false => exporter.export_batch(events).min(events.len()),
+        let (len, kept) = self.queue.drain(|runs| {
+            let len = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
+            let kept = match len {
+                0 => 0,
+                _ => exporter.export_flush(runs, report, scratch).min(len),
             };
-            (events.len(), kept)
+            (len, kept)
         });
         self.exported.fetch_add(kept as u64, Ordering::Relaxed);
         let lost = (len - kept) as u64;
@@ -421,6 +426,85 @@ mod tests {
         // 4 staged + 1 drop report, 3 usable ring slots.
         assert_eq!((s.events_exported, s.events_lost), (3, 2));
         assert_eq!(crate::logging::warnings(&logged).len(), 1);
+    }
+
+    #[test]
+    fn the_drop_report_reaches_the_reader_when_the_queue_overflowed_exactly() {
+        // A queue full of 4-event batches holds exactly the ring's capacity, one more than the
+        // ring's usable slots: a slot is kept for the report, so the report is not what is lost.
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("a", buffer_config(dir.path(), 256, 3_600_000)).unwrap();
+        let mut r = RingReader::open(dir.path().join("a")).unwrap();
+        for i in 0..65 {
+            let expected = if i < 64 {
+                Recorded::Accepted
+            } else {
+                Recorded::Dropped
+            };
+            assert_eq!(c.add_xfer_stats(i, true, i, i), expected);
+        }
+        c.flush();
+        let events = drain(&mut r);
+        assert_eq!(events.len(), 255);
+        assert_eq!(
+            events.last(),
+            Some(&(20, 4)),
+            "the report comes last, as in NIXL"
+        );
+        let s = c.stats();
+        assert_eq!(
+            (
+                s.events_accepted,
+                s.events_dropped,
+                s.events_exported,
+                s.events_lost
+            ),
+            (256, 4, 255, 2)
+        );
+    }
+
+    #[test]
+    fn the_loss_warning_names_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("a", buffer_config(dir.path(), 4, 3_600_000)).unwrap();
+        // Two threads fill their own lanes: one flush of 8 events meets an empty 4-slot ring.
+        // (Alive together: a thread that exits hands its lane on.)
+        let together = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for i in 0..4 {
+                        let recorded = c.update_data(EventType::AgentTxBytes, i);
+                        assert_eq!(recorded, Recorded::Accepted);
+                    }
+                    together.wait();
+                });
+            }
+        });
+        let ((), logged) = crate::logging::capture(|| c.flush());
+        let warnings = crate::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains("the ring was empty") && warnings[0].contains("3 usable slots"),
+            "{}",
+            warnings[0]
+        );
+        // With the ring still unread, the next loss is the reader's (counted, not warned).
+        let d = tempfile::tempdir().unwrap();
+        let c = Collector::new("b", buffer_config(d.path(), 4, 3_600_000)).unwrap();
+        for i in 0..3 {
+            c.update_data(EventType::AgentTxBytes, i);
+        }
+        c.flush();
+        c.update_data(EventType::AgentTxBytes, 9);
+        let ((), logged) = crate::logging::capture(|| c.flush());
+        let warnings = crate::logging::warnings(&logged);
+        assert!(
+            warnings[0].contains("its reader is not keeping up"),
+            "{}",
+            warnings[0]
+        );
+        assert_eq!(c.stats().events_lost, 1);
     }
 
     #[test]

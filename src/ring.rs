@@ -112,6 +112,16 @@ impl Mapped {
     }
 }
 
+/// What [`RingWriter::push_runs`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// Events written.
+    pub kept: usize,
+    /// Whether the ring was empty before (its reader had caught up): a loss then means the
+    /// batch was larger than the ring, not that the reader is behind.
+    pub was_empty: bool,
+}
+
 /// The producer side: creates (or resets) the ring file and appends events.
 pub struct RingWriter {
     mapped: Mapped,
@@ -220,25 +230,58 @@ impl RingWriter {
     /// Appends as many of `events` as fit, in order, and publishes them with one release
     /// store. Returns how many were written; the rest were lost because the ring is full.
     pub fn push_batch(&self, events: &[Event]) -> usize {
+        self.push_runs(&[events], None).kept
+    }
+
+    /// Appends the `runs` in order, then `last`, as one batch published with one release store.
+    /// When not everything fits, one free slot is kept for `last` (the collector's drop report:
+    /// the report of losses is never itself what is lost) and the events of `runs` that do not
+    /// fit are lost.
+    pub fn push_runs(&self, runs: &[&[Event]], last: Option<Event>) -> Pushed {
         let m = &self.mapped;
         let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
         let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
-        let free = r.wrapping_sub(w).wrapping_sub(1) & m.mask;
-        let n = events.len().min(free as usize);
-        // Two contiguous runs: up to the end of the data array, then from its start.
-        let first = n.min((m.mask + 1 - w) as usize);
-        // SAFETY: both runs lie inside the data array (w + first <= capacity, n - first <= w
-        // because free <= capacity - 1), the records are 8-byte aligned, and the consumer
-        // does not read them until the release store of write_pos below.
-        unsafe {
-            write_records(m.slot(w), &events[..first]);
-            write_records(m.slot(0), &events[first..n]);
+        let free = (r.wrapping_sub(w).wrapping_sub(1) & m.mask) as usize;
+        let last = last.filter(|_| free > 0);
+        let mut budget = free - last.is_some() as usize;
+        let mut pos = w;
+        let mut kept = 0;
+        let mut write = |events: &[Event]| {
+            self.write_at(pos, events);
+            pos = (pos + events.len() as u64) & m.mask;
+            kept += events.len();
+        };
+        for run in runs {
+            let n = run.len().min(budget);
+            budget -= n;
+            write(&run[..n]);
         }
-        if n > 0 {
+        if let Some(report) = last {
+            write(std::slice::from_ref(&report));
+        }
+        if kept > 0 {
             m.word(layout::WRITE_POS_OFFSET)
-                .store((w + n as u64) & m.mask, Ordering::Release);
+                .store(pos, Ordering::Release);
         }
-        n
+        Pushed {
+            kept,
+            was_empty: w == r,
+        }
+    }
+
+    /// Copies `events` (at most the free slots) into the data array from position `pos`,
+    /// wrapping at its end, without publishing them.
+    fn write_at(&self, pos: u64, events: &[Event]) {
+        let m = &self.mapped;
+        // Two contiguous runs: up to the end of the data array, then from its start.
+        let first = events.len().min((m.mask + 1 - pos) as usize);
+        // SAFETY: both runs lie inside the data array (pos + first <= capacity, and the rest
+        // fits before pos because the caller writes at most the free slots), the records are
+        // 8-byte aligned, and the consumer does not read them until write_pos is published.
+        unsafe {
+            write_records(m.slot(pos), &events[..first]);
+            write_records(m.slot(0), &events[first..]);
+        }
     }
 
     /// Number of unread events.

@@ -1,325 +1,411 @@
-//! The bounded producer-side staging queue: many producers append single events or
-//! all-or-none batches; one flusher drains everything at once. When full it drops the newest
-//! events (never overwriting queued ones) and counts every drop exactly.
+//! The bounded producer-side staging of one collector: every producer thread appends into its
+//! own single-producer buffer (a *lane*); the one flusher drains every lane at once. A full lane
+//! drops the newest events (never overwriting staged ones) and counts every drop exactly.
 //!
-//! # Design: lock-free reservation into two alternating buffers
+//! # Design: per-thread lanes (as LTTng's per-CPU buffers or folly's thread-cached counters)
 //!
-//! There are two buffers of `capacity` slots. Each has a 64-bit reservation word:
-//! `generation` (high 32 bits), a `CLOSED` bit and the number of `reserved` slots. A shared
-//! `active` word names the buffer producers append to and the generation it had when it was
-//! opened.
+//! A lane is a ring of `capacity` event slots with two indexes that only grow: `head`, written
+//! only by the lane's producer (one release store per call publishes the events it wrote), and
+//! `tail`, written only by the drainer (one release store per flush frees what it took). The
+//! producer keeps its own copy of `tail` and reads the drainer's word only when its lane looks
+//! full, so a call touches only cache lines its thread owns: its slots, its `head`, its copy of
+//! `tail` and its drop counter. No word is written by two producers, so calls from several
+//! threads never contend.
 //!
-//! * A producer loads `active`, then reserves `n` slots in that buffer with one
-//!   compare-and-swap, which succeeds only if the buffer is still open, still in that
-//!   generation, and has room for all `n` slots (otherwise the batch is dropped: all or none).
-//!   It writes each event's value, then publishes the slot with one release store of an 8-byte
-//!   word holding the event type and the generation stamp (the stamp occupies the 4 padding
-//!   bytes of the 16-byte record).
-//! * The flusher (one at a time) reopens the idle buffer under a new generation, makes it
-//!   active, closes the previous one (`CLOSED` makes every later reservation fail and retry on
-//!   the new active buffer), then reads its `reserved` slots in order, waiting for each
-//!   slot's stamp to carry the current generation (a producer may still be writing it).
-//!
-//! Producers never wait: the hot path is one load of `active`, one load and one CAS of the
-//! reservation word, and plain stores (a drop is one atomic add on the drop counter). A
-//! producer that loaded `active` long ago cannot reserve into a reopened buffer because the
-//! generation no longer matches; so events of one thread are drained in the order it
-//! recorded them, and batches are contiguous. Nothing allocates after construction.
+//! * A thread finds its lane for a queue through a thread-local cache: the last (queue, lane)
+//!   pair is one compare away; other queues (several collectors in a process) are a short
+//!   search. The first call of a thread on a queue claims a free lane (one left by a thread that
+//!   exited) or allocates one, under the queue's lane lock: the only time a producer takes a
+//!   lock.
+//! * When a thread exits, its cache returns its lanes (with any events still staged in them,
+//!   which the next flush drains in order); a later thread reuses them, so memory is bounded by
+//!   the number of threads recording at the same time: one lane (`capacity` x 16 bytes) per
+//!   thread per collector.
+//! * A batch is written into consecutive slots and published by one store: all or none, and
+//!   contiguous. Events of one thread are drained in the order it recorded them; events of
+//!   different threads are drained lane after lane.
+//! * With one producer thread a lane holds exactly `capacity` events between two flushes, the
+//!   capacity of NIXL's staging queue.
+//! * A caller whose thread-locals are already gone (a call from a thread-local destructor or an
+//!   atexit handler) appends to the queue's shared lane under a lock instead.
+//! * When the queue is dropped its lanes are marked retired; threads drop them from their cache
+//!   at their next lookup of another queue, or when they exit.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+
+/// Largest supported capacity.
+pub const MAX_CAPACITY: usize = 1 << 30;
 
 /// Totals since the queue was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StagingCounts {
     /// Events that entered the queue.
     pub accepted: u64,
-    /// Events refused because the queue was full.
+    /// Events refused because their lane was full.
     pub dropped: u64,
 }
 
-/// Bit marking a buffer as closed to new reservations.
-const CLOSED: u64 = 1 << 31;
-/// Mask of the reserved-slot count (capacity is at most `MAX_CAPACITY`, below this mask).
-const RESERVED: u64 = CLOSED - 1;
-/// Largest supported capacity.
-pub const MAX_CAPACITY: usize = 1 << 30;
-
-fn generation(word: u64) -> u32 {
-    (word >> 32) as u32
-}
-
-fn word(generation: u32, closed: bool, reserved: u64) -> u64 {
-    ((generation as u64) << 32) | if closed { CLOSED } else { 0 } | reserved
-}
-
-/// One 16-byte slot, laid out exactly like [`Event`]: `head` covers the event type (bytes
-/// 0..4) and the generation stamp in the record's padding (bytes 4..8).
-#[repr(C)]
-struct Slot {
-    head: AtomicU64,
-    value: UnsafeCell<u64>,
-}
-
-/// The `head` word of a slot holding `event_type` and `stamp` (type at bytes 0..4).
-#[inline]
-fn head(event_type: u32, stamp: u32) -> u64 {
-    if cfg!(target_endian = "little") {
-        event_type as u64 | (stamp as u64) << 32
-    } else {
-        (event_type as u64) << 32 | stamp as u64
-    }
-}
-
-/// The stamp stored in a `head` word.
-#[inline]
-fn stamp_of(head: u64) -> u32 {
-    if cfg!(target_endian = "little") {
-        (head >> 32) as u32
-    } else {
-        head as u32
-    }
-}
-
-const _: () = assert!(std::mem::size_of::<Slot>() == std::mem::size_of::<Event>());
-
-/// A cache-line-aligned atomic word, so producers hammering one word do not slow the others.
+/// A cache-line-aligned value, so what one side writes never shares a line with the other's.
 #[repr(align(128))]
 struct Padded<T>(T);
 
-struct Buffer {
-    reservation: Padded<AtomicU64>,
-    /// `capacity + 1` slots: the spare one holds the flusher's synthetic drop report.
-    slots: Box<[Slot]>,
+/// What only the lane's producer writes.
+struct ProducerSide {
+    /// Events published (monotonic): slots of `[tail, head)` hold staged events.
+    head: AtomicU64,
+    /// The slot index of `head` (`head % capacity`, kept incrementally).
+    index: AtomicUsize,
+    /// The producer's last view of the drainer's `tail`.
+    tail_seen: AtomicU64,
+    /// Events refused because the lane was full (monotonic).
+    dropped: AtomicU64,
+}
+
+/// One single-producer, single-consumer ring of staged events.
+struct Lane {
+    producer: Padded<ProducerSide>,
+    /// Events taken by the drainer (monotonic); written only by the drainer.
+    tail: Padded<AtomicU64>,
+    /// Whether a thread owns the lane as its producer.
+    owned: AtomicBool,
+    /// Set when the queue is dropped: the lane is no longer drained.
+    retired: AtomicBool,
+    slots: Box<[UnsafeCell<Event>]>,
+}
+
+// SAFETY: a slot is written only by the lane's single producer (the owning thread, or a caller
+// holding the shared lane's lock) while it lies outside `[tail, head)`, and read only by the
+// single drainer (serialised by the drain lock) while it lies inside; the release store of
+// `head` and the acquire load that reads it order the two. Every other field is atomic.
+unsafe impl Sync for Lane {}
+// SAFETY: the lane owns its slots outright (no thread-bound state).
+unsafe impl Send for Lane {}
+
+impl Lane {
+    /// A lane of `capacity` slots, owned by its creator; an allocation failure is an error.
+    fn new(capacity: usize) -> Result<Lane> {
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(capacity).map_err(|_| {
+            Error::new(
+                Status::Backend,
+                format!("cannot allocate a staging buffer of {capacity} events"),
+            )
+        })?;
+        slots.resize_with(capacity, || UnsafeCell::new(Event::default()));
+        Ok(Lane {
+            producer: Padded(ProducerSide {
+                head: AtomicU64::new(0),
+                index: AtomicUsize::new(0),
+                tail_seen: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
+            }),
+            tail: Padded(AtomicU64::new(0)),
+            owned: AtomicBool::new(true),
+            retired: AtomicBool::new(false),
+            slots: slots.into_boxed_slice(),
+        })
+    }
+
+    fn capacity(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// Appends `batch` (not empty) all or none; only the lane's producer may call it.
+    #[inline]
+    fn push(&self, batch: &[Event]) -> bool {
+        let p = &self.producer.0;
+        let n = batch.len() as u64;
+        let head = p.head.load(Ordering::Relaxed);
+        let mut tail = p.tail_seen.load(Ordering::Relaxed);
+        if head - tail + n > self.capacity() {
+            tail = self.tail.0.load(Ordering::Acquire);
+            p.tail_seen.store(tail, Ordering::Relaxed);
+            if head - tail + n > self.capacity() {
+                // One writer: a load and a store, not a read-modify-write.
+                let dropped = p.dropped.load(Ordering::Relaxed);
+                p.dropped.store(dropped + n, Ordering::Relaxed);
+                return false;
+            }
+        }
+        let mut index = p.index.load(Ordering::Relaxed);
+        for event in batch {
+            // SAFETY: `index < capacity` (it wraps below), and the slot lies outside
+            // `[tail, head)` (there is room for `n` events), so the drainer does not read it
+            // and no one else writes it until `head` is published below.
+            unsafe { *self.slots.get_unchecked(index).get() = *event };
+            index += 1;
+            if index == self.slots.len() {
+                index = 0;
+            }
+        }
+        p.index.store(index, Ordering::Relaxed);
+        p.head.store(head + n, Ordering::Release);
+        true
+    }
+
+    /// The staged events as at most two runs (the ring may wrap), and the `head` they end at.
+    /// Only the drainer may call it, and must not release the runs before it is done with them.
+    fn staged(&self) -> ([&[Event]; 2], u64) {
+        let head = self.producer.0.head.load(Ordering::Acquire);
+        let tail = self.tail.0.load(Ordering::Relaxed);
+        let len = (head - tail) as usize;
+        let capacity = self.slots.len();
+        let start = (tail % capacity as u64) as usize;
+        let first = len.min(capacity - start);
+        let base = self.slots.as_ptr() as *const Event;
+        // SAFETY: `UnsafeCell<Event>` has the layout of `Event`; both runs lie inside the slots
+        // and inside `[tail, head)`, which the producer published (acquire above) and will not
+        // write until `tail` moves past them, which only the caller does.
+        let runs = unsafe {
+            [
+                std::slice::from_raw_parts(base.add(start), first),
+                std::slice::from_raw_parts(base, len - first),
+            ]
+        };
+        (runs, head)
+    }
+
+    /// Frees the slots up to `head` (what [`Lane::staged`] returned).
+    fn release_to(&self, head: u64) {
+        self.tail.0.store(head, Ordering::Release);
+    }
+}
+
+/// Unique ids of queues, so a thread's cache never mistakes a new queue for a dropped one.
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A thread's lanes, by queue id; the last one used is one compare away.
+struct LaneCache {
+    last_queue: Cell<u64>,
+    last_lane: Cell<*const Lane>,
+    lanes: RefCell<Vec<(u64, Arc<Lane>)>>,
+}
+
+impl LaneCache {
+    /// The lane of this thread for `queue`, claimed on first use; `None` when none can be had.
+    #[inline]
+    fn lane(&self, queue: &StagingQueue) -> Option<&Lane> {
+        if self.last_queue.get() == queue.id {
+            // SAFETY: `last_lane` points into an Arc held by `lanes` under the same id; entries
+            // leave `lanes` only in `lookup`, which resets `last_*` first.
+            return Some(unsafe { &*self.last_lane.get() });
+        }
+        self.lookup(queue)
+    }
+
+    #[cold]
+    fn lookup(&self, queue: &StagingQueue) -> Option<&Lane> {
+        let mut lanes = self.lanes.try_borrow_mut().ok()?;
+        self.last_queue.set(0);
+        lanes.retain(|(_, lane)| {
+            let keep = !lane.retired.load(Ordering::Acquire);
+            if !keep {
+                lane.owned.store(false, Ordering::Release);
+            }
+            keep
+        });
+        let lane = match lanes.iter().find(|(id, _)| *id == queue.id) {
+            Some((_, lane)) => lane.clone(),
+            None => {
+                let lane = queue.claim_lane()?;
+                lanes.push((queue.id, lane.clone()));
+                lane
+            }
+        };
+        let ptr = Arc::as_ptr(&lane);
+        self.last_queue.set(queue.id);
+        self.last_lane.set(ptr);
+        // SAFETY: `lane` is held by `lanes` (which outlives this borrow of `self`) until a
+        // later `lookup` removes it, after resetting `last_*` as above.
+        Some(unsafe { &*ptr })
+    }
+}
+
+impl Drop for LaneCache {
+    /// Returns the thread's lanes: a later thread reuses them, events still staged included.
+    fn drop(&mut self) {
+        for (_, lane) in self.lanes.get_mut().drain(..) {
+            lane.owned.store(false, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static LANES: LaneCache = const {
+        LaneCache {
+            last_queue: Cell::new(0),
+            last_lane: Cell::new(std::ptr::null()),
+            lanes: RefCell::new(Vec::new()),
+        }
+    };
 }
 
 /// What the single drainer owns.
 struct DrainState {
     reported_drops: u64,
+    /// A copy of the lane list, reused so a flush does not hold the lane lock.
+    snapshot: Vec<Arc<Lane>>,
 }
 
-/// Bounded multi-producer, single-consumer queue with drop-newest semantics.
+/// The bounded staging of one collector (see the module documentation).
 pub struct StagingQueue {
-    capacity: u64,
-    /// `(generation << 1) | buffer index` of the buffer producers append to.
-    active: Padded<AtomicU64>,
-    dropped: Padded<AtomicU64>,
-    /// Events taken by drains so far.
-    drained: AtomicU64,
-    buffers: [Buffer; 2],
+    id: u64,
+    capacity: usize,
+    /// Every lane of this queue, owned or free (append-only while the queue lives).
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    /// The lane of callers without thread-locals, and the lock that makes them one producer.
+    shared: Arc<Lane>,
+    shared_producer: Mutex<()>,
+    /// Whether the failure to allocate a thread's lane was reported (once per queue).
+    warned_allocation: AtomicBool,
     drain: Mutex<DrainState>,
 }
 
-// SAFETY: slots are written only by the producer that reserved them (exclusive by the CAS)
-// and read only by the drainer after the stamp's release/acquire hand-off; the drainer is
-// serialised by `drain`.
-unsafe impl Sync for StagingQueue {}
-// SAFETY: the queue owns its buffers outright (no thread-bound state), so it may move between
-// threads.
-unsafe impl Send for StagingQueue {}
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while these locks are held, so a poisoned one still holds consistent data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl StagingQueue {
-    /// A queue holding at most `capacity` events (1..=2^30). Both buffers are allocated and
-    /// touched here: an impossible capacity or a failed allocation is an error, not an abort.
+    /// A queue whose lanes hold at most `capacity` events each (1..=2^30). The shared lane is
+    /// allocated here: an impossible capacity or a failed allocation is an error, not an abort.
     pub fn new(capacity: usize) -> Result<StagingQueue> {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::invalid(format!(
                 "staging queue capacity {capacity} is outside 1..={MAX_CAPACITY}"
             )));
         }
-        let buffer = |generation: u32, closed: bool| -> Result<Buffer> {
-            let mut slots = Vec::new();
-            slots.try_reserve_exact(capacity + 1).map_err(|_| {
-                Error::new(
-                    Status::Backend,
-                    format!("cannot allocate a staging buffer of {capacity} events"),
-                )
-            })?;
-            slots.extend((0..=capacity).map(|_| Slot {
-                head: AtomicU64::new(0),
-                value: UnsafeCell::new(0),
-            }));
-            Ok(Buffer {
-                reservation: Padded(AtomicU64::new(word(generation, closed, 0))),
-                slots: slots.into_boxed_slice(),
-            })
-        };
-        // Buffer 0 starts active in generation 1 (stamps start at 0, so no slot looks written);
-        // buffer 1 starts closed and drained.
+        let shared = Arc::new(Lane::new(capacity)?);
         Ok(StagingQueue {
-            capacity: capacity as u64,
-            active: Padded(AtomicU64::new(1 << 1)),
-            dropped: Padded(AtomicU64::new(0)),
-            drained: AtomicU64::new(0),
-            buffers: [buffer(1, false)?, buffer(0, true)?],
-            drain: Mutex::new(DrainState { reported_drops: 0 }),
+            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
+            capacity,
+            lanes: Mutex::new(vec![shared.clone()]),
+            shared,
+            shared_producer: Mutex::new(()),
+            warned_allocation: AtomicBool::new(false),
+            drain: Mutex::new(DrainState {
+                reported_drops: 0,
+                snapshot: Vec::new(),
+            }),
         })
     }
 
-    /// Maximum number of staged events.
+    /// Maximum number of events one thread stages between two flushes.
     pub fn capacity(&self) -> usize {
-        self.capacity as usize
+        self.capacity
     }
 
-    /// Appends one event; returns false (and counts one drop) when the queue is full.
+    /// Appends one event; returns false (and counts one drop) when the thread's lane is full.
     #[inline]
     pub fn try_push(&self, event: Event) -> bool {
         self.try_push_batch(std::slice::from_ref(&event))
     }
 
-    /// Appends all of `batch` contiguously and in order, or nothing: when there is not room for
-    /// the whole batch it is refused and all its events are counted as dropped. An empty batch
-    /// is accepted and changes nothing.
+    /// Appends all of `batch` contiguously and in order, or nothing: when the thread's lane has
+    /// no room for the whole batch it is refused and all its events are counted as dropped. An
+    /// empty batch is accepted and changes nothing.
     #[inline]
     pub fn try_push_batch(&self, batch: &[Event]) -> bool {
-        let n = batch.len() as u64;
-        if n == 0 {
+        if batch.is_empty() {
             return true;
         }
-        loop {
-            let active = self.active.0.load(Ordering::Acquire);
-            let (index, gen) = ((active & 1) as usize, (active >> 1) as u32);
-            let buffer = &self.buffers[index];
-            let mut current = buffer.reservation.0.load(Ordering::Relaxed);
-            let start = loop {
-                if current & CLOSED != 0 || generation(current) != gen {
-                    break None; // the flusher switched buffers: retry on the new one
-                }
-                let reserved = current & RESERVED;
-                if reserved + n > self.capacity {
-                    self.dropped.0.fetch_add(n, Ordering::Relaxed);
-                    return false;
-                }
-                match buffer.reservation.0.compare_exchange_weak(
-                    current,
-                    current + n,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break Some(reserved as usize),
-                    Err(seen) => current = seen,
-                }
-            };
-            let Some(start) = start else { continue };
-            // SAFETY: the reservation succeeded only if start + n <= capacity, and the slots
-            // array has capacity + 1 entries, so the range is in bounds.
-            let slots = unsafe { buffer.slots.get_unchecked(start..start + batch.len()) };
-            for (slot, event) in slots.iter().zip(batch) {
-                // SAFETY: the CAS gave this thread exclusive use of these slots until the
-                // drainer observes the stamp below.
-                unsafe { *slot.value.get() = event.value };
-                slot.head
-                    .store(head(event.event_type, gen), Ordering::Release);
-            }
-            return true;
+        let pushed = LANES.try_with(|cache| cache.lane(self).map(|lane| lane.push(batch)));
+        match pushed {
+            Ok(Some(pushed)) => pushed,
+            _ => self.push_shared(batch),
         }
     }
 
-    /// Takes every staged event, in insertion order, and passes them to `export` followed by
-    /// `tail` (the flusher's drop report) when given. Returns `export`'s result. One drain runs
+    /// The slow path of callers without a lane of their own (thread teardown, or a lane that
+    /// could not be allocated): the shared lane, one caller at a time.
+    #[cold]
+    fn push_shared(&self, batch: &[Event]) -> bool {
+        let _one_producer = lock(&self.shared_producer);
+        self.shared.push(batch)
+    }
+
+    /// A free lane for a new producer thread (one left by an exited thread first), or a new one.
+    fn claim_lane(&self) -> Option<Arc<Lane>> {
+        let mut lanes = lock(&self.lanes);
+        let free = lanes.iter().skip(1).find(|lane| {
+            lane.owned
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        });
+        if let Some(lane) = free {
+            return Some(lane.clone());
+        }
+        match Lane::new(self.capacity) {
+            Ok(lane) => {
+                let lane = Arc::new(lane);
+                lanes.push(lane.clone());
+                Some(lane)
+            }
+            Err(e) => {
+                if !self.warned_allocation.swap(true, Ordering::Relaxed) {
+                    log::warn!("{e} for a producer thread; its events go through a shared lane");
+                }
+                None
+            }
+        }
+    }
+
+    /// Takes every staged event and passes them to `export` as runs, lane after lane, each
+    /// thread's events in the order it recorded them. Returns `export`'s result. One drain runs
     /// at a time; producers are never blocked by it.
-    pub fn drain<R>(&self, tail: Option<Event>, export: impl FnOnce(&[Event]) -> R) -> R {
-        let _serialised = self.lock_drain();
-        let active = self.active.0.load(Ordering::Acquire);
-        let (old, old_gen) = ((active & 1) as usize, (active >> 1) as u32);
-        let new = 1 - old;
-        // Reopen the idle buffer under a fresh generation and make it active. When the 32-bit
-        // generation wraps, clear the buffer's stamps first: a stamp left from 2^32 reopens ago
-        // must never pass for a slot written in this generation.
-        let mut new_gen =
-            generation(self.buffers[new].reservation.0.load(Ordering::Relaxed)).wrapping_add(1);
-        if new_gen == 0 {
-            for slot in self.buffers[new].slots.iter() {
-                slot.head.store(0, Ordering::Relaxed);
-            }
-            new_gen = 1;
+    pub fn drain<R>(&self, export: impl FnOnce(&[&[Event]]) -> R) -> R {
+        let mut state = lock(&self.drain);
+        let state = &mut *state;
+        state.snapshot.clone_from(&lock(&self.lanes));
+        let mut runs: Vec<&[Event]> = Vec::with_capacity(2 * state.snapshot.len());
+        let mut heads = Vec::with_capacity(state.snapshot.len());
+        for lane in &state.snapshot {
+            let ([first, second], head) = lane.staged();
+            runs.extend([first, second].into_iter().filter(|r| !r.is_empty()));
+            heads.push(head);
         }
-        self.buffers[new]
-            .reservation
-            .0
-            .store(word(new_gen, false, 0), Ordering::Release);
-        self.active
-            .0
-            .store(((new_gen as u64) << 1) | new as u64, Ordering::Release);
-        // Close the old one: from now on its reservation count is final.
-        let closed = self.buffers[old]
-            .reservation
-            .0
-            .fetch_or(CLOSED, Ordering::AcqRel);
-        let count = (closed & RESERVED) as usize;
-        self.drained.fetch_add(count as u64, Ordering::Relaxed);
-        let slots = &self.buffers[old].slots;
-        // Every reserved slot must carry this generation's stamp before it is read. Usually all
-        // do already: scan fast, and wait only from the first slot still being written.
-        let mut next = 0;
-        while let Some(pending) = slots[next..count]
-            .iter()
-            .position(|slot| stamp_of(slot.head.load(Ordering::Acquire)) != old_gen)
-        {
-            next += pending;
-            let mut spins = 0u32;
-            while stamp_of(slots[next].head.load(Ordering::Acquire)) != old_gen {
-                // A producer reserved this slot and is still writing it.
-                spins += 1;
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
+        let result = export(&runs);
+        drop(runs);
+        for (lane, head) in state.snapshot.iter().zip(heads) {
+            lane.release_to(head);
         }
-        let mut len = count;
-        if let Some(extra) = tail {
-            // Slot `count` is past every reservation of this closed buffer (it is the spare
-            // slot when the buffer is full), so the tail extends the batch contiguously.
-            let slot = &slots[count];
-            // SAFETY: no producer can reserve it; only this serialised drainer touches it.
-            unsafe { *slot.value.get() = extra.value };
-            slot.head
-                .store(head(extra.event_type, 0), Ordering::Relaxed);
-            len += 1;
-        }
-        // SAFETY: `Slot` and `Event` have the same size and field offsets (the stamp occupies
-        // the padding); every slot in [0, len) is initialised and no producer can write to
-        // this closed buffer until the next drain reopens it, which needs the drain lock (held).
-        let events = unsafe { std::slice::from_raw_parts(slots.as_ptr() as *const Event, len) };
-        export(events)
-    }
-
-    /// Moves every staged event into `out` (cleared first). A test hook.
-    #[cfg(test)]
-    fn drain_into(&self, out: &mut Vec<Event>) {
-        out.clear();
-        self.drain(None, |events| out.extend_from_slice(events));
+        result
     }
 
     /// Number of drops since the previous call (the delta a flush reports).
     pub fn take_dropped(&self) -> u64 {
-        let mut state = self.lock_drain();
-        let total = self.dropped.0.load(Ordering::Relaxed);
+        let mut state = lock(&self.drain);
+        let total = self.counts().dropped;
         let delta = total - state.reported_drops;
         state.reported_drops = total;
         delta
     }
 
-    /// Totals since creation, without waiting for a drain in progress (exact when no producer
-    /// or drain is running).
+    /// Totals since creation (exact when no producer is running).
     pub fn counts(&self) -> StagingCounts {
-        StagingCounts {
-            accepted: self.drained.load(Ordering::Relaxed) + self.len() as u64,
-            dropped: self.dropped.0.load(Ordering::Relaxed),
+        let lanes = lock(&self.lanes);
+        let mut counts = StagingCounts::default();
+        for lane in lanes.iter() {
+            counts.accepted += lane.producer.0.head.load(Ordering::Acquire);
+            counts.dropped += lane.producer.0.dropped.load(Ordering::Relaxed);
         }
+        counts
     }
 
-    /// Number of events currently staged (reserved in the active buffer).
+    /// Number of events currently staged, over every lane.
     pub fn len(&self) -> usize {
-        let active = self.active.0.load(Ordering::Acquire);
-        let buffer = &self.buffers[(active & 1) as usize];
-        (buffer.reservation.0.load(Ordering::Acquire) & RESERVED) as usize
+        lock(&self.lanes)
+            .iter()
+            .map(|lane| {
+                let head = lane.producer.0.head.load(Ordering::Acquire);
+                (head - lane.tail.0.load(Ordering::Acquire)) as usize
+            })
+            .sum()
     }
 
     /// Whether no event is staged.
@@ -327,9 +413,19 @@ impl StagingQueue {
         self.len() == 0
     }
 
-    fn lock_drain(&self) -> MutexGuard<'_, DrainState> {
-        // Nothing panics while the lock is held, so a poisoned lock still holds consistent data.
-        self.drain.lock().unwrap_or_else(|e| e.into_inner())
+    /// Number of lanes (the shared one included): a test hook.
+    #[cfg(test)]
+    fn lane_count(&self) -> usize {
+        lock(&self.lanes).len()
+    }
+}
+
+impl Drop for StagingQueue {
+    /// Retires every lane: threads still caching one let it go at their next lookup or exit.
+    fn drop(&mut self) {
+        for lane in lock(&self.lanes).iter() {
+            lane.retired.store(true, Ordering::Release);
+        }
     }
 }
 
@@ -337,10 +433,16 @@ impl StagingQueue {
 mod tests {
     use super::*;
     use crate::event::EventType;
-    use std::sync::Arc;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::atomic::AtomicBool;
 
     fn ev(v: u64) -> Event {
         Event::new(EventType::AgentTxBytes, v)
+    }
+
+    /// Every staged event, flattened.
+    fn drain_all(q: &StagingQueue) -> Vec<Event> {
+        q.drain(|runs| runs.concat())
     }
 
     #[test]
@@ -350,9 +452,7 @@ mod tests {
             assert!(q.try_push(ev(v)));
         }
         assert!(!q.try_push(ev(99)));
-        let mut out = Vec::new();
-        q.drain_into(&mut out);
-        assert_eq!(out, (0..4).map(ev).collect::<Vec<_>>());
+        assert_eq!(drain_all(&q), (0..4).map(ev).collect::<Vec<_>>());
         assert_eq!(
             q.counts(),
             StagingCounts {
@@ -384,61 +484,143 @@ mod tests {
     }
 
     #[test]
-    fn drained_batch_ends_with_the_tail() {
-        let q = StagingQueue::new(3).unwrap();
-        let report = Event::new(EventType::AgentTelemetryEventsDropped, 5);
-        let got = q.drain(Some(report), |e| e.to_vec());
-        assert_eq!(got, [report]);
-        for v in 0..3 {
-            q.try_push(ev(v));
-        }
-        let got = q.drain(Some(report), |e| e.to_vec());
-        assert_eq!(got, [ev(0), ev(1), ev(2), report]);
-        q.try_push(ev(7));
-        assert_eq!(q.drain(Some(report), |e| e.to_vec()), [ev(7), report]);
-        assert_eq!(q.drain(None, |e| e.len()), 0);
-    }
-
-    #[test]
-    fn generation_wrap_clears_stale_stamps() {
+    fn a_lane_wraps_keeping_order_and_frees_what_was_drained() {
         let q = StagingQueue::new(4).unwrap();
-        // Put buffer 1 one reopen away from wrapping, with stale stamps equal to the
-        // generation that follows the wrap.
-        q.buffers[1]
-            .reservation
-            .0
-            .store(word(u32::MAX, true, 0), Ordering::Relaxed);
-        for slot in q.buffers[1].slots.iter() {
-            slot.head.store(head(9, 1), Ordering::Relaxed);
-        }
-        assert!(q.try_push(ev(1)));
-        assert_eq!(q.drain(None, |e| e.to_vec()), [ev(1)]); // reopens buffer 1 as generation 1
-        assert_eq!(q.active.0.load(Ordering::Relaxed), (1 << 1) | 1);
-        assert!(q.buffers[1]
-            .slots
-            .iter()
-            .all(|s| stamp_of(s.head.load(Ordering::Relaxed)) == 0));
-        assert!(q.try_push(ev(2)));
-        assert_eq!(q.drain(None, |e| e.to_vec()), [ev(2)]);
+        assert!(q.try_push_batch(&[ev(0), ev(1), ev(2)]));
+        assert_eq!(drain_all(&q), [ev(0), ev(1), ev(2)]);
+        // The lane is empty again: a full lane's worth fits, wrapping around the ring.
+        assert!(q.try_push_batch(&[ev(3), ev(4), ev(5), ev(6)]));
+        assert!(!q.try_push(ev(7)));
+        let runs = q.drain(|runs| runs.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
+        assert_eq!(
+            runs,
+            [vec![ev(3)], vec![ev(4), ev(5), ev(6)]],
+            "two runs, in order"
+        );
+        assert_eq!(q.drain(|runs| runs.len()), 0);
     }
 
     #[test]
-    fn many_drain_cycles_reuse_the_two_buffers() {
-        let q = StagingQueue::new(8).unwrap();
-        let mut seen = std::collections::HashSet::new();
-        for cycle in 0..200u64 {
-            for v in 0..8 {
-                assert!(q.try_push(ev(cycle * 8 + v)));
-            }
-            let (first, ptr) = q.drain(None, |e| {
-                assert_eq!(e.len(), 8);
-                (e[0].value, e.as_ptr() as usize)
-            });
-            assert_eq!(first, cycle * 8);
-            seen.insert(ptr);
+    fn one_thread_sees_exactly_the_capacity_between_flushes() {
+        let q = StagingQueue::new(1024).unwrap();
+        for v in 0..1022 {
+            assert!(q.try_push(ev(v)));
         }
-        assert_eq!(seen.len(), 2, "exactly two storages alternate");
-        assert_eq!(q.counts().accepted, 1600);
+        for _ in 0..10 {
+            assert!(!q.try_push_batch(&[ev(0); 4]));
+        }
+        assert!(q.try_push_batch(&[ev(1), ev(2)]));
+        assert_eq!(q.take_dropped(), 40);
+        assert_eq!(drain_all(&q).len(), 1024);
+    }
+
+    #[test]
+    fn every_thread_has_its_own_lane_of_full_capacity() {
+        let q = Arc::new(StagingQueue::new(8).unwrap());
+        // All three threads are alive together (a thread that exits hands its lane on).
+        let together = Arc::new(std::sync::Barrier::new(3));
+        let threads: Vec<_> = (0..3u64)
+            .map(|t| {
+                let (q, together) = (q.clone(), together.clone());
+                std::thread::spawn(move || {
+                    let n = (0..10).filter(|v| q.try_push(ev(t * 100 + v))).count();
+                    together.wait();
+                    n
+                })
+            })
+            .collect();
+        let accepted: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(accepted, [8, 8, 8]);
+        let got = drain_all(&q);
+        assert_eq!(got.len(), 24);
+        for t in 0..3u64 {
+            let mine: Vec<u64> = got
+                .iter()
+                .map(|e| e.value)
+                .filter(|v| v / 100 == t)
+                .collect();
+            assert_eq!(mine, (0..8).map(|v| t * 100 + v).collect::<Vec<_>>());
+        }
+        assert_eq!(q.take_dropped(), 6);
+    }
+
+    #[test]
+    fn lanes_of_exited_threads_are_reused_with_what_they_hold() {
+        // Fewer under Miri, which interprets every access.
+        let threads: u64 = if cfg!(miri) { 20 } else { 10_000 };
+        let q = Arc::new(StagingQueue::new(16).unwrap());
+        let mut got = Vec::new();
+        for t in 0..threads {
+            let q2 = q.clone();
+            std::thread::spawn(move || assert!(q2.try_push(ev(t))))
+                .join()
+                .unwrap();
+            if t % 10 == 9 {
+                got.extend(drain_all(&q));
+            }
+        }
+        got.extend(drain_all(&q));
+        // One thread at a time: its lane is returned at exit and taken by the next thread, so
+        // one lane (beside the shared one) serves them all.
+        assert_eq!(q.lane_count(), 2);
+        assert_eq!(got, (0..threads).map(ev).collect::<Vec<_>>());
+        assert_eq!(q.counts().dropped, 0);
+    }
+
+    #[test]
+    fn several_queues_in_one_thread_stay_apart() {
+        let a = StagingQueue::new(4).unwrap();
+        let b = StagingQueue::new(4).unwrap();
+        for v in 0..3 {
+            assert!(a.try_push(ev(v)));
+            assert!(b.try_push(ev(10 + v)));
+        }
+        assert_eq!(drain_all(&a), [ev(0), ev(1), ev(2)]);
+        assert_eq!(drain_all(&b), [ev(10), ev(11), ev(12)]);
+    }
+
+    #[test]
+    fn a_dropped_queue_is_let_go_and_a_new_one_gets_a_new_lane() {
+        let first = StagingQueue::new(4).unwrap();
+        assert!(first.try_push(ev(1)));
+        let lane = LANES.with(|c| c.lanes.borrow()[0].1.clone());
+        drop(first);
+        assert!(lane.retired.load(Ordering::Acquire));
+        let second = StagingQueue::new(4).unwrap();
+        assert!(second.try_push(ev(2)));
+        assert_eq!(drain_all(&second), [ev(2)]);
+        LANES.with(|c| {
+            let lanes = c.lanes.borrow();
+            assert!(
+                lanes.iter().all(|(_, l)| !Arc::ptr_eq(l, &lane)),
+                "retired lane pruned"
+            );
+        });
+    }
+
+    #[test]
+    fn a_call_from_a_thread_local_destructor_is_staged_in_the_shared_lane() {
+        struct RecordsAtExit(Arc<StagingQueue>);
+        impl Drop for RecordsAtExit {
+            fn drop(&mut self) {
+                // Whether or not this thread's lane cache is gone yet, the event is staged.
+                assert!(self.0.try_push(ev(42)));
+            }
+        }
+        thread_local! {
+            static AT_EXIT: RefCell<Option<RecordsAtExit>> = const { RefCell::new(None) };
+        }
+        let q = Arc::new(StagingQueue::new(4).unwrap());
+        let q2 = q.clone();
+        std::thread::spawn(move || {
+            assert!(q2.try_push(ev(1)));
+            AT_EXIT.with(|a| *a.borrow_mut() = Some(RecordsAtExit(q2)));
+        })
+        .join()
+        .unwrap();
+        let mut got: Vec<u64> = drain_all(&q).iter().map(|e| e.value).collect();
+        got.sort_unstable();
+        assert_eq!(got, [1, 42]);
     }
 
     #[test]
@@ -447,19 +629,18 @@ mod tests {
         // drainer empties the queue as fast as it can: a slot read before its producer wrote
         // it would show a stale or mismatched (type, value) pair or a repeated value.
         const PRODUCERS: u64 = 4;
-        // Fewer under Miri, which interprets every access.
         const EVENTS: u64 = if cfg!(miri) { 200 } else { 50_000 };
         let q = Arc::new(StagingQueue::new(64).unwrap());
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
         let drainer = {
             let (q, done) = (q.clone(), done.clone());
             std::thread::spawn(move || {
-                let mut seen = std::collections::HashSet::new();
+                let mut seen = HashSet::new();
                 let mut last = [None::<u64>; PRODUCERS as usize];
                 loop {
-                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
-                    q.drain(None, |events| {
-                        for e in events {
+                    let finished = done.load(Ordering::Acquire);
+                    q.drain(|runs| {
+                        for e in runs.iter().flat_map(|r| r.iter()) {
                             let (p, i) = (e.value >> 32, e.value & 0xffff_ffff);
                             assert_eq!(e.event_type as u64, (p * 7 + i) % 21, "torn slot");
                             assert!(seen.insert(e.value), "event read twice");
@@ -489,7 +670,7 @@ mod tests {
             })
             .collect();
         let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
-        done.store(true, std::sync::atomic::Ordering::Release);
+        done.store(true, Ordering::Release);
         let read = drainer.join().unwrap();
         let counts = q.counts();
         assert_eq!(read, accepted);
@@ -497,52 +678,10 @@ mod tests {
         assert_eq!(counts.accepted + counts.dropped, PRODUCERS * EVENTS);
     }
 
-    #[test]
-    fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
-        const PRODUCERS: u64 = 8;
-        const BATCHES: u64 = if cfg!(miri) { 50 } else { 5000 };
-        let q = Arc::new(StagingQueue::new(256).unwrap());
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let consumer = {
-            let (q, done) = (q.clone(), done.clone());
-            std::thread::spawn(move || {
-                let mut got = Vec::new();
-                loop {
-                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
-                    q.drain(None, |e| got.extend_from_slice(e));
-                    if finished {
-                        return got;
-                    }
-                    std::thread::yield_now();
-                }
-            })
-        };
-        let producers: Vec<_> = (0..PRODUCERS)
-            .map(|p| {
-                let q = q.clone();
-                std::thread::spawn(move || {
-                    let mut accepted = 0;
-                    for b in 0..BATCHES {
-                        let id = (p << 32) | b;
-                        let batch = [0, 1, 2, 3].map(|i| Event {
-                            event_type: i,
-                            value: id,
-                        });
-                        accepted += q.try_push_batch(&batch) as u64;
-                    }
-                    accepted
-                })
-            })
-            .collect();
-        let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
-        done.store(true, std::sync::atomic::Ordering::Release);
-        let got = consumer.join().unwrap();
-        let counts = q.counts();
-        assert_eq!(counts.accepted, accepted * 4);
-        assert_eq!(got.len() as u64, counts.accepted);
-        assert_eq!(counts.accepted + counts.dropped, PRODUCERS * BATCHES * 4);
-        assert_eq!(counts.dropped % 4, 0);
-        let mut last = std::collections::HashMap::new();
+    /// Checks that `got` holds whole 4-event batches (types 0..4, one id), each producer
+    /// thread's (the id's high half) in increasing order; returns how many.
+    fn check_batches(got: &[Event]) -> usize {
+        let mut last = HashMap::new();
         for quad in got.chunks(4) {
             assert_eq!(
                 quad.iter().map(|e| e.event_type).collect::<Vec<_>>(),
@@ -557,5 +696,110 @@ mod tests {
                 assert!(seq > prev, "producer {producer}: {seq} after {prev}");
             }
         }
+        got.len() / 4
+    }
+
+    fn batch(id: u64) -> [Event; 4] {
+        [0, 1, 2, 3].map(|i| Event {
+            event_type: i,
+            value: id,
+        })
+    }
+
+    /// Drains `q` until `done`, then once more; returns every event in drain order.
+    fn drain_until(
+        q: Arc<StagingQueue>,
+        done: Arc<AtomicBool>,
+    ) -> std::thread::JoinHandle<Vec<Event>> {
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                q.drain(|runs| {
+                    for run in runs {
+                        got.extend_from_slice(run);
+                    }
+                });
+                if finished {
+                    return got;
+                }
+                std::thread::yield_now();
+            }
+        })
+    }
+
+    #[test]
+    fn concurrent_batches_conserve_events_stay_whole_and_ordered() {
+        const PRODUCERS: u64 = 8;
+        const BATCHES: u64 = if cfg!(miri) { 50 } else { 5000 };
+        let q = Arc::new(StagingQueue::new(256).unwrap());
+        let done = Arc::new(AtomicBool::new(false));
+        let consumer = drain_until(q.clone(), done.clone());
+        let producers: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    (0..BATCHES)
+                        .filter(|b| q.try_push_batch(&batch((p << 32) | b)))
+                        .count() as u64
+                })
+            })
+            .collect();
+        let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        done.store(true, Ordering::Release);
+        let got = consumer.join().unwrap();
+        let counts = q.counts();
+        assert_eq!(counts.accepted, accepted * 4);
+        assert_eq!(got.len() as u64, counts.accepted);
+        assert_eq!(counts.accepted + counts.dropped, PRODUCERS * BATCHES * 4);
+        assert_eq!(counts.dropped % 4, 0);
+        assert_eq!(check_batches(&got) as u64, accepted);
+    }
+
+    #[test]
+    fn thread_churn_while_flushing_conserves_every_event() {
+        // Eight workers each run many short-lived threads that record a few batches and exit,
+        // while a drainer flushes continuously: lanes change hands mid-flush.
+        const WORKERS: u64 = 8;
+        const THREADS: u64 = if cfg!(miri) { 3 } else { 100 };
+        const BATCHES: u64 = 20;
+        let q = Arc::new(StagingQueue::new(64).unwrap());
+        let done = Arc::new(AtomicBool::new(false));
+        let consumer = drain_until(q.clone(), done.clone());
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    let mut accepted = 0;
+                    for t in 0..THREADS {
+                        let q = q.clone();
+                        accepted += std::thread::spawn(move || {
+                            (0..BATCHES)
+                                .filter(|b| q.try_push_batch(&batch(((w * THREADS + t) << 32) | b)))
+                                .count() as u64
+                        })
+                        .join()
+                        .unwrap();
+                    }
+                    accepted
+                })
+            })
+            .collect();
+        let accepted: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        done.store(true, Ordering::Release);
+        let got = consumer.join().unwrap();
+        let counts = q.counts();
+        assert_eq!(got.len() as u64, accepted * 4);
+        assert_eq!(
+            counts.accepted + counts.dropped,
+            WORKERS * THREADS * BATCHES * 4
+        );
+        assert_eq!(check_batches(&got) as u64, accepted);
+        // At most one lane per worker thread's child at a time, plus the shared one.
+        assert!(
+            q.lane_count() <= 1 + WORKERS as usize,
+            "{} lanes",
+            q.lane_count()
+        );
     }
 }

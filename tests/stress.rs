@@ -98,3 +98,108 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
         "the small queue must have overflowed"
     );
 }
+
+/// An exporter keeping every event it is given, shared with the test.
+struct Keep(Arc<std::sync::Mutex<Vec<Event>>>);
+
+impl nixl_telemetry::exporter::Exporter for Keep {
+    fn export_batch(&mut self, events: &[Event]) -> usize {
+        self.0.lock().unwrap().extend_from_slice(events);
+        events.len()
+    }
+
+    fn name(&self) -> &str {
+        "keep"
+    }
+}
+
+#[test]
+fn two_collectors_under_thread_churn_conserve_events_per_thread_in_order() {
+    // Four workers each run short-lived threads that record transfers into both collectors
+    // (one lane per thread per collector) while both flush every millisecond.
+    const WORKERS: u64 = 4;
+    const THREADS: u64 = 50;
+    const TRANSFERS: u64 = 40;
+    let kept: Vec<_> = (0..2)
+        .map(|_| Arc::new(std::sync::Mutex::new(Vec::new())))
+        .collect();
+    let collectors: Vec<_> = kept
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let config = Config {
+                buffer_size: 64,
+                run_interval: Duration::from_millis(1),
+                exporter: ExporterChoice::Nop,
+                enabled_metrics: MetricMask::ALL,
+            };
+            let name = format!("agent-{i}");
+            Arc::new(Collector::with_exporter(&name, config, Box::new(Keep(k.clone()))).unwrap())
+        })
+        .collect();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let collectors = collectors.clone();
+            std::thread::spawn(move || {
+                let mut accepted = [0u64; 2];
+                for t in 0..THREADS {
+                    let collectors = collectors.clone();
+                    let got = std::thread::spawn(move || {
+                        let mut accepted = [0u64; 2];
+                        for i in 0..TRANSFERS {
+                            let id = ((w * THREADS + t) << 32) | i;
+                            for (c, n) in collectors.iter().zip(accepted.iter_mut()) {
+                                if c.add_xfer_stats(id, true, id, id) == Recorded::Accepted {
+                                    *n += 1;
+                                }
+                            }
+                        }
+                        accepted
+                    })
+                    .join()
+                    .unwrap();
+                    accepted[0] += got[0];
+                    accepted[1] += got[1];
+                }
+                accepted
+            })
+        })
+        .collect();
+    let mut accepted = [0u64; 2];
+    for w in workers {
+        let got = w.join().unwrap();
+        accepted[0] += got[0];
+        accepted[1] += got[1];
+    }
+    for (i, (collector, kept)) in collectors.into_iter().zip(kept).enumerate() {
+        let stats = Arc::into_inner(collector).unwrap().close();
+        assert_eq!(stats.events_accepted, accepted[i] * 4);
+        assert_eq!(
+            stats.events_accepted + stats.events_dropped,
+            WORKERS * THREADS * TRANSFERS * 4
+        );
+        assert_eq!(stats.events_lost, 0);
+        let events = kept.lock().unwrap();
+        assert_eq!(
+            events.len() as u64,
+            stats.events_accepted + stats.drop_reports
+        );
+        let mut last = std::collections::HashMap::new();
+        let data: Vec<&Event> = events.iter().filter(|e| e.event_type != 20).collect();
+        assert_eq!(data.len() as u64, accepted[i] * 4);
+        for quad in data.chunks(4) {
+            let id = quad[0].value;
+            let kinds: Vec<u32> = quad.iter().map(|e| e.event_type).collect();
+            assert_eq!(kinds, [7, 6, 0, 2], "whole, contiguous batches");
+            if let Some(prev) = last.insert(id >> 32, id) {
+                assert!(id > prev, "thread {} out of order", id >> 32);
+            }
+        }
+        let reported: u64 = events
+            .iter()
+            .filter(|e| e.event_type == 20)
+            .map(|e| e.value)
+            .sum();
+        assert_eq!(reported, stats.events_dropped);
+    }
+}

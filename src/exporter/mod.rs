@@ -34,9 +34,26 @@ pub trait Exporter: Send {
     /// Short name for messages (`BUFFER`, `NOP`, plug-in name).
     fn name(&self) -> &str;
 
+    /// Exports one flush: the staged `runs` in order, then the collector's drop `report` (if
+    /// any), and returns how many of these events were kept. The default joins them into one
+    /// batch (in `scratch`, reused across flushes) for [`Exporter::export_batch`].
+    fn export_flush(
+        &mut self,
+        runs: &[&[Event]],
+        report: Option<Event>,
+        scratch: &mut Vec<Event>,
+    ) -> usize {
+        scratch.clear();
+        for run in runs {
+            scratch.extend_from_slice(run);
+        }
+        scratch.extend(report);
+        self.export_batch(scratch)
+    }
+
     /// Why events this exporter did not keep were lost, for the one warning about it.
-    fn loss_reason(&self) -> &str {
-        "the exporter did not accept them"
+    fn loss_reason(&self) -> String {
+        "the exporter did not accept them".into()
     }
 }
 
