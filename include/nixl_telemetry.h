@@ -304,7 +304,9 @@ nixl_telemetry_status_t nixl_telemetry_add_plugin_dir(const char *dir);
 nixl_telemetry_status_t nixl_telemetry_ring_open(const char *path, nixl_telemetry_ring_t **out);
 
 // Takes the oldest unread event into `*out`: `NIXL_TELEMETRY_SUCCESS`, or
-// `NIXL_TELEMETRY_EMPTY` when there is nothing to read (then `*out` is unchanged).
+// `NIXL_TELEMETRY_EMPTY` when there is nothing to read (then `*out` is unchanged), or
+// `NIXL_TELEMETRY_ERR_MISMATCH` once another process truncated the file under the reader
+// (never a crash; reopen the ring once its writer has recreated it).
 //
 // # Safety
 // `r` is NULL or a live reader; `out` is NULL or writable.

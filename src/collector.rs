@@ -309,14 +309,15 @@ impl Inner {
         if lost > 0 {
             self.lost.fetch_add(lost, Ordering::Relaxed);
             if !*warned_loss {
-                *warned_loss = true;
-                log::warn!(
-                    "telemetry exporter {} for agent '{}' could not keep {lost} events ({}); \
-                     further losses are counted silently in the collector stats",
-                    exporter.name(),
-                    self.agent,
-                    exporter.loss_reason()
-                );
+                if let Some(reason) = exporter.loss_reason() {
+                    *warned_loss = true;
+                    log::warn!(
+                        "telemetry exporter {} for agent '{}' could not keep {lost} events \
+                         ({reason}); further losses are counted silently in the collector stats",
+                        exporter.name(),
+                        self.agent,
+                    );
+                }
             }
         }
         self.flushes.fetch_add(1, Ordering::Relaxed);

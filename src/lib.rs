@@ -20,6 +20,7 @@ pub mod env;
 pub mod error;
 pub mod event;
 pub mod exporter;
+mod fault_guard;
 pub mod ffi;
 mod file_lock;
 pub mod filter;

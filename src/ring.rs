@@ -16,6 +16,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::fault_guard::FaultGuard;
 use crate::file_lock;
 
 /// The file layout, in one place: a future layout version is a change here only.
@@ -75,13 +76,24 @@ pub fn validate_file_name(name: &str) -> Result<()> {
     )))
 }
 
-/// A mapped ring file with validated geometry.
+/// A mapped ring file with validated geometry, guarded against the file shrinking under it
+/// ([`crate::fault_guard`]).
 struct Mapped {
+    /// Declared before `map`, so it is unregistered before the map is unmapped.
+    guard: FaultGuard,
     map: MmapRaw,
     mask: u64,
 }
 
 impl Mapped {
+    fn new(map: MmapRaw, mask: u64) -> Mapped {
+        Mapped {
+            guard: FaultGuard::new(map.as_ptr(), map.len()),
+            map,
+            mask,
+        }
+    }
+
     fn word(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset % 8 == 0);
         // SAFETY: the map is page-aligned and at least HEADER_SIZE bytes long; `offset` is a
@@ -177,10 +189,7 @@ impl RingWriter {
                 ));
             }
         };
-        let mapped = Mapped {
-            map,
-            mask: capacity as u64 - 1,
-        };
+        let mapped = Mapped::new(map, capacity as u64 - 1);
         // Invalidate first so a reader never trusts a half-written header, reset, then publish.
         mapped.version().store(0, Ordering::Release);
         // SAFETY: the map covers `size` bytes; no other writer exists (flock held).
@@ -220,6 +229,25 @@ impl RingWriter {
     /// The ring file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the ring is still what readers open: no write went past the end of the file,
+    /// the file still has the ring's size, and its path still names it. False when another
+    /// process truncated, deleted or replaced it (writes would reach no reader). Two system
+    /// calls; [`RingWriter::faulted`] is the free part of the check.
+    pub fn is_intact(&self) -> bool {
+        let size = self.mapped.map.len() as u64;
+        let (Ok(own), Ok(named)) = (self._file.metadata(), std::fs::symlink_metadata(&self.path))
+        else {
+            return false;
+        };
+        !self.faulted() && own.len() == size && (own.dev(), own.ino()) == (named.dev(), named.ino())
+    }
+
+    /// Whether a write went past the end of the file (it was truncated under the writer): those
+    /// events reached no reader.
+    pub fn faulted(&self) -> bool {
+        self.mapped.guard.faulted()
     }
 
     /// Number of records (one fewer is usable).
@@ -499,7 +527,7 @@ impl RingReader {
             .map_raw(&file)
             .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
         Ok(RingReader {
-            mapped: Mapped { map, mask },
+            mapped: Mapped::new(map, mask),
             path: path.to_owned(),
         })
     }
@@ -536,26 +564,51 @@ impl RingReader {
         self.len() == 0
     }
 
-    /// Takes the oldest unread event, or `None` when the ring is empty. The 4 padding bytes of
-    /// the record are ignored.
+    /// Takes the oldest unread event, or `None` when the ring is empty or the file was
+    /// truncated under the reader (see [`RingReader::try_pop`]). The 4 padding bytes of the
+    /// record are ignored.
     pub fn pop(&mut self) -> Option<Event> {
+        self.try_pop().ok().flatten()
+    }
+
+    /// Takes the oldest unread event, `Ok(None)` when the ring is empty, or a `Mismatch` error
+    /// once the file has been truncated under the reader (what was read then is discarded:
+    /// the reader never returns zeros that stand for a lost record).
+    pub fn try_pop(&mut self) -> Result<Option<Event>> {
         let m = &self.mapped;
         let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
         let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & m.mask;
-        if r == w {
-            return None;
-        }
-        let slot = m.slot(r);
-        // SAFETY: `slot` is a record inside the map, published by the producer's release store.
-        let event = unsafe {
-            Event {
-                event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32).read(),
-                value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read(),
+        let event = (r != w).then(|| {
+            let slot = m.slot(r);
+            // SAFETY: `slot` is a record inside the map, published by the producer's release
+            // store (a fault on a truncated file is absorbed by the guard and caught below).
+            unsafe {
+                Event {
+                    event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32).read(),
+                    value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read(),
+                }
             }
-        };
-        m.word(layout::READ_POS_OFFSET)
-            .store((r + 1) & m.mask, Ordering::Release);
-        Some(event)
+        });
+        if self.truncated() {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "telemetry ring {} was truncated while it was being read (by another \
+                     process); reopen it once its writer has recreated it",
+                    self.path.display()
+                ),
+            ));
+        }
+        if event.is_some() {
+            m.word(layout::READ_POS_OFFSET)
+                .store((r + 1) & m.mask, Ordering::Release);
+        }
+        Ok(event)
+    }
+
+    /// Whether the file shrank under this reader (every later read fails).
+    pub fn truncated(&self) -> bool {
+        self.mapped.guard.faulted()
     }
 }
 

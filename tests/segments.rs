@@ -16,6 +16,7 @@ use nixl_telemetry::segments::segments_of;
 use nixl_telemetry::segments::{
     ManualClock, SegmentNaming, SegmentReader, SegmentWriter, WriterOptions,
 };
+use nixl_telemetry_test_support::in_child;
 
 fn writer(prefix: &Path, producer: &str, roll_bytes: u64, max_segments: usize) -> SegmentWriter {
     SegmentWriter::open(
@@ -536,26 +537,6 @@ fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
         names(dir.path()),
         ["fpm.node_a.000000.jsonl.gz", "fpm.node_a.lock"]
     );
-}
-
-/// Runs the test `name` of this binary again in a child process with `NIXL_TEST_CHILD=1` (for
-/// process-wide settings such as a file-size limit); true in the child.
-fn in_child(name: &str) -> bool {
-    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
-        return true;
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env("NIXL_TEST_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "child failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    false
 }
 
 #[test]

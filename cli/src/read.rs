@@ -44,7 +44,7 @@ pub fn run(path: &Path, follow: bool, format: Format, filters: &[String]) -> Cli
         if follow && output::interrupted() {
             break;
         }
-        match ring.pop() {
+        match ring.try_pop()? {
             Some(event) => {
                 let name = event.name();
                 if !filters.is_empty() && !filters.iter().any(|f| fnmatch(f, &name)) {

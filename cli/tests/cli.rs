@@ -339,3 +339,46 @@ fn nixl_log_level_sets_the_threshold_and_a_bad_value_warns_once() {
     assert!(!bogus.contains("[INFO"), "{bogus}");
     assert_eq!(stderr_with("ERROR"), "");
 }
+
+#[test]
+fn read_follow_refuses_a_ring_truncated_under_it_with_exit_1() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "live", 64).unwrap();
+    let burst = [Event::new(EventType::AgentTxBytes, 7)];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
+        .args(["read", "--follow", "--format", "json"])
+        .arg(ring.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (text, stdout_thread) = collect_stdout(&mut child);
+    assert_eq!(ring.push_batch(&burst), 1);
+    wait_for_lines(&mut child, &text, 1);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(ring.path())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "read --follow did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    stdout_thread.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{status}; stderr: {stderr}");
+    assert!(
+        stderr.contains("was truncated while it was being read"),
+        "{stderr}"
+    );
+}

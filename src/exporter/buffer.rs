@@ -1,6 +1,14 @@
 //! `BUFFER`: the shared-memory ring `NIXL_TELEMETRY_DIR/<agent name>` ([`crate::ring`]).
+//!
+//! A ring file that another process truncates, deletes or replaces while the agent runs never
+//! stops the agent: a write past the end of a truncated file is absorbed by
+//! [`crate::fault_guard`] and noticed right after the flush; the file itself is checked
+//! ([`RingWriter::is_intact`]: its size and that its path still names it) at most once per
+//! second, so a flush costs no system call. A damaged ring is recreated with one warning;
+//! events written into it are counted as lost.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::event::Event;
@@ -9,18 +17,79 @@ use crate::ring::RingWriter;
 
 /// The shared-memory ring exporter, writing `NIXL_TELEMETRY_DIR/<agent name>`.
 pub struct BufferExporter {
-    ring: RingWriter,
+    ring: Option<RingWriter>,
+    dir: PathBuf,
+    agent: String,
+    capacity: usize,
     /// Why the last lossy flush lost events (see [`Exporter::loss_reason`]).
-    last_loss_was_oversize: bool,
+    last_loss: Loss,
+    warned_recreate: bool,
+    /// When the file was last checked with system calls.
+    checked_at: Instant,
+}
+
+/// How often the ring file itself is checked (size, and that its path still names it).
+const FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The cause of the last loss.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loss {
+    ReaderBehind,
+    Oversize,
+    Damaged,
 }
 
 impl BufferExporter {
     /// Creates the ring for `agent` in `dir` with `capacity` records.
     pub fn create(dir: &Path, agent: &str, capacity: usize) -> Result<BufferExporter> {
         Ok(BufferExporter {
-            ring: RingWriter::create(dir, agent, capacity)?,
-            last_loss_was_oversize: false,
+            ring: Some(RingWriter::create(dir, agent, capacity)?),
+            dir: dir.to_owned(),
+            agent: agent.to_owned(),
+            capacity,
+            last_loss: Loss::ReaderBehind,
+            warned_recreate: false,
+            checked_at: Instant::now(),
         })
+    }
+
+    /// The ring to write, recreated first when another process damaged the file (one warning
+    /// for the exporter's life); `None` while it cannot be recreated.
+    fn intact_ring(&mut self) -> Option<&RingWriter> {
+        let check_file = self.checked_at.elapsed() >= FILE_CHECK_INTERVAL;
+        if check_file {
+            self.checked_at = Instant::now();
+        }
+        let intact = |ring: &RingWriter| match check_file {
+            true => ring.is_intact(),
+            false => !ring.faulted(),
+        };
+        if self.ring.as_ref().is_some_and(intact) {
+            return self.ring.as_ref();
+        }
+        let path = self.dir.join(&self.agent);
+        if let Some(old) = self.ring.take() {
+            drop(old); // unmaps it and releases its lock before the file is made again
+            if !self.warned_recreate {
+                log::warn!(
+                    "telemetry ring {} was truncated, deleted or replaced by another process; recreating \
+                     it (events written to it meanwhile are counted as lost)",
+                    path.display()
+                );
+            }
+        }
+        match RingWriter::create(&self.dir, &self.agent, self.capacity) {
+            Ok(ring) => self.ring = Some(ring),
+            Err(e) if !self.warned_recreate => {
+                log::warn!(
+                    "cannot recreate telemetry ring {}: {e}; retrying at each flush",
+                    path.display()
+                );
+            }
+            Err(_) => {}
+        }
+        self.warned_recreate = true;
+        self.ring.as_ref()
     }
 }
 
@@ -37,27 +106,37 @@ impl Exporter for BufferExporter {
         report: Option<Event>,
         _: &mut Vec<Event>,
     ) -> usize {
-        let pushed = self.ring.push_runs(runs, report);
         let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
-        if pushed.kept < total {
-            self.last_loss_was_oversize = pushed.was_empty;
+        let Some(ring) = self.intact_ring() else {
+            self.last_loss = Loss::Damaged;
+            return 0;
+        };
+        let pushed = ring.push_runs(runs, report);
+        let kept = if ring.faulted() { 0 } else { pushed.kept };
+        if kept < total {
+            self.last_loss = match (kept == pushed.kept, pushed.was_empty) {
+                (false, _) => Loss::Damaged,
+                (true, true) => Loss::Oversize,
+                (true, false) => Loss::ReaderBehind,
+            };
         }
-        pushed.kept
+        kept
     }
 
     fn name(&self) -> &str {
         "BUFFER"
     }
 
-    fn loss_reason(&self) -> String {
-        if self.last_loss_was_oversize {
-            format!(
+    fn loss_reason(&self) -> Option<String> {
+        Some(match self.last_loss {
+            Loss::Oversize => format!(
                 "the ring was empty, but one flush had more events than its {} usable slots: \
                  raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
-                self.ring.capacity() - 1
-            )
-        } else {
-            "the ring is full: its reader is not keeping up".into()
-        }
+                self.capacity - 1
+            ),
+            Loss::ReaderBehind => "the ring is full: its reader is not keeping up".into(),
+            // The recreation warning says it.
+            Loss::Damaged => return None,
+        })
     }
 }

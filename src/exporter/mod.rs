@@ -51,9 +51,10 @@ pub trait Exporter: Send {
         self.export_batch(scratch)
     }
 
-    /// Why events this exporter did not keep were lost, for the one warning about it.
-    fn loss_reason(&self) -> String {
-        "the exporter did not accept them".into()
+    /// Why events this exporter did not keep were lost, for the collector's one warning about
+    /// losses; `None` when the exporter has reported this loss itself (it is still counted).
+    fn loss_reason(&self) -> Option<String> {
+        Some("the exporter did not accept them".into())
     }
 }
 

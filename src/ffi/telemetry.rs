@@ -298,7 +298,9 @@ pub unsafe extern "C" fn nixl_telemetry_ring_open(
 }
 
 /// Takes the oldest unread event into `*out`: `NIXL_TELEMETRY_SUCCESS`, or
-/// `NIXL_TELEMETRY_EMPTY` when there is nothing to read (then `*out` is unchanged).
+/// `NIXL_TELEMETRY_EMPTY` when there is nothing to read (then `*out` is unchanged), or
+/// `NIXL_TELEMETRY_ERR_MISMATCH` once another process truncated the file under the reader
+/// (never a crash; reopen the ring once its writer has recreated it).
 ///
 /// # Safety
 /// `r` is NULL or a live reader; `out` is NULL or writable.
@@ -312,7 +314,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_pop(
         // SAFETY: the caller's contract: NULL or a live reader, used by this thread only.
         let r = unsafe { handle_mut(F, "r", r) }?;
         let out = out_arg(F, "out", out)?;
-        Ok(match r.reader.pop() {
+        Ok(match r.reader.try_pop()? {
             Some(e) => {
                 // SAFETY: `out` is not NULL and writable by the caller's contract.
                 unsafe { out.write(e) };

@@ -88,3 +88,23 @@ pub fn last_error() -> String {
     assert_eq!(n, text.len(), "the returned length is the message's");
     text
 }
+
+/// Runs the test `name` of this binary again in a child process with `NIXL_TEST_CHILD=1` (for
+/// process-wide settings such as a file-size limit); true in the child.
+pub fn in_child(name: &str) -> bool {
+    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("NIXL_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}

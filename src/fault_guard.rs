@@ -1,0 +1,196 @@
+//! Surviving a shared mapping whose file shrinks under it.
+//!
+//! A ring file is mapped shared by its writer (inside the agent) and its readers. If any process
+//! truncates the file (`truncate`, `: > file`), touching the mapping past the new end raises
+//! SIGBUS, which by default kills the process: an inference server must not die because a
+//! telemetry file was truncated. So every ring mapping is registered here, and a SIGBUS handler
+//! (installed once, with the previous handler kept and called for every fault that is not
+//! ours) maps anonymous zero pages over the rest of a registered mapping when the fault lies in
+//! it: the access completes (a write goes nowhere, a read sees zeros) and the mapping is flagged,
+//! so its owner notices, discards what it read or wrote, and reports or recovers.
+//!
+//! Limits: the table holds [`MAX_GUARDED`] mappings (more are mapped unguarded, with one
+//! warning); a handler installed later by the host without chaining to ours (Python's
+//! `faulthandler.enable()` re-raises instead of chaining) takes the protection away.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Once;
+
+/// Most mappings guarded at once.
+pub const MAX_GUARDED: usize = 256;
+
+/// One registered mapping: `[start, end)`, `end == 0` when the entry is free.
+struct Region {
+    used: AtomicBool,
+    start: AtomicUsize,
+    end: AtomicUsize,
+    faulted: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const FREE: Region = Region {
+    used: AtomicBool::new(false),
+    start: AtomicUsize::new(0),
+    end: AtomicUsize::new(0),
+    faulted: AtomicBool::new(false),
+};
+
+static REGIONS: [Region; MAX_GUARDED] = [FREE; MAX_GUARDED];
+static INSTALL: Once = Once::new();
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(4096);
+static WARNED_FULL: AtomicBool = AtomicBool::new(false);
+
+/// The SIGBUS action that was in place before ours, written once before ours is installed.
+struct Previous(UnsafeCell<MaybeUninit<libc::sigaction>>);
+
+// SAFETY: written once, inside `INSTALL.call_once`, before the handler that reads it is
+// installed (sigaction is a full barrier for the handler's view); read-only afterwards.
+unsafe impl Sync for Previous {}
+
+static PREVIOUS: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
+
+/// A registered mapping; unregistered when dropped (drop it before unmapping).
+pub(crate) struct FaultGuard {
+    region: Option<&'static Region>,
+}
+
+impl FaultGuard {
+    /// Guards the mapping of `len` bytes at `start` (installing the handler on first use).
+    pub(crate) fn new(start: *const u8, len: usize) -> FaultGuard {
+        install();
+        let free = REGIONS.iter().find(|r| {
+            r.used
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        });
+        let Some(region) = free else {
+            if !WARNED_FULL.swap(true, Ordering::Relaxed) {
+                log::warn!(
+                    "more than {MAX_GUARDED} telemetry rings are mapped: the newest are not \
+                     protected against a file truncated under them"
+                );
+            }
+            return FaultGuard { region: None };
+        };
+        region.faulted.store(false, Ordering::Relaxed);
+        region.start.store(start as usize, Ordering::Relaxed);
+        region
+            .end
+            .store(start as usize + len.max(1), Ordering::Release);
+        FaultGuard {
+            region: Some(region),
+        }
+    }
+
+    /// Whether an access to the mapping faulted (its file shrank) since it was guarded.
+    pub(crate) fn faulted(&self) -> bool {
+        self.region
+            .is_some_and(|r| r.faulted.load(Ordering::Acquire))
+    }
+}
+
+impl Drop for FaultGuard {
+    fn drop(&mut self) {
+        if let Some(region) = self.region {
+            region.end.store(0, Ordering::Release);
+            region.start.store(0, Ordering::Relaxed);
+            region.used.store(false, Ordering::Release);
+        }
+    }
+}
+
+fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if page > 0 {
+            PAGE_SIZE.store(page as usize, Ordering::Relaxed);
+        }
+        // SAFETY: an all-zero sigaction is a valid value to fill in; `sa_sigaction` is our
+        // handler with the SA_SIGINFO signature; PREVIOUS is written here only, before the
+        // handler can run.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) = on_sigbus;
+            action.sa_sigaction = handler as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            let previous = (*PREVIOUS.0.get()).as_mut_ptr();
+            if libc::sigaction(libc::SIGBUS, &action, previous) != 0 {
+                log::warn!(
+                    "cannot install the SIGBUS handler that protects telemetry rings against \
+                     truncated files: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    });
+}
+
+/// The SIGBUS handler: maps zero pages over a registered mapping that faulted, else passes the
+/// signal on. Only async-signal-safe work: atomics and system calls.
+extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for region in REGIONS.iter() {
+        let end = region.end.load(Ordering::Acquire);
+        let start = region.start.load(Ordering::Relaxed);
+        if end == 0 || addr < start || addr >= end {
+            continue;
+        }
+        let from = addr & !(PAGE_SIZE.load(Ordering::Relaxed) - 1);
+        // SAFETY: the range lies inside a mapping this process made and still owns (it is
+        // unregistered before being unmapped); MAP_FIXED replaces those pages only.
+        let mapped = unsafe {
+            libc::mmap(
+                from as *mut c_void,
+                end - from,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        if mapped != libc::MAP_FAILED {
+            region.faulted.store(true, Ordering::Release);
+            return;
+        }
+    }
+    // SAFETY: PREVIOUS was filled before this handler was installed.
+    unsafe { pass_on(signal, info, context) }
+}
+
+/// Gives a SIGBUS that is not ours to the handler that was installed before ours, or to the
+/// default action (which ends the process, as it would have without us).
+///
+/// # Safety
+/// Called from the signal handler with its arguments, after PREVIOUS was filled.
+unsafe fn pass_on(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    // SAFETY: filled by `install` before the handler was installed (the caller's contract).
+    let previous = unsafe { (*PREVIOUS.0.get()).assume_init_ref() };
+    let handler = previous.sa_sigaction;
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        // SAFETY: restoring the default action, then raising the signal again (a fault
+        // re-executes and raises it anyway; a signal sent by kill is raised here).
+        unsafe {
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &default, std::ptr::null_mut());
+            if (*info).si_code <= 0 {
+                libc::raise(signal);
+            }
+        }
+    } else if previous.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: an SA_SIGINFO handler has this signature.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
+            unsafe { std::mem::transmute(handler) };
+        f(signal, info, context);
+    } else {
+        // SAFETY: a plain handler has this signature.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(handler) };
+        f(signal);
+    }
+}
