@@ -135,3 +135,66 @@ fn a_library_without_the_entry_point_is_refused() {
     );
     assert!(plugin::add_plugin_dir(Path::new("/no/such/dir")).is_err());
 }
+
+/// Compiles `source` (C) into the shared library `dir/libtelemetry_exporter_<name>.so`.
+fn build_c_plugin(dir: &Path, name: &str, source: &str) {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let status = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join(format!("libtelemetry_exporter_{name}.so")))
+        .arg(&src)
+        .status()
+        .expect("a C compiler (cc) is needed");
+    assert!(status.success());
+}
+
+#[test]
+fn an_untrusted_or_foreign_library_is_refused_before_any_of_its_code_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("constructor-ran");
+    // A library with a constructor but no entry point: its constructor must not run.
+    build_c_plugin(
+        tmp.path(),
+        "ctor",
+        &format!(
+            "#include <stdio.h>\n__attribute__((constructor)) static void ran(void) {{\n  \
+             FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f);\n}}\nint other(void) {{ return 1; }}\n",
+            marker.display()
+        ),
+    );
+    let dir = tmp.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::rename(
+        tmp.path().join("libtelemetry_exporter_ctor.so"),
+        dir.join("libtelemetry_exporter_ctor.so"),
+    )
+    .unwrap();
+    plugin::add_plugin_dir(&dir).unwrap();
+    let e = Collector::new("a", config("ctor")).err().unwrap();
+    assert_eq!(e.status, Status::Mismatch);
+    assert!(
+        e.message.contains("not a telemetry exporter plug-in"),
+        "{}",
+        e.message
+    );
+    assert!(!marker.exists(), "the library's constructor ran");
+    // A plug-in in a directory that others can write is refused, whatever it is.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Collector::new("a", config("ctor")).err().unwrap();
+    assert_eq!(e.status, Status::NotAllowed);
+    assert!(
+        e.message.contains("writable by other users"),
+        "{}",
+        e.message
+    );
+    assert!(!marker.exists());
+    // A relative NIXL_PLUGIN_DIR is refused, not resolved against the working directory.
+    std::env::set_var("NIXL_PLUGIN_DIR", "plugins");
+    let e = Collector::new("a", config("ctor")).err().unwrap();
+    std::env::remove_var("NIXL_PLUGIN_DIR");
+    assert_eq!(e.status, Status::InvalidParam);
+    assert!(e.message.contains("relative path"), "{}", e.message);
+}

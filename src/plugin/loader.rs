@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::abi::*;
+use super::trust;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
@@ -71,17 +72,22 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The directories searched for plug-ins, in order.
-pub fn search_dirs() -> Vec<PathBuf> {
+/// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused
+/// (see [`crate::plugin::trust`]).
+pub fn search_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner()).clone();
     match std::env::var_os("NIXL_PLUGIN_DIR") {
-        Some(d) if !d.is_empty() => dirs.push(PathBuf::from(d)),
+        Some(d) if !d.is_empty() => {
+            let d = PathBuf::from(d);
+            trust::check_plugin_dir_var(&d)?;
+            dirs.push(d);
+        }
         _ => {}
     }
     if let Some(own) = own_library_dir() {
         dirs.push(own.join("plugins"));
     }
-    dirs
+    Ok(dirs)
 }
 
 /// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
@@ -117,7 +123,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
     if let Some(p) = loaded.get(name) {
         return Ok(*p);
     }
-    let dirs = search_dirs();
+    let dirs = search_dirs()?;
     let mut problems = Vec::new();
     for dir in &dirs {
         let path = dir.join(file_name(name));
@@ -159,6 +165,16 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
     ))
 }
 
+fn not_a_plugin(path: &Path) -> Error {
+    Error::new(
+        Status::Mismatch,
+        format!(
+            "{} is not a telemetry exporter plug-in: it has no nixl_telemetry_plugin_init",
+            path.display()
+        ),
+    )
+}
+
 fn dl_error() -> String {
     // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
     let e = unsafe { libc::dlerror() };
@@ -175,6 +191,24 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     let shown = path.display();
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::invalid(format!("plug-in path {shown} contains NUL")))?;
+    // Nothing of the file runs before it is trusted and known to be a plug-in.
+    if let Some(dir) = path.parent() {
+        trust::check_owner_and_mode(dir, "directory")?;
+    }
+    trust::check_owner_and_mode(path, "file")?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::io(format!("cannot read telemetry plug-in {shown}"), &e))?;
+    match trust::defines_symbol(&bytes, INIT_SYMBOL) {
+        Err(why) => {
+            return Err(Error::new(
+                Status::Backend,
+                format!("cannot load telemetry plug-in {shown}: {why}"),
+            ))
+        }
+        Ok(false) => return Err(not_a_plugin(path)),
+        Ok(true) => {}
+    }
+    drop(bytes);
     // SAFETY: dlopen of a path; the handle is deliberately never closed.
     let handle = unsafe {
         libc::dlopen(
@@ -191,12 +225,7 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     // SAFETY: looking up a symbol in a handle we own.
     let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr()) };
     if init.is_null() {
-        return Err(Error::new(
-            Status::Mismatch,
-            format!(
-                "{shown} is not a telemetry exporter plug-in: it has no nixl_telemetry_plugin_init"
-            ),
-        ));
+        return Err(not_a_plugin(path));
     }
     // SAFETY: the symbol has the documented signature.
     let init: nixl_telemetry_plugin_init_fn = unsafe { std::mem::transmute(init) };

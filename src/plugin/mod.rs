@@ -1,9 +1,11 @@
 //! Exporter plug-ins: the C ABI types (`abi`), the loader that finds and opens
-//! `libtelemetry_exporter_<NAME>.so` by name, and the helpers for writing plug-ins in Rust
-//! (`author`). The exporter around a loaded plug-in is [`crate::exporter::PluginExporter`].
+//! `libtelemetry_exporter_<NAME>.so` by name, what makes a file trusted enough to load
+//! (`trust`), and the helpers for writing plug-ins in Rust (`author`). The exporter around a
+//! loaded plug-in is [`crate::exporter::PluginExporter`].
 
 pub mod abi;
 pub mod author;
 mod loader;
+pub(crate) mod trust;
 
 pub use loader::{add_plugin_dir, load, search_dirs, LoadedPlugin};
