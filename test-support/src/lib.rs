@@ -3,6 +3,8 @@
 //! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
+pub mod fuzz;
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
