@@ -21,7 +21,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -32,7 +32,7 @@ impl Rng {
 
     /// A number in `0..n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 }
 
@@ -60,11 +60,11 @@ pub fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
             }
             1 if len > 0 => {
                 let i = rng.below(len);
-                input[i] = rng.next() as u8;
+                input[i] = rng.next_u64() as u8;
             }
             2 => {
                 let i = rng.below(len + 1);
-                input.insert(i, rng.next() as u8);
+                input.insert(i, rng.next_u64() as u8);
             }
             3 if len > 0 => {
                 let i = rng.below(len);
@@ -101,7 +101,7 @@ pub fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
                 let n = [1, 2, 4, 8][rng.below(4)];
                 input[i..i + n].copy_from_slice(&bytes[..n]);
             }
-            _ => input.push(rng.next() as u8),
+            _ => input.push(rng.next_u64() as u8),
         }
     }
 }
