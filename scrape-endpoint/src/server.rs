@@ -4,9 +4,14 @@
 //! Each connection reads one request head (bounded by [`Limits::max_head_bytes`], within
 //! [`Limits::request_timeout`] of being accepted), gets one complete response (written within
 //! [`Limits::write_timeout`]), and is closed after a short drain of anything the client still
-//! sends ([`Limits::linger`]), so the client sees the response rather than a reset. At most
-//! [`Limits::max_connections`] connections are kept: a new one evicts the oldest connection
-//! still reading its request. Writes use `MSG_NOSIGNAL`: a vanished client never raises
+//! sends ([`Limits::linger`]), so the client sees the response rather than a reset.
+//!
+//! Floods: a new connection's request is read (and answered) as soon as it is accepted, since a
+//! scraper sends it right after connecting. At most [`Limits::max_connections`] connections
+//! are kept; when full, the server first reads what waiting connections have sent, then evicts
+//! the oldest one that sent nothing (or not a whole request) within a grace period, so idle
+//! connections from a connect flood go before scrapers. The listen backlog is raised so a flood
+//! does not overflow it into 1 s SYN retransmits. Writes use `MSG_NOSIGNAL`: a vanished client never raises
 //! `SIGPIPE` in the host process. Stopping (drop) wakes the thread, joins it and closes the
 //! listening socket.
 
@@ -99,6 +104,15 @@ impl Server {
     pub fn start(listener: TcpListener, limits: Limits, metrics: MetricsFn) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        // Listening again on a listening socket changes its backlog (Linux); the kernel caps
+        // it at net.core.somaxconn.
+        // SAFETY: listen(2) on the descriptor `listener` owns and keeps open across the call.
+        if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+            log::debug!(
+                "scrape endpoint {addr}: cannot raise the listen backlog: {}",
+                io::Error::last_os_error()
+            );
+        }
         let (waker, wake_rx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
         waker.set_nonblocking(true)?;
@@ -177,6 +191,13 @@ struct Conn {
 
 /// Bytes of leftovers drained after a response before giving up on a polite close.
 const MAX_DRAIN: usize = 64 * 1024;
+
+/// How long a new connection has to send its request before it counts as idle for eviction.
+const GRACE: Duration = Duration::from_millis(250);
+
+/// Pending connections the kernel queues for the server (the standard library listens with
+/// 128; a connect flood overflows that, and a dropped SYN costs a client a 1 s retransmit).
+const LISTEN_BACKLOG: libc::c_int = 4096;
 
 impl Conn {
     fn respond(&mut self, response: http::Response, limits: &Limits, now: Instant) {
@@ -361,6 +382,7 @@ impl EventLoop {
     }
 
     fn accept(&mut self, now: Instant) {
+        let mut served_waiting = false;
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
@@ -368,10 +390,7 @@ impl EventLoop {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
-                    if self.conns.len() >= self.limits.max_connections.max(1) {
-                        self.evict();
-                    }
-                    self.conns.push(Conn {
+                    let mut conn = Conn {
                         stream,
                         phase: Phase::Reading,
                         head: Vec::new(),
@@ -380,7 +399,22 @@ impl EventLoop {
                         drained: 0,
                         accepted: now,
                         deadline: now + self.limits.request_timeout,
-                    });
+                    };
+                    // A scraper's request is usually there already: read and answer it now,
+                    // so it is past the reading phase before any eviction is considered.
+                    if !conn.progress(&self.limits, &self.metrics, now) {
+                        continue;
+                    }
+                    if self.conns.len() >= self.limits.max_connections.max(1) && !served_waiting {
+                        // Full: first read what the connections have sent meanwhile, so a
+                        // scraper whose request is waiting is answered rather than evicted.
+                        served_waiting = true;
+                        self.serve_waiting(now);
+                    }
+                    if self.conns.len() >= self.limits.max_connections.max(1) {
+                        self.evict(now);
+                    }
+                    self.conns.push(conn);
                 }
                 Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock => return,
@@ -406,17 +440,36 @@ impl EventLoop {
         }
     }
 
-    /// Drops the oldest connection still reading its request (else the oldest of all).
-    fn evict(&mut self) {
-        let oldest = |reading_only: bool| {
+    /// Makes progress on every connection still reading its request (non-blocking).
+    fn serve_waiting(&mut self, now: Instant) {
+        let (limits, metrics) = (&self.limits, &self.metrics);
+        self.conns
+            .retain_mut(|c| c.phase != Phase::Reading || c.progress(limits, metrics, now));
+    }
+
+    /// Makes room for one connection. The victim is the oldest connection still reading its
+    /// request, chosen in this order: one that has sent nothing for longer than [`GRACE`] (a
+    /// flood's idle connection), one still incomplete after [`GRACE`] (a slow sender), one
+    /// that has sent nothing yet, any still reading; only then the oldest of all. A scraper
+    /// sends its request as soon as it connects, so it is the last to go.
+    fn evict(&mut self, now: Instant) {
+        let pick = |keep: &dyn Fn(&Conn) -> bool| {
             self.conns
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| !reading_only || c.phase == Phase::Reading)
+                .filter(|(_, c)| keep(c))
                 .min_by_key(|(_, c)| c.accepted)
                 .map(|(i, _)| i)
         };
-        if let Some(i) = oldest(true).or_else(|| oldest(false)) {
+        let reading = |c: &Conn| c.phase == Phase::Reading;
+        let silent = |c: &Conn| reading(c) && c.head.is_empty();
+        let past_grace = |c: &Conn| now.saturating_duration_since(c.accepted) >= GRACE;
+        let victim = pick(&|c| silent(c) && past_grace(c))
+            .or_else(|| pick(&|c| reading(c) && past_grace(c)))
+            .or_else(|| pick(&silent))
+            .or_else(|| pick(&reading))
+            .or_else(|| pick(&|_| true));
+        if let Some(i) = victim {
             self.conns.swap_remove(i);
         }
     }

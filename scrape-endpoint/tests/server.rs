@@ -348,3 +348,65 @@ fn shared_endpoint_reports_a_collision() {
     assert!(matches!(e, JoinError::Other(_)), "{e:?}");
     assert!(e.message().contains("could not be started"), "{e:?}");
 }
+
+/// One scrape under way: connect, send, read the reply; false on any failure or a reply that is
+/// not a 200 within `patience`.
+fn scrape_ok(addr: SocketAddr, patience: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, patience) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(patience));
+    if s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).is_ok() && all.starts_with(b"HTTP/1.1 200")
+}
+
+#[test]
+fn scrapes_keep_answering_under_a_connect_flood_from_one_address() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let s = server(Limits::default());
+    let addr = s.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let connects = Arc::new(AtomicU64::new(0));
+    // The flood: connect as fast as possible, never send, keep the newest 256 open.
+    let flooders: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, connects) = (stop.clone(), connects.clone());
+            std::thread::spawn(move || {
+                let mut held = std::collections::VecDeque::new();
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(c) = TcpStream::connect(addr) {
+                        held.push_back(c);
+                        connects.fetch_add(1, Ordering::Relaxed);
+                        if held.len() > 256 {
+                            held.pop_front();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    while connects.load(Ordering::Relaxed) < 500 {
+        std::thread::yield_now();
+    }
+    const SCRAPES: u32 = 300;
+    let (mut failed, mut slowest) = (0, Duration::ZERO);
+    for _ in 0..SCRAPES {
+        let start = Instant::now();
+        failed += !scrape_ok(addr, Duration::from_secs(5)) as u32;
+        slowest = slowest.max(start.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for f in flooders {
+        f.join().unwrap();
+    }
+    println!(
+        "{failed} of {SCRAPES} scrapes failed under a flood of {} connects; slowest {slowest:?}",
+        connects.load(Ordering::Relaxed)
+    );
+    assert_eq!(failed, 0, "scrapes failed under the flood");
+}
