@@ -7,7 +7,9 @@
 //! sends ([`Limits::linger`]), so the client sees the response rather than a reset.
 //!
 //! Floods: a new connection's request is read (and answered) as soon as it is accepted, since a
-//! scraper sends it right after connecting. At most [`Limits::max_connections`] connections
+//! scraper sends it right after connecting. One client address holds at most a quarter of
+//! [`Limits::max_connections`]: beyond that it evicts its own connections, so a flood from one
+//! address never pushes another client out. At most [`Limits::max_connections`] connections
 //! are kept; when full, the server first reads what waiting connections have sent, then evicts
 //! the oldest one that sent nothing (or not a whole request) within a grace period, so idle
 //! connections from a connect flood go before scrapers. The listen backlog is raised so a flood
@@ -178,6 +180,8 @@ enum Phase {
 
 struct Conn {
     stream: TcpStream,
+    /// The client's address (port aside): connections of one peer share a quota.
+    peer: std::net::IpAddr,
     phase: Phase,
     /// The request head read so far.
     head: Vec<u8>,
@@ -385,13 +389,14 @@ impl EventLoop {
         let mut served_waiting = false;
         loop {
             match self.listener.accept() {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     if stream.set_nonblocking(true).is_err() {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
                     let mut conn = Conn {
                         stream,
+                        peer: peer.ip(),
                         phase: Phase::Reading,
                         head: Vec::new(),
                         out: Vec::new(),
@@ -405,6 +410,13 @@ impl EventLoop {
                     if !conn.progress(&self.limits, &self.metrics, now) {
                         continue;
                     }
+                    // One peer holds at most a quarter of the connections: a flood from one
+                    // address evicts its own connections, never another client's.
+                    let quota = (self.limits.max_connections / 4).max(1);
+                    let of_peer = |c: &Conn| c.peer == conn.peer;
+                    if self.conns.iter().filter(|c| of_peer(c)).count() >= quota {
+                        self.evict(now, &of_peer);
+                    }
                     if self.conns.len() >= self.limits.max_connections.max(1) && !served_waiting {
                         // Full: first read what the connections have sent meanwhile, so a
                         // scraper whose request is waiting is answered rather than evicted.
@@ -412,7 +424,7 @@ impl EventLoop {
                         self.serve_waiting(now);
                     }
                     if self.conns.len() >= self.limits.max_connections.max(1) {
-                        self.evict(now);
+                        self.evict(now, &|_| true);
                     }
                     self.conns.push(conn);
                 }
@@ -447,17 +459,18 @@ impl EventLoop {
             .retain_mut(|c| c.phase != Phase::Reading || c.progress(limits, metrics, now));
     }
 
-    /// Makes room for one connection. The victim is the oldest connection still reading its
-    /// request, chosen in this order: one that has sent nothing for longer than [`GRACE`] (a
-    /// flood's idle connection), one still incomplete after [`GRACE`] (a slow sender), one
-    /// that has sent nothing yet, any still reading; only then the oldest of all. A scraper
-    /// sends its request as soon as it connects, so it is the last to go.
-    fn evict(&mut self, now: Instant) {
+    /// Makes room for one connection among those `among` selects. The victim is the oldest
+    /// connection still reading its request, chosen in this order: one that has sent nothing
+    /// for longer than [`GRACE`] (a flood's idle connection), one still incomplete after
+    /// [`GRACE`] (a slow sender), one that has sent nothing yet, any still reading; only then
+    /// the oldest of all. A scraper sends its request as soon as it connects, so it is the last
+    /// to go.
+    fn evict(&mut self, now: Instant, among: &dyn Fn(&Conn) -> bool) {
         let pick = |keep: &dyn Fn(&Conn) -> bool| {
             self.conns
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| keep(c))
+                .filter(|(_, c)| among(c) && keep(c))
                 .min_by_key(|(_, c)| c.accepted)
                 .map(|(i, _)| i)
         };
