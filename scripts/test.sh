@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting and lints, the Rust unit and integration tests
-# (which also build and run the C/C++ ABI tests with CMake/ctest), and the Python reader's tests.
+# (which also build and run the C/C++ ABI tests with CMake/ctest), the Python reader's tests, and
+# the Python package (python/: its wheel is built once, installed aside and tested).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NIXL_TELEMETRY_FIXTURES="${NIXL_TELEMETRY_FIXTURES:-$PWD/tests/fixtures}"
@@ -8,12 +9,22 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 
 echo "== cargo fmt"
 cargo fmt --all -- --check
+cargo fmt --manifest-path python/Cargo.toml -- --check
 echo "== cargo build (libraries, CLI, benches)"
 cargo build --workspace --all-targets
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
+cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 echo "== cargo test"
 cargo test --workspace
 echo "== python reader tests"
 python3 -m pytest examples/python -q
+echo "== python package (pip wheel ./python, installed into target/python-package/site)"
+package="$PWD/target/python-package"
+rm -rf "$package"
+python3 -m pip wheel --quiet --no-deps --wheel-dir "$package/wheel" ./python
+python3 -m pip install --quiet --no-deps --root-user-action=ignore --target "$package/site" \
+  "$package"/wheel/nixl_telemetry-*.whl
+PYTHONPATH="$package/site${PYTHONPATH:+:$PYTHONPATH}" NIXL_TELEMETRY_LIB_DIR="$PWD/target/debug" \
+  python3 -m pytest python/tests -q
 echo "== all tests passed"
