@@ -1,7 +1,8 @@
 /*
- * The FPM trace C ABI from C: open through the DYN_FPM_* environment, record a typed payload,
- * a msgpack payload built by hand and an invalid one, read the counters, close gracefully and
- * check the segment file. NULL arguments return a status, never crash.
+ * The FPM trace C ABI from C: open through the DYN_FPM_* environment (twice: the second handle
+ * shares the trace), record a typed payload, a msgpack payload built by hand and an invalid one,
+ * read the counters, close gracefully and check the segment file; a child process that exits
+ * without closing its trace still writes it. NULL arguments return a status, never crash.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -104,9 +107,11 @@ int main(void) {
     CHECK(nixl_telemetry_fpm_trace_open("default", "backend", "c-test", &t) == NIXL_TELEMETRY_SUCCESS);
     CHECK(t != NULL);
     if (t == NULL) return 1;
+    /* One relay per data-parallel rank opens the same trace again: a second handle on it. */
     nixl_telemetry_fpm_trace_t *second = NULL;
     CHECK(nixl_telemetry_fpm_trace_open("default", "backend", "c-test", &second) ==
-          NIXL_TELEMETRY_ERR_NOT_ALLOWED);
+          NIXL_TELEMETRY_SUCCESS);
+    CHECK(second != NULL && second != t);
 
     nixl_telemetry_fpm_payload_t p;
     memset(&p, 0, sizeof p);
@@ -117,6 +122,8 @@ int main(void) {
     p.wall_time = 0.5;
     p.scheduled_requests.num_decode_requests = 4;
     CHECK(nixl_telemetry_fpm_trace_record(t, &p) == NIXL_TELEMETRY_SUCCESS);
+    /* Closing one handle releases it only; the other keeps recording into the same trace. */
+    nixl_telemetry_fpm_trace_close(second);
 
     buf_t b;
     build_payload(&b, 2);
@@ -144,6 +151,43 @@ int main(void) {
         fclose(f);
         unlink(segment);
     }
+
+    /* A child that exits without closing its trace: the exit handler writes it. */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        nixl_telemetry_fpm_trace_t *left_open = NULL;
+        if (nixl_telemetry_fpm_trace_open("default", "backend", "c-exit", &left_open) !=
+            NIXL_TELEMETRY_SUCCESS)
+            _exit(2);
+        p.counter_id = 7;
+        if (nixl_telemetry_fpm_trace_record(left_open, &p) != NIXL_TELEMETRY_SUCCESS) _exit(3);
+        exit(0);
+    }
+    if (pid > 0) {
+        int status = -1;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        char command[400];
+        snprintf(command, sizeof command, "gzip -cd '%s.c-exit.000000.jsonl.gz'", prefix);
+        FILE *rows = popen(command, "r");
+        CHECK(rows != NULL);
+        if (rows) {
+            char line[2048];
+            int found = 0;
+            while (fgets(line, sizeof line, rows))
+                if (strstr(line, "\"counter_id\":7")) found++;
+            CHECK(pclose(rows) == 0);
+            CHECK(found == 1);
+        }
+        snprintf(segment, sizeof segment, "%s.c-exit.000000.jsonl.gz", prefix);
+        unlink(segment);
+    }
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s.c-test.lock", prefix);
+    unlink(lock);
+    snprintf(lock, sizeof lock, "%s.c-exit.lock", prefix);
+    unlink(lock);
     rmdir(dir);
 
     if (failures) {

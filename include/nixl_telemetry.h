@@ -119,7 +119,8 @@ typedef struct {
   uint64_t events_dropped;
   // Events the exporter kept (including synthetic drop reports).
   uint64_t events_exported;
-  // Events the exporter could not keep (for BUFFER: a full ring whose reader is behind).
+  // Events the exporter could not keep (for BUFFER: a full ring whose reader is behind; for
+  // TRACE: rows a failed write lost, counted at the collector flush after that write).
   uint64_t events_lost;
   // Completed flushes (periodic, explicit and final).
   uint64_t flushes;

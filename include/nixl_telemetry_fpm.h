@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include "nixl_telemetry.h"
 
+// The deepest nesting of maps and arrays accepted in a payload, the payload map being level 1
+// (Dynamo's payloads have 2). A deeper payload is rejected (counted in `rejected`). A row adds
+// two levels (the envelope and the record), so every row written stays far inside serde_json's
+// limit of 127 levels and parses with Python's `json` too.
+#define NIXL_TELEMETRY_FPM_MAX_PAYLOAD_DEPTH 64
+
 // The FPM trace of one producer (opaque). Created by `nixl_telemetry_fpm_trace_open`, released
 // by `nixl_telemetry_fpm_trace_close`.
 typedef struct nixl_telemetry_fpm_trace nixl_telemetry_fpm_trace;
@@ -109,18 +115,20 @@ extern "C" {
 
 // Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
 // `component`), configured by the `DYN_FPM_*` environment, which is read once per process.
-// Stores the handle in `*out` (NULL on any failure). Several (namespace, component) pairs of one
-// producer_id can be open at once: they share the producer's segment files and writer (closed,
-// after a final flush, with the last handle) and are sampled apart; the same (namespace,
-// component, producer_id) twice is refused with `NIXL_TELEMETRY_ERR_NOT_ALLOWED`.
+// Stores the handle in `*out` (NULL on any failure). Every handle of one producer_id in this
+// process shares the producer's segment files and writer, which the last close flushes and
+// closes: the same (namespace, component, producer_id) opened again (one relay per
+// data-parallel rank) gives another handle on the same trace, released on its own by its
+// close; another (namespace, component) gives a trace stamping its own source, sampled apart.
 //
 // Returns `NIXL_TELEMETRY_ERR_NO_TELEMETRY` when tracing is off or misconfigured (an invalid
 // configuration is warned about once per process), `NIXL_TELEMETRY_ERR_UNWRITABLE` when the
 // output location cannot be written (one warning per producer per process; other producers
 // are unaffected), `NIXL_TELEMETRY_ERR_NOT_ALLOWED` when the producer's file prefix is
-// already being written: by a trace of this process, by a producer id that sanitizes to the
-// same name, by a `TRACE` exporter, or by another process (its lock file
-// `<prefix>.<producer>.lock` is held). The last-error message says why.
+// already being written by something else: a producer id that sanitizes to the same name, a
+// `TRACE` exporter, or another process (its lock file `<prefix>.<producer>.lock` is held). A
+// lock file this user does not own is not trusted: one warning, and the trace opens without it.
+// The last-error message says why.
 //
 // # Safety
 // The strings are NULL or NUL-terminated; `out` is NULL or writable.
@@ -154,8 +162,9 @@ nixl_telemetry_status_t nixl_telemetry_fpm_trace_get_stats(const nixl_telemetry_
 // `t` is NULL or a live handle.
 nixl_telemetry_status_t nixl_telemetry_fpm_trace_flush(const nixl_telemetry_fpm_trace_t *t);
 
-// Graceful close: drains the queue, writes every pending sampled payload and the last batch,
-// then releases the handle. NULL is a no-op. The handle must not be used afterwards.
+// Releases the handle. The last handle of a producer also closes its trace gracefully: drains
+// the queue, writes every pending sampled payload and the last batch. NULL is a no-op. The
+// handle must not be used afterwards.
 //
 // # Safety
 // `t` is NULL or a handle from `nixl_telemetry_fpm_trace_open` not yet closed, with no call on

@@ -49,7 +49,9 @@ typedef struct {
 typedef nixl_telemetry_status_t (*nixl_telemetry_plugin_create_fn)(const nixl_telemetry_plugin_params_t *params, void **state, char *error_buf, size_t error_len);
 
 // Exports `count` events in order and returns how many were kept (the rest count as lost).
-// Called from one thread at a time per state. Must not throw or unwind.
+// Called from one thread at a time per state. Must not throw or unwind. `count` is 0 (and
+// `events` may be NULL) for a flush that had nothing to export: it is called so every run
+// interval while the agent is idle, which lets a plug-in do periodic work on the flush thread.
 typedef size_t (*nixl_telemetry_plugin_export_fn)(void *state, const nixl_telemetry_event_t *events, size_t count);
 
 // Releases the state created by `create`.

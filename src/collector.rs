@@ -38,7 +38,8 @@ pub struct CollectorStats {
     pub events_dropped: u64,
     /// Events the exporter kept (including synthetic drop reports).
     pub events_exported: u64,
-    /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind).
+    /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind; for
+    /// TRACE: rows a failed write lost, counted at the collector flush after that write).
     pub events_lost: u64,
     /// Completed flushes (periodic, explicit and final).
     pub flushes: u64,
@@ -266,11 +267,13 @@ impl Collector {
         self.stats()
     }
 
-    /// Stops and joins the flush thread, then flushes what is still staged (once).
+    /// Stops and joins the flush thread, then flushes what is still staged and lets the
+    /// exporter write what it buffered (once).
     fn shutdown(&mut self) {
         if let Some(mut flusher) = self.flusher.take() {
             flusher.stop();
             self.inner.flush_once();
+            self.inner.finish_exporter();
         }
     }
 }
@@ -299,12 +302,16 @@ impl Inner {
         let (len, kept) = self.queue.drain(|runs| {
             let len = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
             let kept = match len {
-                0 => 0,
+                0 => {
+                    exporter.tick();
+                    0
+                }
                 _ => exporter.export_flush(runs, report, scratch).min(len),
             };
             (len, kept)
         });
         self.exported.fetch_add(kept as u64, Ordering::Relaxed);
+        self.count_late_losses(exporter.as_mut());
         let lost = (len - kept) as u64;
         if lost > 0 {
             self.lost.fetch_add(lost, Ordering::Relaxed);
@@ -321,6 +328,27 @@ impl Inner {
             }
         }
         self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Moves the events the exporter lost after keeping them from exported to lost.
+    fn count_late_losses(&self, exporter: &mut dyn Exporter) {
+        let late = exporter.take_late_losses();
+        if late > 0 {
+            let before = self
+                .exported
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |e| {
+                    Some(e.saturating_sub(late))
+                })
+                .unwrap_or_else(|e| e);
+            self.lost.fetch_add(late.min(before), Ordering::Relaxed);
+        }
+    }
+
+    /// The exporter's last writes, then their losses (after the final flush).
+    fn finish_exporter(&self) {
+        let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        state.exporter.finish();
+        self.count_late_losses(state.exporter.as_mut());
     }
 }
 

@@ -39,9 +39,14 @@ fn busy(rank: i64, counter: i64) -> FpmPayload {
     p
 }
 
-/// Every row's event, across the producer's segments in index order.
+/// Every row's event, across the segments of producer 4192 in index order.
 fn events(dir: &Path) -> Vec<Value> {
-    segments_of(&dir.join("fpm.4192"))
+    events_of(dir, "4192")
+}
+
+/// Every row's event, across the segments of `producer` in index order.
+fn events_of(dir: &Path, producer: &str) -> Vec<Value> {
+    segments_of(&dir.join(format!("fpm.{producer}")))
         .unwrap()
         .iter()
         .flat_map(|f| SegmentReader::read_rows(f).unwrap().0)
@@ -310,14 +315,6 @@ fn components_of_one_producer_share_its_files_and_are_sampled_apart() {
     )
     .unwrap();
     assert_eq!(prefill.prefix(), decode.prefix());
-    // The same (namespace, component, producer) twice is still refused.
-    assert!(FpmTrace::open_manual(
-        Source::new("default", "decode", "4192"),
-        &config,
-        clock.clone(),
-        64
-    )
-    .is_err());
     // Overlapping worker_id and dp_rank, same counters: nothing is coalesced across components.
     prefill.record(busy(0, 1));
     decode.record(busy(0, 1));
@@ -361,4 +358,114 @@ fn components_of_one_producer_share_its_files_and_are_sampled_apart() {
         assert_eq!(e["source"]["producer_id"], "4192");
         assert_eq!(e["source"]["namespace"], "default");
     }
+}
+
+/// A valid payload (msgpack) with one unknown key `deep` holding `levels` nested maps.
+fn nested_payload(counter: i64, levels: usize) -> Vec<u8> {
+    let mut bytes = busy(0, counter).to_msgpack();
+    assert_eq!(bytes[0], 0x87, "a fixmap of the 7 fields");
+    bytes[0] = 0x88;
+    bytes.extend_from_slice(b"\xa4deep");
+    for _ in 0..levels {
+        bytes.extend_from_slice(b"\x81\xa1a");
+    }
+    bytes.push(0xc0);
+    bytes
+}
+
+#[test]
+fn payloads_nested_too_deep_are_rejected_so_every_written_row_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let trace = open(dir.path(), CaptureMode::Full, &clock, 64);
+    // The payload map is level 1: 63 nested maps under it are the most accepted.
+    for (counter, levels) in [(1, 10), (2, 63), (3, 64), (4, 200), (5, 100_000)] {
+        trace.record_msgpack(&nested_payload(counter, levels));
+    }
+    trace.pump();
+    let s = trace.close();
+    assert_eq!((s.written, s.rejected), (2, 3), "{s:?}");
+    assert_accounted(&s);
+    let counters: Vec<u64> = events(dir.path())
+        .iter()
+        .map(|e| e["fpm"]["counter_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counters, [1, 2]);
+    // Python's json reads every row too.
+    let files = segments_of(&dir.path().join("fpm.4192")).unwrap();
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import gzip, json, sys\nprint(sum(1 for l in gzip.open(sys.argv[1], 'rt') if json.loads(l)))",
+        ])
+        .arg(&files[0])
+        .output()
+        .expect("python3 is needed for this test");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{out:?}");
+}
+
+#[test]
+fn the_same_source_opened_twice_shares_one_writer_until_the_last_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    // One relay per data-parallel rank opens the trace of its producer again.
+    let rank0 = open(dir.path(), CaptureMode::Sampled, &clock, 64);
+    let rank1 = open(dir.path(), CaptureMode::Sampled, &clock, 64);
+    assert_eq!(rank0.prefix(), rank1.prefix());
+    rank0.record(busy(0, 1));
+    rank1.record(busy(1, 1));
+    rank0.pump();
+    assert_eq!(rank1.pending_samples(), 2, "one writer, one sampler");
+    // Closing one handle writes nothing yet: the other still records into the same state.
+    let mid = rank0.close();
+    assert_eq!(mid.written, 0, "{mid:?}");
+    rank1.record(busy(1, 2));
+    let s = rank1.close();
+    assert_accounted(&s);
+    assert_eq!((s.recorded, s.written, s.coalesced), (3, 2, 1), "{s:?}");
+    assert_eq!(rank_counter(&events(dir.path())), [(0, 1), (1, 2)]);
+    // After the last close the producer opens afresh.
+    let again = open(dir.path(), CaptureMode::Sampled, &clock, 64);
+    assert_eq!(again.stats().recorded, 0);
+}
+
+#[test]
+fn traces_left_open_are_written_at_process_exit() {
+    let test = "traces_left_open_are_written_at_process_exit";
+    let dir_of = |pid: u32| std::env::temp_dir().join(format!("nixl-fpm-exit-{pid}"));
+    if std::env::var_os("NIXL_TEST_CHILD").is_none() {
+        let dir = dir_of(std::process::id());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        nixl_telemetry_test_support::in_child(test);
+        let (full, sampled) = (events_of(&dir, "full"), events_of(&dir, "sampled"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(rank_counter(&full), [(0, 1), (0, 2), (0, 3)]);
+        assert_eq!(
+            rank_counter(&sampled),
+            [(0, 2), (1, 1)],
+            "pending samples too"
+        );
+        return;
+    }
+    // SAFETY: getppid has no preconditions.
+    let dir = dir_of(unsafe { libc::getppid() } as u32);
+    let open_real = |producer: &str, mode: CaptureMode| {
+        let config = FpmConfig {
+            sample_interval: Duration::from_secs(3600),
+            ..config(&dir, mode)
+        };
+        FpmTrace::open(Source::new("default", "backend", producer), &config).unwrap()
+    };
+    let full = open_real("full", CaptureMode::Full);
+    let sampled = open_real("sampled", CaptureMode::Sampled);
+    for c in 1..=3 {
+        full.record(busy(0, c));
+    }
+    sampled.record(busy(0, 1));
+    sampled.record(busy(0, 2));
+    sampled.record(busy(1, 1));
+    // Exit without closing (and without running the traces' destructors).
+    std::mem::forget((full, sampled));
+    std::process::exit(0);
 }

@@ -51,22 +51,37 @@ fn open_record_stats_close_through_the_c_abi() {
         );
         assert!(!t.is_null());
 
-        // The same (namespace, component, producer) twice, or a producer id that sanitizes to
-        // the same file prefix, is refused.
-        for (component, producer) in [(c"backend", c"41:92"), (c"other", c"41/92")] {
-            let mut again: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
-            assert_eq!(
-                nixl_telemetry_fpm_trace_open(
-                    c"default".as_ptr(),
-                    component.as_ptr(),
-                    producer.as_ptr(),
-                    &mut again
-                ),
-                NIXL_TELEMETRY_ERR_NOT_ALLOWED
-            );
-            assert!(again.is_null());
-            assert!(last_error().contains("already open"), "{}", last_error());
-        }
+        // The same (namespace, component, producer) again (one relay per data-parallel rank)
+        // shares the trace: a second handle, released on its own.
+        let mut second: *mut nixl_telemetry_fpm_trace_t = std::ptr::null_mut();
+        assert_eq!(
+            nixl_telemetry_fpm_trace_open(
+                c"default".as_ptr(),
+                c"backend".as_ptr(),
+                c"41:92".as_ptr(),
+                &mut second
+            ),
+            NIXL_TELEMETRY_SUCCESS
+        );
+        assert!(!second.is_null() && second != t);
+        assert_eq!(
+            nixl_telemetry_fpm_trace_record(second, &payload(c"w", 1, 9)),
+            NIXL_TELEMETRY_SUCCESS
+        );
+        nixl_telemetry_fpm_trace_close(second);
+        // A producer id that sanitizes to the same file prefix is refused.
+        let mut again: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+        assert_eq!(
+            nixl_telemetry_fpm_trace_open(
+                c"default".as_ptr(),
+                c"other".as_ptr(),
+                c"41/92".as_ptr(),
+                &mut again
+            ),
+            NIXL_TELEMETRY_ERR_NOT_ALLOWED
+        );
+        assert!(again.is_null());
+        assert!(last_error().contains("already open"), "{}", last_error());
 
         let bytes = FpmPayload::heartbeat("w", 0, 1).to_msgpack();
         assert_eq!(
@@ -103,8 +118,8 @@ fn open_record_stats_close_through_the_c_abi() {
             nixl_telemetry_fpm_trace_get_stats(t, &mut stats),
             NIXL_TELEMETRY_SUCCESS
         );
-        assert_eq!(stats.recorded, 4);
-        assert_eq!((stats.written, stats.rejected), (2, 2));
+        assert_eq!(stats.recorded, 5);
+        assert_eq!((stats.written, stats.rejected), (3, 2));
         assert_eq!(
             nixl_telemetry_fpm_trace_record(t, &payload(c"w", 1, 5)),
             NIXL_TELEMETRY_SUCCESS
@@ -123,11 +138,11 @@ fn open_record_stats_close_through_the_c_abi() {
         .iter()
         .map(|e| e["fpm"]["counter_id"].as_u64().unwrap())
         .collect();
-    assert_eq!(counters, [1, 2, 5]);
+    assert_eq!(counters, [9, 1, 2, 5]);
     assert_eq!(
-        events[0]["source"]["producer_id"], "41:92",
+        events[1]["source"]["producer_id"], "41:92",
         "unsanitized in the record"
     );
     assert_eq!(events[0]["source"]["component"], "backend");
-    assert_eq!(events[1]["fpm"]["wall_time"], 0.5);
+    assert_eq!(events[2]["fpm"]["wall_time"], 0.5);
 }

@@ -1,5 +1,6 @@
 //! The rolling gzip JSONL segment writer: envelope, rolling, restart, retention, symlink safety,
-//! unwritable locations, and how standard readers see a truncated final member.
+//! unwritable locations, and how standard readers see a truncated final member; files planted
+//! by other users (segments, lock files), full disks and file modes under any umask.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -168,8 +169,8 @@ fn an_oversized_row_sits_alone_in_its_segment() {
 #[test]
 fn restart_continues_after_the_highest_index() {
     let dir = tempfile::tempdir().unwrap();
-    fs::write(segment(dir.path(), "p", 0), b"").unwrap();
-    fs::write(segment(dir.path(), "p", 2), b"").unwrap();
+    fs::write(segment(dir.path(), "p", 0), member_of("old")).unwrap();
+    fs::write(segment(dir.path(), "p", 2), member_of("old")).unwrap();
     let mut w = writer(&dir.path().join("fpm"), "p", 1 << 20, 10);
     assert_eq!(w.index(), 3);
     w.push("row");
@@ -544,18 +545,6 @@ fn a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll() {
     if !in_child("a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll") {
         return;
     }
-    // SAFETY: getrlimit/setrlimit on a zeroed, then filled, local struct.
-    let set_soft_fsize = |soft: libc::rlim_t| unsafe {
-        let mut lim = std::mem::zeroed::<libc::rlimit>();
-        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
-        let old = lim.rlim_cur;
-        lim.rlim_cur = soft;
-        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
-        old
-    };
-    // Over the limit, write(2) fails with EFBIG instead of killing the process.
-    // SAFETY: ignoring SIGXFSZ in this child test process installs no handler code.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut w = writer(&d.join("fpm"), "p", 150, 10);
@@ -563,16 +552,449 @@ fn a_write_error_during_a_roll_advances_the_index_once_and_counts_one_roll() {
     w.flush();
     let first_len = fs::metadata(segment(d, "p", 0)).unwrap().len();
     w.push(&event_of_row_len(60));
-    let old = set_soft_fsize(first_len + 4);
+    let old = set_file_size_limit(first_len + 4);
     // The next row rolls: the flush before the roll fails (segment 0 cannot grow).
     w.push(&event_of_row_len(60));
-    set_soft_fsize(old);
+    set_file_size_limit(old);
     let stats = w.stats();
     assert_eq!((stats.write_errors, stats.rows_lost), (1, 1));
     assert_eq!(stats.segments_rolled, 1, "one failed roll counts once");
     assert_eq!(w.index(), 1, "one failed roll advances the index once");
     let stats = w.close();
     assert_eq!(stats.rows_written, 2);
+    assert_eq!(
+        rows(&segment(d, "p", 0)).len(),
+        1,
+        "the partial member was cut off"
+    );
     assert_eq!(rows(&segment(d, "p", 1)).len(), 1);
     assert!(!segment(d, "p", 2).exists());
+}
+
+// ---- Hostile files, full disks, other users (issue 15) ----
+
+/// The user owning the planted files of the hostile-file tests, and the user whose writer meets
+/// them (numeric ids: no account is needed).
+const ATTACKER: u32 = 65533;
+const VICTIM: u32 = 65534;
+
+/// A world-writable sticky directory, like `/tmp`, shared by a test (which creates it and
+/// removes it, as root) and the child process that runs its body: files are planted there as
+/// root and owned by [`ATTACKER`], then the child becomes [`VICTIM`].
+struct Sticky {
+    dir: PathBuf,
+}
+
+fn sticky_path(test: &str, parent_pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/nixl-hostile-{test}-{parent_pid}"))
+}
+
+/// Removes a directory tree when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// In the test process: runs `test` in a child process (see [`Sticky`]) and returns `None`; or
+/// skips it with a message when this machine forbids it (creating files owned by another user
+/// needs root). In the child: the directory, still as root.
+fn in_sticky_dir_as_root_then_victim(test: &str) -> Option<Sticky> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() } as u32;
+        return Some(Sticky {
+            dir: sticky_path(test, parent),
+        });
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped {test}: planting files owned by another user needs root");
+        return None;
+    }
+    let dir = sticky_path(test, std::process::id());
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir(&dir).unwrap();
+    let _cleanup = RemoveOnDrop(dir.clone());
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o1777)).unwrap();
+    in_child(test);
+    None
+}
+
+impl Sticky {
+    /// Creates `name` with `bytes` and `mode`, owned by [`ATTACKER`].
+    fn plant(&self, name: &str, mode: u32, bytes: &[u8]) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.join(name);
+        fs::write(&path, bytes).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::chown(&path, Some(ATTACKER), Some(ATTACKER)).unwrap();
+        path
+    }
+
+    /// Drops root for good: this process is [`VICTIM`] from now on.
+    fn become_victim(&self) {
+        // SAFETY: plain system calls on no memory of ours (setgroups with an empty list).
+        unsafe {
+            assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
+            assert_eq!(libc::setgid(VICTIM), 0);
+            assert_eq!(libc::setuid(VICTIM), 0);
+        }
+    }
+}
+
+fn owner_and_mode(path: &Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path).unwrap();
+    (m.uid(), m.mode() & 0o7777)
+}
+
+/// Sets the soft `RLIMIT_FSIZE` (and ignores SIGXFSZ, so that a write over the limit fails with
+/// EFBIG, as one on a full disk fails with ENOSPC); returns the previous soft limit. Only for
+/// child processes: the limit is process-wide.
+fn set_file_size_limit(soft: libc::rlim_t) -> libc::rlim_t {
+    // SAFETY: getrlimit/setrlimit on a zeroed, then filled, local struct; ignoring SIGXFSZ
+    // installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let mut lim = std::mem::zeroed::<libc::rlimit>();
+        assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut lim), 0);
+        let old = lim.rlim_cur;
+        lim.rlim_cur = soft;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+        old
+    }
+}
+
+/// The regular files of `prefix`'s segments, by index, with their sizes.
+fn segment_sizes(dir: &Path, producer: &str) -> Vec<(u64, u64)> {
+    let naming = SegmentNaming::new(&dir.join("fpm"), producer);
+    let mut v: Vec<(u64, u64)> = fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let index = naming.parse_index(&e.file_name())?;
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            m.is_file().then_some((index, m.len()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `gzip -cd <prefix>.*.jsonl.gz` (the shell's glob, in its order): exit status and lines.
+fn gzip_cd_all(dir: &Path, producer: &str) -> (Option<i32>, Vec<String>) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -cd fpm.{producer}.*.jsonl.gz"))
+        .current_dir(dir)
+        .output()
+        .expect("sh and gzip are needed for this test");
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (out.status.code(), lines)
+}
+
+#[test]
+fn a_planted_segment_at_the_highest_index_does_not_silence_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Any user can create these under the default /tmp prefix.
+    for index in [u64::MAX, u64::MAX - 1, 10u64.pow(19)] {
+        fs::write(segment(d, "p", index), b"").unwrap();
+    }
+    let mut w = writer(&d.join("fpm"), "p", 1 << 20, 4);
+    w.push("row");
+    w.flush();
+    let stats = w.close();
+    assert_eq!((stats.rows_written, stats.rows_lost), (1, 0), "{stats:?}");
+    assert_eq!(
+        rows(&segment(d, "p", 0)),
+        [r#"{"timestamp":0,"event":"row"}"#]
+    );
+    assert_eq!(
+        segments_of(&d.join("fpm.p")).unwrap(),
+        [segment(d, "p", 0)],
+        "such an index is no segment of ours"
+    );
+}
+
+#[test]
+fn retention_goes_on_past_a_segment_it_cannot_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for index in 0..3 {
+        fs::write(segment(d, "p", index), member_of(&format!("old {index}"))).unwrap();
+    }
+    // An immutable file cannot be deleted, even by root.
+    let stuck = segment(d, "p", 0);
+    let immutable = Command::new("chattr").arg("+i").arg(&stuck).status();
+    if !immutable.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: `chattr +i` is not available here (needs root and ext2/3/4, xfs...)");
+        return;
+    }
+    struct Mutable(PathBuf);
+    impl Drop for Mutable {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        }
+    }
+    let _mutable = Mutable(stuck.clone());
+    let mut w = writer(&d.join("fpm"), "p", 40, 2);
+    for _ in 0..6 {
+        w.push(&event_of_row_len(35));
+        w.flush();
+    }
+    let stats = w.close();
+    // The stuck segment is not this writer's history any more: two others are kept.
+    let left: Vec<u64> = segment_sizes(d, "p").iter().map(|s| s.0).collect();
+    assert_eq!(left, [0, 7, 8], "{stats:?}");
+    assert_eq!(stats.segments_pruned, 6);
+}
+
+/// One gzip member holding the row `{"timestamp":0,"event":<text>}`.
+fn member_of(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    writeln!(e, r#"{{"timestamp":0,"event":"{text}"}}"#).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn files_of_another_user_are_neither_history_nor_deleted() {
+    let Some(sticky) =
+        in_sticky_dir_as_root_then_victim("files_of_another_user_are_neither_history_nor_deleted")
+    else {
+        return;
+    };
+    // Low indexes that retention would delete first, and the highest index there is.
+    let planted: Vec<PathBuf> = [0, 1, 5, u64::MAX]
+        .iter()
+        .map(|&i| {
+            let name = format!("fpm.p.{i:06}.jsonl.gz");
+            sticky.plant(&name, 0o644, &member_of("planted"))
+        })
+        .collect();
+    sticky.become_victim();
+    let d = &sticky.dir;
+    let mut w = writer(&d.join("fpm"), "p", 40, 2);
+    assert_eq!(w.index(), 0, "foreign files do not move the restart index");
+    for _ in 0..8 {
+        w.push(&event_of_row_len(35));
+        w.flush();
+    }
+    let stats = w.close();
+    assert_eq!((stats.rows_written, stats.rows_lost), (8, 0), "{stats:?}");
+    for p in &planted {
+        assert_eq!(
+            owner_and_mode(p).0,
+            ATTACKER,
+            "{} is untouched",
+            p.display()
+        );
+    }
+    // Ours: 2, 3, 4, 6, 7, 8, 9, 10 were written (0, 1 and 5 are taken); two are kept.
+    let ours: Vec<u64> = segment_sizes(d, "p")
+        .iter()
+        .map(|s| s.0)
+        .filter(|&i| owner_and_mode(&segment(d, "p", i)).0 == VICTIM)
+        .collect();
+    assert_eq!(ours, [9, 10], "{stats:?}");
+}
+
+#[test]
+fn a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer() {
+    use nixl_telemetry::exporter::{TraceExporter, TraceExporterConfig};
+    use nixl_telemetry::logging;
+    use std::os::fd::AsRawFd;
+    let Some(sticky) = in_sticky_dir_as_root_then_victim(
+        "a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer",
+    ) else {
+        return;
+    };
+    // Pre-created 0644: the victim cannot even open it for writing.
+    sticky.plant("fpm.ro.lock", 0o644, b"");
+    // Pre-created 0666 and held locked by another process (here: another open file).
+    let held = sticky.plant("fpm.held.lock", 0o666, b"");
+    let holder = fs::File::open(&held).unwrap();
+    // SAFETY: flock on a descriptor `holder` keeps open.
+    let locked = unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
+    sticky.become_victim();
+    let d = &sticky.dir;
+    let clock = Arc::new(ManualClock::new(0));
+    let config = FpmConfig {
+        output_path: d.join("fpm"),
+        mode: CaptureMode::Full,
+        ..FpmConfig::default()
+    };
+    for producer in ["ro", "held"] {
+        let (opened, logged) = logging::capture(|| {
+            FpmTrace::open_manual(Source::new("n", "c", producer), &config, clock.clone(), 16)
+        });
+        let trace = opened.unwrap_or_else(|e| panic!("{producer}: {e}"));
+        let warnings = logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains(&format!("fpm.{producer}.lock")),
+            "{}",
+            warnings[0]
+        );
+        trace.record(FpmPayload::heartbeat("w", 0, 1));
+        assert_eq!(trace.close().written, 1, "{producer}");
+        assert_eq!(
+            owner_and_mode(&segment(d, producer, 0)),
+            (VICTIM, 0o600),
+            "{producer}"
+        );
+    }
+    // The TRACE exporter goes through the same guard.
+    let exporter = TraceExporter::with_clock(
+        &TraceExporterConfig {
+            path: d.join("fpm"),
+            ..TraceExporterConfig::default()
+        },
+        "held",
+        clock,
+    );
+    assert!(exporter.is_ok(), "{:?}", exporter.err());
+    drop(holder);
+}
+
+#[test]
+fn a_full_disk_neither_creates_segments_nor_deletes_history() {
+    if !in_child("a_full_disk_neither_creates_segments_nor_deletes_history") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A 0-byte segment left by a crash (between creating a file and writing to it).
+    fs::write(segment(d, "p", 0), b"").unwrap();
+    // Three rows of 35 bytes per segment.
+    let mut w = writer(&d.join("fpm"), "p", 120, 3);
+    let mut written = Vec::new();
+    let mut push = |w: &mut SegmentWriter, text: String, kept: bool| {
+        let event = format!("{text}{}", "x".repeat(35 - 27 - text.len()));
+        if kept {
+            written.push(format!(r#"{{"timestamp":0,"event":"{event}"}}"#));
+        }
+        w.push(&event);
+        w.flush();
+    };
+    for i in 0..6 {
+        push(&mut w, format!("a{i}"), true);
+    }
+    assert_eq!(
+        segment_sizes(d, "p").len(),
+        2,
+        "{:?}",
+        segment_sizes(d, "p")
+    );
+    assert!(
+        segment_sizes(d, "p").iter().all(|s| s.1 > 0),
+        "the crash's empty segment is gone"
+    );
+    // The disk is full: nothing can grow (and the next row starts a new segment).
+    let old = set_file_size_limit(0);
+    for i in 0..40 {
+        push(&mut w, format!("b{i}"), false);
+    }
+    let during = segment_sizes(d, "p");
+    set_file_size_limit(old);
+    assert!(
+        during.len() <= 3,
+        "no new segment per failed batch: {during:?}"
+    );
+    assert!(
+        during.iter().filter(|s| s.1 == 0).count() <= 1,
+        "at most the active segment is empty: {during:?}"
+    );
+    let stats = w.stats();
+    assert_eq!((stats.write_errors, stats.rows_lost), (40, 40), "{stats:?}");
+    // Writing works again.
+    for i in 0..2 {
+        push(&mut w, format!("c{i}"), true);
+    }
+    let stats = w.close();
+    assert_eq!(stats.rows_written, 8, "{stats:?}");
+    let after = segment_sizes(d, "p");
+    assert!(after.iter().all(|s| s.1 > 0), "no empty segment: {after:?}");
+    assert_eq!(after.len(), 3, "{after:?}");
+    // The rows written before the outage are still there, and every segment reads.
+    let (status, lines) = gzip_cd_all(d, "p");
+    assert_eq!(status, Some(0), "{lines:?}");
+    assert_eq!(lines, written);
+}
+
+#[test]
+fn a_writer_whose_every_write_failed_leaves_no_empty_segment() {
+    if !in_child("a_writer_whose_every_write_failed_leaves_no_empty_segment") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut w = writer(&d.join("fpm"), "p", 1 << 20, 3);
+    let old = set_file_size_limit(0);
+    for _ in 0..5 {
+        w.push("lost");
+        w.flush();
+    }
+    let stats = w.close();
+    set_file_size_limit(old);
+    assert_eq!((stats.write_errors, stats.rows_lost), (5, 5));
+    assert_eq!(names(d), Vec::<String>::new());
+}
+
+#[test]
+fn files_and_directories_are_private_whatever_the_umask() {
+    use nixl_telemetry::exporter::{Exporter, TraceExporter, TraceExporterConfig};
+    use nixl_telemetry::{Event, EventType};
+    if !in_child("files_and_directories_are_private_whatever_the_umask") {
+        return;
+    }
+    // SAFETY: umask has no preconditions (process-wide: this is a child process).
+    unsafe { libc::umask(0) };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let clock = Arc::new(ManualClock::new(0));
+    let config = FpmConfig {
+        output_path: d.join("fpm-a/deeper/fpm"),
+        mode: CaptureMode::Full,
+        ..FpmConfig::default()
+    };
+    let trace =
+        FpmTrace::open_manual(Source::new("n", "c", "p"), &config, clock.clone(), 16).unwrap();
+    trace.record(FpmPayload::heartbeat("w", 0, 1));
+    trace.close();
+    let mut exporter = TraceExporter::with_clock(
+        &TraceExporterConfig {
+            path: d.join("trace-a/deeper/nixl"),
+            ..TraceExporterConfig::default()
+        },
+        "agent",
+        clock,
+    )
+    .unwrap();
+    exporter.export_batch(&[Event::new(EventType::AgentTxBytes, 1)]);
+    drop(exporter);
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for (path, mode) in [
+        ("fpm-a", 0o700),
+        ("fpm-a/deeper", 0o700),
+        ("fpm-a/deeper/fpm.p.000000.jsonl.gz", 0o600),
+        ("fpm-a/deeper/fpm.p.lock", 0o600),
+        ("trace-a", 0o700),
+        ("trace-a/deeper", 0o700),
+        ("trace-a/deeper/nixl.agent.000000.jsonl.gz", 0o600),
+        ("trace-a/deeper/nixl.agent.lock", 0o600),
+    ] {
+        assert_eq!(owner_and_mode(&d.join(path)), (me, mode), "{path}");
+    }
 }

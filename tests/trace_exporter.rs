@@ -1,21 +1,18 @@
-//! The `TRACE` exporter inside a collector: events reach its segments, and agents whose file
-//! prefixes collide are refused while the first one writes.
+//! The `TRACE` exporter inside a collector: events reach its segments, agents whose file
+//! prefixes collide are refused while the first one writes, and rows a write error loses count
+//! as lost in the collector's stats.
+
+use std::time::{Duration, Instant};
 
 use nixl_telemetry::exporter::TraceExporterConfig;
 use nixl_telemetry::segments::{segments_of, SegmentReader};
 use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, Status};
+use nixl_telemetry_test_support::in_child;
 
 #[test]
 fn a_collector_with_the_trace_exporter_persists_its_events() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        exporter: ExporterChoice::Trace(TraceExporterConfig {
-            path: dir.path().join("nixl"),
-            ..TraceExporterConfig::default()
-        }),
-        ..Config::default()
-    };
-    let collector = Collector::new("agent-0", config).unwrap();
+    let collector = Collector::new("agent-0", trace_config(dir.path().join("nixl"))).unwrap();
     assert_eq!(collector.exporter_name(), "TRACE");
     collector.add_xfer_stats(120, true, 4096, 8);
     collector.update_data(EventType::AgentRxBytes, 7);
@@ -70,4 +67,86 @@ fn agents_sharing_a_file_prefix_are_refused_while_the_first_writes() {
     assert!(lock.is_file(), "the lock file stays");
     let files = segments_of(&dir.path().join("nixl.node_a")).unwrap();
     assert!(!files.contains(&lock));
+}
+
+/// A collector configuration with the TRACE exporter writing `<path>.<agent>.*.jsonl.gz`.
+fn trace_config(path: std::path::PathBuf) -> Config {
+    Config {
+        exporter: ExporterChoice::Trace(TraceExporterConfig {
+            path,
+            ..TraceExporterConfig::default()
+        }),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn rows_lost_to_a_write_error_count_as_lost_not_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let collector = Collector::new("agent-0", trace_config(out.join("nixl"))).unwrap();
+    // Every write of the exporter fails from now on: its directory is gone.
+    std::fs::remove_dir_all(&out).unwrap();
+    for i in 0..5 {
+        collector.add_xfer_stats(120, true, 4096 + i, 8);
+    }
+    let s = collector.close();
+    assert_eq!(
+        (s.events_accepted, s.events_exported, s.events_lost),
+        (20, 0, 20),
+        "{s:?}"
+    );
+    assert_eq!(
+        s.events_exported + s.events_lost,
+        s.events_accepted + s.drop_reports
+    );
+}
+
+#[test]
+fn trace_losses_show_in_nixl_telemetry_get_stats() {
+    use nixl_telemetry::ffi::{
+        nixl_telemetry_add_xfer_stats, nixl_telemetry_create, nixl_telemetry_destroy,
+        nixl_telemetry_get_stats, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
+    };
+    use nixl_telemetry::CollectorStats;
+    if !in_child("trace_losses_show_in_nixl_telemetry_get_stats") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // This child process runs this test alone: its environment is its own.
+    std::env::set_var("NIXL_TELEMETRY_EXPORTER", "TRACE");
+    std::env::set_var("NIXL_TELEMETRY_TRACE_PATH", out.join("nixl"));
+    std::env::set_var("NIXL_TELEMETRY_RUN_INTERVAL", "10");
+    let mut t: *mut nixl_telemetry_t = std::ptr::null_mut();
+    let mut s = CollectorStats::default();
+    // SAFETY: static C strings, local out-parameters and the handle created here, destroyed
+    // once at the end.
+    unsafe {
+        assert_eq!(
+            nixl_telemetry_create(c"agent-0".as_ptr(), true, &mut t),
+            NIXL_TELEMETRY_SUCCESS
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+        assert_eq!(
+            nixl_telemetry_add_xfer_stats(t, 120, true, 4096, 8),
+            NIXL_TELEMETRY_SUCCESS
+        );
+        // The exporter writes its batch within about a second; the next collector flush
+        // (every 10 ms) counts what that write lost.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            assert_eq!(nixl_telemetry_get_stats(t, &mut s), NIXL_TELEMETRY_SUCCESS);
+            if s.events_lost == 4 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nixl_telemetry_destroy(t);
+    }
+    assert_eq!(
+        (s.events_accepted, s.events_exported, s.events_lost),
+        (4, 0, 4),
+        "{s:?}"
+    );
 }

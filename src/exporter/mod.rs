@@ -56,6 +56,28 @@ pub trait Exporter: Send {
     fn loss_reason(&self) -> Option<String> {
         Some("the exporter did not accept them".into())
     }
+
+    /// Called instead of an export by a flush that had nothing to export (every run interval
+    /// of an idle agent, on the flush thread), so an exporter can do periodic work without
+    /// events. The default does nothing.
+    fn tick(&mut self) {}
+
+    /// Events that earlier exports counted as kept but that were lost afterwards, since the
+    /// last call: an exporter that writes later than it accepts (`TRACE` writes its batch once
+    /// a second) reports here what a failed write lost. The collector calls it after every
+    /// flush and after [`Exporter::finish`], and moves that many events from `events_exported`
+    /// to `events_lost`, so that after its final flush `events_exported + events_lost ==
+    /// events_accepted + drop_reports` still holds. The exporter logs such losses itself. The
+    /// default reports none.
+    fn take_late_losses(&mut self) -> u64 {
+        0
+    }
+
+    /// Called once by the collector after its final flush, before its final accounting: write
+    /// what is still buffered (a loss then is reported by the next
+    /// [`Exporter::take_late_losses`]). The exporter is dropped afterwards. The default does
+    /// nothing.
+    fn finish(&mut self) {}
 }
 
 /// Where the collector sends its events.
@@ -74,14 +96,13 @@ pub enum ExporterChoice {
 
 impl ExporterChoice {
     /// The exporter rule: a non-empty `NIXL_TELEMETRY_EXPORTER` names it; otherwise BUFFER when
-    /// `NIXL_TELEMETRY_DIR` is set, else NOP. `TRACE` reads its own settings through `env`.
+    /// `NIXL_TELEMETRY_DIR` is set (and not empty), else NOP. `TRACE` reads its own settings through `env`.
     pub fn from_lookup(env: Lookup) -> Result<ExporterChoice> {
         let (name, dir) = (env(ENV_EXPORTER)?, env(ENV_DIR)?);
+        // An empty value is unset (`crate::env::unset_if_empty`), whatever the lookup.
+        let dir = dir.filter(|d| !d.is_empty());
         let buffer = |dir: Option<String>| match dir {
-            Some(d) if !d.is_empty() => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
-            Some(_) => Err(Error::invalid(format!(
-                "{ENV_DIR} is set but empty: set it to the directory for telemetry ring files"
-            ))),
+            Some(d) => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
             None => Err(Error::invalid(format!(
                 "{ENV_EXPORTER}=BUFFER needs {ENV_DIR} (the directory for telemetry ring files)"
             ))),
@@ -147,7 +168,9 @@ mod tests {
             .unwrap_err()
             .message
             .contains(ENV_DIR));
-        assert!(pick(&[(ENV_DIR, "")])
+        // Empty means unset.
+        assert_eq!(pick(&[(ENV_DIR, "")]), Ok(ExporterChoice::Nop));
+        assert!(pick(&[(ENV_DIR, ""), (ENV_EXPORTER, "BUFFER")])
             .unwrap_err()
             .message
             .contains(ENV_DIR));

@@ -49,6 +49,11 @@ impl Exporter for PluginExporter {
     fn name(&self) -> &str {
         &self.name
     }
+
+    /// An idle flush reaches the plug-in as a batch of 0 events.
+    fn tick(&mut self) {
+        self.export_batch(&[]);
+    }
 }
 
 impl Drop for PluginExporter {

@@ -26,8 +26,11 @@
 //!
 //! Rows are written as one gzip member per second (or per 1 MiB) by a small flusher thread, so
 //! an idle agent's last rows reach the disk within about a second; destroying the collector
-//! writes the rest. A batch lost to a write error is counted in [`TraceExporter::stats`] and
-//! logged; the collector still counts the events as exported, because they left it.
+//! writes the rest ([`Exporter::finish`]). A batch lost to a write error (a full disk) is
+//! logged, counted in [`TraceExporter::stats`] and reported to the collector
+//! ([`Exporter::take_late_losses`]), which moves those events from `events_exported` to
+//! `events_lost` at its next flush (or at its final accounting on destroy), so
+//! `nixl_telemetry_get_stats` shows them.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,7 +42,7 @@ use crate::env::{parse_u64, Lookup};
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::exporter::Exporter;
-use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::segments::writer::{WriterCounters, DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
 use crate::segments::{
     Clock, GuardError, PrefixGuard, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
     WriterStats,
@@ -133,6 +136,10 @@ pub struct TraceExporter {
     agent: String,
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<SegmentWriter>>,
+    /// The writer's counters, read without waiting for its lock.
+    counters: Arc<WriterCounters>,
+    /// Rows lost (`rows_lost`) already reported to the collector.
+    reported_lost: u64,
     flusher: Option<Worker>,
     /// The claim on the segment prefix; dropped (released) after the last flush.
     _guard: PrefixGuard,
@@ -186,6 +193,8 @@ impl TraceExporter {
         Ok(TraceExporter {
             agent: agent.to_owned(),
             clock,
+            counters: writer.counters(),
+            reported_lost: 0,
             writer: Arc::new(Mutex::new(writer)),
             flusher: None,
             _guard: guard,
@@ -199,6 +208,14 @@ impl TraceExporter {
 
     /// Writes the buffered rows now.
     pub fn flush(&self) {
+        lock(&self.writer).flush();
+    }
+
+    /// Stops the flusher thread and writes every buffered row. Idempotent.
+    fn stop_and_flush(&mut self) {
+        if let Some(mut flusher) = self.flusher.take() {
+            flusher.stop();
+        }
         lock(&self.writer).flush();
     }
 }
@@ -232,15 +249,26 @@ impl Exporter for TraceExporter {
     fn name(&self) -> &str {
         "TRACE"
     }
+
+    /// The rows lost to write errors since the last call (the collector counted them as
+    /// exported when this exporter accepted them).
+    fn take_late_losses(&mut self) -> u64 {
+        let lost = self.counters.snapshot().rows_lost;
+        let late = lost.saturating_sub(self.reported_lost);
+        self.reported_lost = lost;
+        late
+    }
+
+    /// Stops the flusher thread and writes every buffered row.
+    fn finish(&mut self) {
+        self.stop_and_flush();
+    }
 }
 
 impl Drop for TraceExporter {
     /// Stops the flusher thread and writes every buffered row.
     fn drop(&mut self) {
-        if let Some(mut flusher) = self.flusher.take() {
-            flusher.stop();
-        }
-        lock(&self.writer).flush();
+        self.stop_and_flush();
     }
 }
 

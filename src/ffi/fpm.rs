@@ -8,7 +8,9 @@
 //! Ownership: a handle returned by `nixl_telemetry_fpm_trace_open` belongs to the caller, who
 //! releases it with `nixl_telemetry_fpm_trace_close` exactly once, after every other call on it
 //! has returned. Record calls may come from any number of threads at once. Strings and buffers
-//! passed in are borrowed for the duration of the call only.
+//! passed in are borrowed for the duration of the call only. Traces still open when the process
+//! exits (`exit` or returning from `main`) are closed by the library, so what they recorded
+//! reaches the disk; their handles must not be used by other threads after that.
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_char;
@@ -48,18 +50,20 @@ pub struct nixl_telemetry_fpm_payload_t {
 
 /// Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
 /// `component`), configured by the `DYN_FPM_*` environment, which is read once per process.
-/// Stores the handle in `*out` (NULL on any failure). Several (namespace, component) pairs of one
-/// producer_id can be open at once: they share the producer's segment files and writer (closed,
-/// after a final flush, with the last handle) and are sampled apart; the same (namespace,
-/// component, producer_id) twice is refused with `NIXL_TELEMETRY_ERR_NOT_ALLOWED`.
+/// Stores the handle in `*out` (NULL on any failure). Every handle of one producer_id in this
+/// process shares the producer's segment files and writer, which the last close flushes and
+/// closes: the same (namespace, component, producer_id) opened again (one relay per
+/// data-parallel rank) gives another handle on the same trace, released on its own by its
+/// close; another (namespace, component) gives a trace stamping its own source, sampled apart.
 ///
 /// Returns `NIXL_TELEMETRY_ERR_NO_TELEMETRY` when tracing is off or misconfigured (an invalid
 /// configuration is warned about once per process), `NIXL_TELEMETRY_ERR_UNWRITABLE` when the
 /// output location cannot be written (one warning per producer per process; other producers
 /// are unaffected), `NIXL_TELEMETRY_ERR_NOT_ALLOWED` when the producer's file prefix is
-/// already being written: by a trace of this process, by a producer id that sanitizes to the
-/// same name, by a `TRACE` exporter, or by another process (its lock file
-/// `<prefix>.<producer>.lock` is held). The last-error message says why.
+/// already being written by something else: a producer id that sanitizes to the same name, a
+/// `TRACE` exporter, or another process (its lock file `<prefix>.<producer>.lock` is held). A
+/// lock file this user does not own is not trusted: one warning, and the trace opens without it.
+/// The last-error message says why.
 ///
 /// # Safety
 /// The strings are NULL or NUL-terminated; `out` is NULL or writable.
@@ -177,8 +181,9 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_flush(
     })
 }
 
-/// Graceful close: drains the queue, writes every pending sampled payload and the last batch,
-/// then releases the handle. NULL is a no-op. The handle must not be used afterwards.
+/// Releases the handle. The last handle of a producer also closes its trace gracefully: drains
+/// the queue, writes every pending sampled payload and the last batch. NULL is a no-op. The
+/// handle must not be used afterwards.
 ///
 /// # Safety
 /// `t` is NULL or a handle from `nixl_telemetry_fpm_trace_open` not yet closed, with no call on

@@ -16,12 +16,25 @@
 //!
 //! Unknown keys, at the top level and inside the two maps, are kept unchanged. A non-finite
 //! float in an unknown field cannot be written as JSON and becomes `null`, as in Dynamo.
+//!
+//! One rule is ours: a payload nested deeper than [`MAX_PAYLOAD_DEPTH`] levels of maps and
+//! arrays (the payload map is level 1) is rejected. Dynamo writes any depth, but a row nested
+//! past 127 levels is unreadable for serde_json (its readers, `nixl-telemetry fpm cat`) and a
+//! deep one for Python's `json`; with this bound every row written parses, and decoding never
+//! recurses deeper than the bound.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// The only payload version accepted.
 pub const FPM_VERSION: i64 = 1;
+
+/// The deepest nesting of maps and arrays accepted in a payload, the payload map being level 1
+/// (Dynamo's payloads have 2). A deeper payload is rejected (counted in `rejected`). A row adds
+/// two levels (the envelope and the record), so every row written stays far inside serde_json's
+/// limit of 127 levels and parses with Python's `json` too.
+pub const MAX_PAYLOAD_DEPTH: usize = 64;
 
 /// Integer fields of `scheduled_requests`, in Dynamo's declaration order.
 const SCHEDULED_INTS: [&str; 5] = [
@@ -170,13 +183,21 @@ pub struct ValidPayload {
 impl ValidPayload {
     /// Decodes and validates a msgpack payload.
     pub fn from_msgpack(bytes: &[u8]) -> Result<ValidPayload, String> {
-        let value: Value = rmp_serde::from_slice(bytes)
-            .map_err(|e| format!("payload is not a msgpack value convertible to JSON: {e}"))?;
+        let mut decoder = rmp_serde::Deserializer::from_read_ref(bytes);
+        // The decoder refuses to enter level MAX_PAYLOAD_DEPTH + 1.
+        decoder.set_max_depth(MAX_PAYLOAD_DEPTH + 1);
+        let value = Value::deserialize(&mut decoder).map_err(|e| match e {
+            rmp_serde::decode::Error::DepthLimitExceeded => too_deep(),
+            e => format!("payload is not a msgpack value convertible to JSON: {e}"),
+        })?;
         ValidPayload::from_value(value)
     }
 
     /// Validates an already decoded payload.
     pub fn from_value(value: Value) -> Result<ValidPayload, String> {
+        if nesting_depth(&value) > MAX_PAYLOAD_DEPTH {
+            return Err(too_deep());
+        }
         let Value::Object(map) = value else {
             return Err("FPM payload is not a msgpack map".into());
         };
@@ -235,6 +256,26 @@ impl ValidPayload {
     pub fn as_map(&self) -> &Map<String, Value> {
         &self.map
     }
+}
+
+fn too_deep() -> String {
+    format!("payload is nested deeper than {MAX_PAYLOAD_DEPTH} levels of maps and arrays")
+}
+
+/// Levels of maps and arrays in `value` (0 for a scalar), counted without recursion.
+fn nesting_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((v, above)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Object(m) => Box::new(m.values()),
+            Value::Array(a) => Box::new(a.iter()),
+            _ => continue,
+        };
+        deepest = deepest.max(above + 1);
+        stack.extend(children.map(|c| (c, above + 1)));
+    }
+    deepest
 }
 
 fn describe(prefix: &str, field: &str) -> String {
@@ -421,6 +462,39 @@ mod tests {
         // A map with an integer key cannot become JSON.
         let int_key = rmp_serde::to_vec(&std::collections::BTreeMap::from([(1u8, 2u8)])).unwrap();
         assert!(ValidPayload::from_msgpack(&int_key).is_err());
+    }
+
+    #[test]
+    fn nesting_is_bounded_for_decoded_and_given_values() {
+        // `levels` nested arrays under the unknown key `deep`: the payload is 1 + levels deep.
+        let nested = |levels: usize| {
+            with(|m| {
+                let mut v = json!(0);
+                for _ in 0..levels {
+                    v = json!([v]);
+                }
+                m.insert("deep".into(), v);
+            })
+        };
+        assert_eq!(nesting_depth(&json!(1)), 0);
+        assert_eq!(nesting_depth(&json!({"a": [1, {"b": []}], "c": {}})), 4);
+        assert!(nested(MAX_PAYLOAD_DEPTH - 1).is_ok());
+        assert!(nested(MAX_PAYLOAD_DEPTH)
+            .unwrap_err()
+            .contains("nested deeper than 64"));
+        let deep_msgpack = |levels: usize| {
+            let mut bytes = sample().to_msgpack();
+            bytes[0] += 1; // one more key in the top fixmap
+            bytes.extend_from_slice(b"\xa4deep");
+            bytes.resize(bytes.len() + levels, 0x91); // fixarrays of 1
+            bytes.push(0xc0);
+            ValidPayload::from_msgpack(&bytes)
+        };
+        assert!(deep_msgpack(MAX_PAYLOAD_DEPTH - 1).is_ok());
+        for levels in [MAX_PAYLOAD_DEPTH, 1_000_000] {
+            let e = deep_msgpack(levels).unwrap_err();
+            assert!(e.contains("nested deeper than 64"), "{e}");
+        }
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! that validates queued payloads, applies the capture mode and feeds the segment writer, and
 //! its counters.
 //!
-//! It is shared by the traces of every (namespace, component) of that producer in this process
-//! and shut down when the last of them closes: close stops the worker, drains the queue, writes
-//! every pending sample and the last batch, so everything accepted and not dropped is on disk
-//! when it returns.
+//! It is shared by every trace of that producer in this process (each (namespace, component),
+//! each opened any number of times) and shut down when the last of them closes, or at process
+//! exit: shutdown stops the worker, drains the queue, writes every pending sample and the last
+//! batch, so everything accepted and not dropped is on disk when it returns.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -97,8 +97,9 @@ pub(crate) struct ProducerWriter {
     manual: bool,
     /// The producer id as given (unsanitized).
     pub(crate) producer_id: String,
-    /// The (namespace, component) pairs with an open trace on this writer.
-    pub(crate) sources: Mutex<HashSet<(String, String)>>,
+    /// The (namespace, component) pairs with an open trace on this writer, each with its number
+    /// of open traces.
+    pub(crate) sources: Mutex<HashMap<(String, String), usize>>,
     /// The claim on the prefix (in the process and, by `flock`, across processes).
     guard: Mutex<Option<PrefixGuard>>,
     closed: AtomicBool,
@@ -166,9 +167,9 @@ impl ProducerWriter {
             worker: Mutex::new(worker),
             manual: !spawn,
             producer_id: source.producer_id.clone(),
-            sources: Mutex::new(HashSet::from([(
-                source.namespace.clone(),
-                source.component.clone(),
+            sources: Mutex::new(HashMap::from([(
+                (source.namespace.clone(), source.component.clone()),
+                1,
             )])),
             guard: Mutex::new(Some(guard)),
             closed: AtomicBool::new(false),
@@ -230,14 +231,24 @@ impl ProducerWriter {
     }
 
     /// Writes everything one (namespace, component) accepted: its queued payloads, its pending
-    /// samples and the buffered rows (when that trace closes and others stay open).
+    /// samples and the buffered rows (when its last trace closes and others stay open). A no-op
+    /// once the writer is shut down.
     pub(crate) fn flush_source(&self, namespace: &str, component: &str) {
         let mut core = self.lock_core();
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         core.take_queued();
         for sample in core.sampler.take_of(namespace, component) {
             core.write_sample(&sample);
         }
         core.writer.flush();
+    }
+
+    /// Whether the writer was shut down.
+    #[cfg(test)]
+    pub(crate) fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Stops the worker, writes everything accepted, releases the prefix. Idempotent.

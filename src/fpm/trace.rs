@@ -8,31 +8,37 @@
 //! - **Full** mode writes every valid payload, heartbeats included, in arrival order.
 //! - **Sampled** mode keeps the newest pending payload per key and writes them once per
 //!   interval ([`crate::fpm::sampler`]).
-//! - **Close** stops the worker, drains the queue, writes every pending sample and the last
-//!   batch: everything accepted and not dropped is on disk when close returns.
+//! - **Close** of the last trace of a producer stops the worker, drains the queue, writes every
+//!   pending sample and the last batch: everything accepted and not dropped is on disk when
+//!   close returns.
+//! - **Process exit**: traces still open when the process exits (`exit`, or `main` returning;
+//!   not a signal or `_exit`) are closed by an `atexit` handler, so their queued payloads,
+//!   pending samples and last batch reach the disk as on close.
 //!
 //! Every accepted record ends in exactly one counter, so after close
 //! `recorded == dropped + rejected + coalesced + written + rows_lost`.
 //!
-//! Several components of one producer trace at once: opening the same `producer_id` with another
-//! `(namespace, component)` shares the producer's writer (one per prefix, reference-counted; the
-//! last close flushes and closes it), each trace stamping its own `source`. Counters
-//! ([`FpmStats`]) are per writer, shared by those traces; the balance holds after the last
-//! close. The same `(namespace, component, producer_id)` opened twice is refused.
+//! Opening a producer that is already open in this process shares its writer (one per prefix,
+//! reference-counted: the last close writes everything and closes it), as Dynamo does: the same
+//! `(namespace, component, producer_id)` again (one relay per data-parallel rank) gives another
+//! handle on the same trace, released on its own; another `(namespace, component)` of the same
+//! `producer_id` gives a trace stamping its own `source` (its pending samples are written when its
+//! last handle closes). Counters ([`FpmStats`]) are per writer, shared by all those traces; the
+//! balance holds after the last close.
 //!
 //! One writer per producer prefix is allowed at a time, in the process and across processes
-//! ([`PrefixGuard`]: two writers on one prefix would prune each other's segments). A second open
-//! of a prefix already being written, by this process (an FPM trace or a `TRACE` exporter) or by
-//! another one, fails ([`OpenErrorKind::AlreadyOpen`]); share the first handle instead (it is
-//! `Sync`).
+//! ([`PrefixGuard`]: two writers on one prefix would prune each other's segments). An open of a
+//! prefix being written by something else, in this process (a producer id that sanitizes to the
+//! same name, a `TRACE` exporter) or in another one, fails ([`OpenErrorKind::AlreadyOpen`]).
 
 use std::collections::HashSet;
 use std::fmt;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use crate::error::{Error, Status};
 use crate::fpm::config::{FpmConfig, FpmPolicy};
@@ -40,6 +46,7 @@ use crate::fpm::payload::FpmPayload;
 use crate::fpm::producer::{lock, FpmStats, ProducerWriter, Raw};
 use crate::fpm::queue::DEFAULT_QUEUE_CAPACITY;
 use crate::fpm::record::Source;
+use crate::segments::files::{create_new_private, create_private_dir_all};
 use crate::segments::guard::{GuardError, OpenPrefixes, Owner};
 use crate::segments::{Clock, SegmentNaming, SegmentWriter, SystemClock, WriterOptions};
 
@@ -93,8 +100,9 @@ fn open_error(kind: OpenErrorKind, message: String) -> OpenError {
 }
 
 /// The FPM trace of one (namespace, component, producer_id). Thread-safe: record from any
-/// thread. Traces of one producer with different (namespace, component) share the producer's
-/// writer and segment files; each stamps its own `source`.
+/// thread. Every trace of one producer in this process (the same source opened again, or
+/// another (namespace, component)) shares the producer's writer and segment files; each stamps
+/// its own `source`.
 pub struct FpmTrace {
     writer: Arc<ProducerWriter>,
     source: Arc<Source>,
@@ -110,24 +118,29 @@ fn first_unwritable_warning(producer_id: &str) -> bool {
     lock(WARNED.get_or_init(Default::default)).insert(producer_id.to_owned())
 }
 
-/// Checks that `dir` accepts a new file: creates it if needed, then creates, writes, syncs and
-/// deletes a unique hidden probe file.
+/// Sequence number of the probe files of this process.
+static PROBE_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Checks that `dir` accepts a new file: creates it if needed (0700), then creates (0600),
+/// writes, syncs and deletes a unique hidden probe file. A name already taken (a file planted
+/// there, or left by a crash) is skipped for the next one and left alone.
 fn probe_writable(dir: &Path, stem: &str) -> std::io::Result<()> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    fs::create_dir_all(dir)?;
-    let probe = dir.join(format!(
-        ".{stem}.write-probe-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .and_then(|mut f| {
-            f.write_all(b"nixl-fpm-write-probe")?;
-            f.sync_all()
-        });
+    create_private_dir_all(dir)?;
+    let (probe, mut file) = loop {
+        let probe = dir.join(format!(
+            ".{stem}.write-probe-{}-{}",
+            std::process::id(),
+            PROBE_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        match create_new_private(&probe, false) {
+            Ok(file) => break (probe, file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let result = file
+        .write_all(b"nixl-fpm-write-probe")
+        .and_then(|()| file.sync_all());
     let removed = fs::remove_file(&probe);
     result?;
     removed
@@ -217,16 +230,7 @@ impl FpmTrace {
                 ));
             }
             let pair = (source.namespace.clone(), source.component.clone());
-            if !lock(&writer.sources).insert(pair) {
-                return Err(open_error(
-                    OpenErrorKind::AlreadyOpen,
-                    format!(
-                        "an FPM trace of ({}, {}, {}) is already open in this process; share \
-                         that handle",
-                        source.namespace, source.component, source.producer_id
-                    ),
-                ));
-            }
+            *lock(&writer.sources).entry(pair).or_insert(0) += 1;
             return Ok(FpmTrace {
                 writer,
                 source: Arc::new(source),
@@ -273,6 +277,7 @@ impl FpmTrace {
         })?;
         let owner: Owner = Arc::downgrade(&writer) as Owner;
         open.set_owner(&prefix, Some(owner));
+        close_open_traces_at_exit();
         Ok(FpmTrace {
             writer,
             source: Arc::new(source),
@@ -328,9 +333,10 @@ impl FpmTrace {
         self.writer.flush();
     }
 
-    /// Graceful close: writes everything this trace accepted (its pending samples included) and
-    /// returns the writer's counters. The last trace of a producer also stops its writer, so its
-    /// counters are then final.
+    /// Graceful close of this handle; returns the writer's counters. The last handle of a
+    /// (namespace, component) writes everything that source accepted (its pending samples
+    /// included); one of several handles of the same source only releases itself. The last
+    /// trace of a producer also stops its writer, so its counters are then final.
     pub fn close(mut self) -> FpmStats {
         self.release();
         self.writer.stats()
@@ -343,7 +349,20 @@ impl FpmTrace {
         self.closed = true;
         let (namespace, component) = (&self.source.namespace, &self.source.component);
         let mut open = OpenPrefixes::lock();
-        lock(&self.writer.sources).remove(&(namespace.clone(), component.clone()));
+        let last_of_source = {
+            let mut sources = lock(&self.writer.sources);
+            let key = (namespace.clone(), component.clone());
+            match sources.get_mut(&key) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                _ => {
+                    sources.remove(&key);
+                    true
+                }
+            }
+        };
         if Arc::strong_count(&self.writer) == 1 {
             // The last trace of the producer: nobody may share the writer from now on.
             open.set_owner(&self.prefix, None);
@@ -351,9 +370,38 @@ impl FpmTrace {
             self.writer.shutdown();
         } else {
             drop(open);
-            self.writer.flush_source(namespace, component);
+            if last_of_source {
+                self.writer.flush_source(namespace, component);
+            }
         }
     }
+}
+
+/// Registers, once per process, the `atexit` handler that closes every trace still open.
+fn close_open_traces_at_exit() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a function taking nothing and returning nothing, which stays valid
+        // for as long as it can be called (glibc runs the handlers of a shared object when it is
+        // unloaded).
+        if unsafe { libc::atexit(close_traces_now) } != 0 {
+            log::warn!(
+                "cannot register the FPM trace exit handler: traces not closed before the \
+                 process exits lose their last rows"
+            );
+        }
+    });
+}
+
+/// The `atexit` handler: shuts down every producer writer still open (its handles stay valid;
+/// what they record afterwards is not written).
+extern "C" fn close_traces_now() {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let writers = OpenPrefixes::lock().owners::<ProducerWriter>();
+        for writer in writers {
+            writer.shutdown();
+        }
+    }));
 }
 
 impl Drop for FpmTrace {
@@ -373,25 +421,50 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         probe_writable(dir.path(), "x").unwrap();
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Names planted where the next probes would go are skipped and left alone.
+        let next = PROBE_SEQ.load(Ordering::Relaxed);
+        let planted: Vec<_> = (next..next + 50)
+            .map(|seq| {
+                let p = dir
+                    .path()
+                    .join(format!(".x.write-probe-{}-{seq}", std::process::id()));
+                fs::write(&p, b"planted").unwrap();
+                p
+            })
+            .collect();
+        probe_writable(dir.path(), "x").unwrap();
+        assert!(planted.iter().all(|p| fs::read(p).unwrap() == b"planted"));
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), planted.len());
         let file = dir.path().join("f");
         fs::write(&file, b"").unwrap();
         assert!(probe_writable(&file.join("sub"), "x").is_err());
     }
 
     #[test]
-    fn a_second_open_of_the_same_prefix_is_refused_until_close() {
+    fn a_second_open_shares_the_writer_until_the_last_close() {
         let dir = tempfile::tempdir().unwrap();
         let config = FpmConfig {
             output_path: dir.path().join("p"),
             ..FpmConfig::default()
         };
         let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
-        let open = || FpmTrace::open_manual(Source::new("n", "c", "7"), &config, clock.clone(), 8);
-        let first = open().unwrap();
-        assert_eq!(open().err().unwrap().kind, OpenErrorKind::AlreadyOpen);
-        let other = FpmTrace::open_manual(Source::new("n", "c", "8"), &config, clock.clone(), 8);
-        assert!(other.is_ok());
+        let open =
+            |p: &str| FpmTrace::open_manual(Source::new("n", "c", p), &config, clock.clone(), 8);
+        let first = open("7").unwrap();
+        let second = open("7").unwrap();
+        assert!(Arc::ptr_eq(&first.writer, &second.writer));
+        assert_eq!(lock(&first.writer.sources)[&("n".into(), "c".into())], 2);
+        // Another producer whose id sanitizes to the same file prefix is refused.
+        let _dotted = open("a.b").unwrap();
+        assert_eq!(open("a/b").err().unwrap().kind, OpenErrorKind::AlreadyOpen);
         first.close();
-        open().unwrap();
+        assert!(!second.writer.closed(), "one handle is still open");
+        let writer = Arc::downgrade(&second.writer);
+        second.close();
+        assert!(
+            writer.upgrade().is_none(),
+            "the last close released the writer"
+        );
+        assert_eq!(open("7").unwrap().stats().recorded, 0, "a new writer");
     }
 }

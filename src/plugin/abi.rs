@@ -55,7 +55,9 @@ pub type nixl_telemetry_plugin_create_fn = Option<
 >;
 
 /// Exports `count` events in order and returns how many were kept (the rest count as lost).
-/// Called from one thread at a time per state. Must not throw or unwind.
+/// Called from one thread at a time per state. Must not throw or unwind. `count` is 0 (and
+/// `events` may be NULL) for a flush that had nothing to export: it is called so every run
+/// interval while the agent is idle, which lets a plug-in do periodic work on the flush thread.
 pub type nixl_telemetry_plugin_export_fn =
     Option<unsafe extern "C" fn(state: *mut c_void, events: *const Event, count: usize) -> usize>;
 

@@ -48,6 +48,11 @@ pub trait TelemetryPlugin: Sized + Send + 'static {
 
     /// Exports a batch in order; returns how many events were kept.
     fn export(&mut self, events: &[Event]) -> usize;
+
+    /// Called, on the flush thread, for a flush that had nothing to export (a batch of 0
+    /// events), every run interval while the agent is idle; `export` never sees an empty
+    /// batch. The default does nothing.
+    fn tick(&mut self) {}
 }
 
 /// The descriptor for `T` (used by [`export_telemetry_plugin!`](crate::export_telemetry_plugin)).
@@ -122,13 +127,16 @@ unsafe extern "C" fn export<T: TelemetryPlugin>(
     // SAFETY: `state` came from `create::<T>` (a boxed `T`), and the host calls export for one
     // state from one thread at a time (the plug-in ABI's contract), so the borrow is exclusive.
     let exporter = unsafe { &mut *(state as *mut T) };
-    let events = if count == 0 {
-        &[][..]
-    } else {
+    let run = || {
+        if count == 0 {
+            exporter.tick();
+            return 0;
+        }
         // SAFETY: not NULL, and `count` readable events by the plug-in ABI's contract.
-        unsafe { std::slice::from_raw_parts(events, count) }
+        let events = unsafe { std::slice::from_raw_parts(events, count) };
+        exporter.export(events)
     };
-    catch_unwind(AssertUnwindSafe(|| exporter.export(events))).unwrap_or_else(|p| {
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|p| {
         log::error!("exporter {:?} panicked: {}", T::NAME, panic_message(&*p));
         0
     })

@@ -12,21 +12,31 @@
 //!   writer instead of opening a second one.
 //! - **Across processes**, the guard holds an exclusive non-blocking `flock` on the lock file
 //!   `<prefix>.<producer>.lock` for the writer's lifetime and refuses when another process holds
-//!   it. The file is created with mode 0600 and `O_NOFOLLOW` (a symlink there is refused, never
-//!   followed), is never deleted (deleting it would let a third writer lock a new inode while the
-//!   first still writes), and is not a segment: retention and `nixl-telemetry fpm cat` ignore it.
-//!   The lock is released by the kernel when the writer ends, even if the process crashes
-//!   ([`crate::file_lock`]).
+//!   it. The file is created with mode 0600 (whatever the umask) and `O_NOFOLLOW` (a symlink
+//!   there is never followed), is never deleted (deleting it would let a third writer lock a new
+//!   inode while the first still writes), and is not a segment: retention and `nixl-telemetry
+//!   fpm cat` ignore it. The lock is released by the kernel when the writer ends, even if the
+//!   process crashes ([`crate::file_lock`]).
+//! - **A lock file this user does not own is not trusted.** Anyone can create
+//!   `<prefix>.<producer>.lock` before the writer does (under the default `/tmp` prefix any user
+//!   can), read-only for us or locked forever by its owner. So a lock file is used only when it is
+//!   a regular file owned by the effective uid. Anything else at that name (another user's file,
+//!   a symlink, a FIFO) is left alone, one warning per lock file and process says so, and the
+//!   writer goes on **without** the cross-process lock: it writes, but a second process of this
+//!   user writing the same prefix would not be refused (in this process the prefix is still
+//!   claimed once).
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::fs::{self, File};
+use std::fs::{self, File, Metadata};
 use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::file_lock;
+use crate::segments::files::{create_private_dir_all, euid, is_mine, set_private};
 use crate::segments::naming::SegmentNaming;
 
 /// Suffix of the lock file added to the producer prefix.
@@ -72,6 +82,14 @@ impl OpenPrefixes {
     pub(crate) fn owner<T: Any + Send + Sync>(&self, prefix: &Path) -> Option<Arc<T>> {
         let owner = self.live(prefix)?.owner.as_ref()?.upgrade()?;
         owner.downcast::<T>().ok()
+    }
+
+    /// Every live writer of type `T` recorded for a claimed prefix.
+    pub(crate) fn owners<T: Any + Send + Sync>(&self) -> Vec<Arc<T>> {
+        self.0
+            .keys()
+            .filter_map(|prefix| self.owner::<T>(prefix))
+            .collect()
     }
 
     /// Records (or, with `None`, forgets) the writer holding the claimed `prefix`.
@@ -141,7 +159,8 @@ impl std::error::Error for GuardError {}
 #[derive(Debug)]
 pub struct PrefixGuard {
     _claim: Arc<()>,
-    _lock: File,
+    /// `None` when the lock file was not trusted (see the module documentation).
+    _lock: Option<File>,
 }
 
 /// The lock file of `naming`: `<prefix>.<producer>.lock`.
@@ -158,7 +177,56 @@ impl PrefixGuard {
     }
 }
 
-fn lock_prefix(naming: &SegmentNaming, prefix: &Path, what: &str) -> Result<File, GuardError> {
+/// Why the entry `meta` at a lock file's name is not trusted, if it is not (see the module
+/// documentation).
+fn distrust(meta: &Metadata) -> Option<String> {
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        Some("a symbolic link".into())
+    } else if !kind.is_file() {
+        Some(
+            if kind.is_fifo() {
+                "a FIFO"
+            } else {
+                "not a regular file"
+            }
+            .into(),
+        )
+    } else if !is_mine(meta) {
+        Some(format!(
+            "owned by uid {}, not by this user (uid {})",
+            meta.uid(),
+            euid()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Warns, once per lock file and process, that `path` is not used.
+fn warn_untrusted(what: &str, path: &Path, why: &str) {
+    static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    let first = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(path.to_owned());
+    if first {
+        log::warn!(
+            "{what}: the lock file {} is {why}: it is not trusted and not used; writing without \
+             the lock, so another process of this user writing the same prefix would not be \
+             refused",
+            path.display()
+        );
+    }
+}
+
+/// The locked lock file of `naming`, or `None` when what is at its name is not trusted.
+fn lock_prefix(
+    naming: &SegmentNaming,
+    prefix: &Path,
+    what: &str,
+) -> Result<Option<File>, GuardError> {
     let path = lock_path(naming);
     let io_err = |e: io::Error| {
         GuardError::Io(
@@ -166,10 +234,26 @@ fn lock_prefix(naming: &SegmentNaming, prefix: &Path, what: &str) -> Result<File
             e,
         )
     };
-    fs::create_dir_all(naming.dir()).map_err(io_err)?;
-    let file = file_lock::open_owner_only(&path, false).map_err(io_err)?;
+    create_private_dir_all(naming.dir()).map_err(io_err)?;
+    let file = match file_lock::open_owner_only(&path, false) {
+        Ok(file) => file,
+        // Another user's file (EACCES) or a symlink (ELOOP) at the name.
+        Err(e) => match fs::symlink_metadata(&path).ok().as_ref().and_then(distrust) {
+            Some(why) => {
+                warn_untrusted(what, &path, &why);
+                return Ok(None);
+            }
+            None => return Err(io_err(e)),
+        },
+    };
+    // Opened: it may still be another user's (root opens anything) or not a regular file.
+    if let Some(why) = distrust(&file.metadata().map_err(io_err)?) {
+        warn_untrusted(what, &path, &why);
+        return Ok(None);
+    }
+    set_private(&file).map_err(io_err)?;
     match file_lock::try_lock_exclusive(&file) {
-        Ok(true) => Ok(file),
+        Ok(true) => Ok(Some(file)),
         Ok(false) => Err(GuardError::HeldByAnotherProcess(format!(
             "{what}: segment prefix {} is already open for writing by another process (its \
              lock file {} is held)",
@@ -213,13 +297,22 @@ mod tests {
     }
 
     #[test]
-    fn a_symlink_at_the_lock_name_is_refused() {
+    fn a_symlink_at_the_lock_name_is_neither_followed_nor_trusted() {
         let dir = tempfile::tempdir().unwrap();
         let n = SegmentNaming::new(&dir.path().join("t"), "p");
         fs::write(dir.path().join("victim"), b"x").unwrap();
         symlink(dir.path().join("victim"), lock_path(&n)).unwrap();
+        let (g, logged) = crate::logging::capture(|| PrefixGuard::acquire(&n, "test"));
+        let g = g.unwrap();
+        let warnings = crate::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("a symbolic link"), "{}", warnings[0]);
+        assert_eq!(fs::read(dir.path().join("victim")).unwrap(), b"x");
+        // Still claimed once in this process.
         let e = PrefixGuard::acquire(&n, "test").unwrap_err();
-        assert!(matches!(e, GuardError::Io(..)), "{e}");
-        assert!(!OpenPrefixes::lock().is_open(&n.prefix()));
+        assert!(matches!(e, GuardError::OpenInProcess(_)), "{e}");
+        drop(g);
+        let (_, logged) = crate::logging::capture(|| PrefixGuard::acquire(&n, "test").unwrap());
+        assert!(crate::logging::warnings(&logged).is_empty(), "warned once");
     }
 }

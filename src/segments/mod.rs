@@ -6,14 +6,19 @@
 //! - [`reader`]: reading every complete row back, a damaged final member reported.
 //! - [`row`]: the row envelope `{"timestamp":..,"event":..}`.
 //! - [`guard`]: one writer per prefix, in the process and across processes.
+//! - [`files`]: private modes (0700 directories, 0600 files, whatever the umask) and which files
+//!   are this user's (files of other users are never touched).
 //! - [`clock`]: the time source, replaceable in tests.
 //!
 //! Durability: segments are handed to the operating system without `fsync`. A crash can leave a
 //! truncated final gzip member (readers such as `nixl-telemetry fpm cat` return every complete
-//! row and then warn) and, rarely, a 0-byte segment; a restart always continues with a new
-//! segment index, so a damaged tail is never appended to.
+//! row and then warn) and, rarely, a 0-byte segment (retention removes it); a restart always continues with a new
+//! segment index, so a damaged tail is never appended to. A write error (a full disk) never
+//! leaves a partial member in the middle of a file: the writer cuts it off and keeps appending
+//! to the same segment once writing works again ([`writer`]).
 
 pub mod clock;
+pub mod files;
 pub mod guard;
 pub mod naming;
 pub mod reader;

@@ -2,6 +2,10 @@
 //! producer id sanitized, the index zero-padded to at least six digits. Both the writer (restart
 //! index, retention) and the readers (`nixl-telemetry fpm cat`) go through [`SegmentNaming`] and
 //! [`segments_of`], which share one parser of the index part.
+//!
+//! An index is at most [`MAX_INDEX`] (twelve digits): a larger one (such as a planted
+//! `<prefix>.<producer>.18446744073709551615.jsonl.gz`) is no segment name, so it can never make
+//! a writer's next index overflow.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -9,19 +13,24 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use crate::segments::files::is_mine;
+
 /// The segment file extension.
 pub const SEGMENT_SUFFIX: &str = ".jsonl.gz";
 /// Minimum number of digits of a segment index.
 pub const INDEX_DIGITS: usize = 6;
+/// The highest segment index: a writer rolling every millisecond would need 31 years to get
+/// there. Names with a larger index are not segment names.
+pub const MAX_INDEX: u64 = 999_999_999_999;
 
 /// The index written as `digits`, if they are exactly how a segment name writes it: at least six
-/// ASCII digits, and no leading zero beyond that padding.
+/// ASCII digits, no leading zero beyond that padding, and at most [`MAX_INDEX`].
 fn parse_index_digits(digits: &[u8]) -> Option<u64> {
     if digits.len() < INDEX_DIGITS || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
     let index: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    (format!("{index:0INDEX_DIGITS$}").as_bytes() == digits).then_some(index)
+    (index <= MAX_INDEX && format!("{index:0INDEX_DIGITS$}").as_bytes() == digits).then_some(index)
 }
 
 /// Replaces every character outside `[A-Za-z0-9_-]` by `_` (one per character, so a non-ASCII
@@ -59,6 +68,11 @@ pub struct SegmentEntry {
     pub path: PathBuf,
     /// True for a regular file (not a directory, not a symlink): only those are pruned.
     pub is_file: bool,
+    /// True when it belongs to this process's effective uid: only those are this writer's
+    /// (restart index, retention).
+    pub mine: bool,
+    /// Its size in bytes (an empty segment holds no history).
+    pub len: u64,
 }
 
 /// Names the segments of one producer: `<dir>/<stem>.<index:06>.jsonl.gz`.
@@ -122,18 +136,23 @@ impl SegmentNaming {
         parse_index_digits(rest)
     }
 
-    /// Every entry of the directory whose name is one of this producer's segments, by index.
+    /// Every entry of the directory whose name is one of this producer's segments, by index
+    /// (an entry removed while scanning is left out).
     pub fn scan(&self) -> io::Result<Vec<SegmentEntry>> {
         let mut found = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
             if let Some(index) = self.parse_index(&entry.file_name()) {
-                // DirEntry::file_type does not follow symlinks.
-                let is_file = entry.file_type().map(|t| t.is_file()).unwrap_or(false);
+                // DirEntry::metadata does not follow symlinks.
+                let Ok(meta) = entry.metadata() else {
+                    continue;
+                };
                 found.push(SegmentEntry {
                     index,
                     path: entry.path(),
-                    is_file,
+                    is_file: meta.is_file(),
+                    mine: is_mine(&meta),
+                    len: meta.len(),
                 });
             }
         }
@@ -250,7 +269,17 @@ mod tests {
     fn index_digits_parse_only_as_written() {
         assert_eq!(parse_index_digits(b"000000"), Some(0));
         assert_eq!(parse_index_digits(b"1234567"), Some(1_234_567));
-        for bad in [&b"00001"[..], b"0000001", b"00000a", b"-00001", b""] {
+        assert_eq!(parse_index_digits(b"999999999999"), Some(MAX_INDEX));
+        for bad in [
+            &b"00001"[..],
+            b"0000001",
+            b"00000a",
+            b"-00001",
+            b"",
+            b"1000000000000",
+            b"18446744073709551615",
+            b"99999999999999999999999",
+        ] {
             assert_eq!(parse_index_digits(bad), None, "{bad:?}");
         }
     }

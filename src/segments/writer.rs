@@ -9,24 +9,37 @@
 //! - **Rolling** counts uncompressed bytes, newlines included: the writer rolls *before* a row
 //!   that would push the segment over the threshold; a row landing exactly on it stays. A row
 //!   larger than the threshold goes intact into an otherwise empty segment.
-//! - **Creation** is lazy (the first non-empty flush of a segment) and uses create-new: a name
-//!   that already exists (a file, a directory, a symlink) is skipped to the next index, never
-//!   followed or appended to. The handle stays open for the segment's life.
-//! - **Restart** starts at one more than the highest index present for this exact prefix, so a
-//!   segment whose tail was truncated by a crash is never extended.
+//! - **Creation** is lazy (the first non-empty flush of a segment) and uses create-new (mode
+//!   0600 whatever the umask; missing directories 0700, [`crate::segments::files`]): a name that
+//!   already exists (a file, a directory, a symlink) is skipped to the next index, never followed
+//!   or appended to. The handle stays open for the segment's life.
+//! - **Restart** starts at one more than the highest index of this exact prefix among the
+//!   entries of this user (the effective uid), so a segment whose tail was truncated by a crash
+//!   is never extended. Entries of other users do not move it (their names are skipped when the
+//!   writer gets there), and indexes above [`MAX_INDEX`] are no segment names, so a planted file
+//!   can never make the index overflow.
 //! - **Retention**: after the first successful write into each new segment (including the first
-//!   one, so leftovers of an earlier run are pruned too), the oldest regular files matching this
-//!   exact prefix are deleted until `max_segments` remain, the active one included. Other
-//!   producers' files, other extensions, directories and symlinks are never touched (they do use
-//!   up indexes). The active segment itself is never deleted.
+//!   one, so leftovers of an earlier run are pruned too), the oldest segments of this exact
+//!   prefix are deleted until `max_segments` remain, the active one included. Only this writer's
+//!   *history* counts and is deleted: non-empty regular files of this user. Other producers'
+//!   files, other extensions, directories, symlinks and files of other users are never touched
+//!   (they do use up indexes). Empty segments of this user (a crash between creating and writing
+//!   one) hold no history: they are not counted and are deleted. A segment that cannot be deleted
+//!   is warned about once, then no longer counted, and retention goes on with the next one. The
+//!   active segment itself is never deleted.
 //! - **Write errors** (disk full, I/O error) lose that batch, which is counted (`write_errors`,
-//!   `rows_lost`) and logged once per streak of failures; the writer keeps going. If the error
-//!   happened while appending to an open segment, that segment is abandoned and the next batch
-//!   starts a new one: a partial member is only ever the last thing in a file, so every member
-//!   before it stays readable by standard tools.
+//!   `rows_lost`) and logged once per streak of failures; the writer keeps going. The partial
+//!   member a failed write may leave is cut off (the file is truncated back to its last complete
+//!   member) and the next batch appends to the same segment, so a full disk creates no new
+//!   segments and never leaves anything but complete members: `gzip -cd <prefix>.*.jsonl.gz`
+//!   reads every segment once writing works again. Rows lost do not count toward the roll
+//!   threshold. Only when the cut itself fails is the segment abandoned (a partial member is then
+//!   the last thing in that file) and the next batch starts a new one. A segment holding no
+//!   complete member when the writer leaves it (rolls, closes) is deleted.
 //! - **Durability**: no `fsync`; see the module documentation of [`crate::segments`].
 
-use std::fs::{self, File, OpenOptions};
+use std::collections::HashSet;
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,7 +50,8 @@ use flate2::Compression;
 use serde::Serialize;
 
 use crate::segments::clock::Clock;
-use crate::segments::naming::{SegmentEntry, SegmentNaming};
+use crate::segments::files::{create_new_private, create_private_dir_all};
+use crate::segments::naming::{SegmentEntry, SegmentNaming, MAX_INDEX};
 use crate::segments::row::encode_row;
 
 /// Default roll threshold: 256 MiB of uncompressed JSONL.
@@ -90,9 +104,9 @@ pub struct WriterStats {
     /// Compressed bytes written.
     pub bytes_written: u64,
     /// Segments closed because the next row would exceed the threshold (or after a write
-    /// error).
+    /// error whose partial member could not be cut off).
     pub segments_rolled: u64,
-    /// Old segment files deleted by retention.
+    /// Old segment files deleted by retention (empty ones not included).
     pub segments_pruned: u64,
 }
 
@@ -139,6 +153,9 @@ pub struct SegmentWriter {
     /// Index of the active segment (the next one to create when `file` is `None`).
     index: u64,
     file: Option<File>,
+    /// Bytes of the complete members in `file` (a failed write is cut back to this length).
+    file_len: u64,
+    /// Uncompressed bytes and rows of the active segment: written and buffered, not lost.
     segment_bytes: u64,
     segment_rows: u64,
     line: Vec<u8>,
@@ -146,13 +163,16 @@ pub struct SegmentWriter {
     batch_rows: u64,
     compressed: Vec<u8>,
     prune_pending: bool,
+    /// Segments retention could not delete: no longer counted, not tried again.
+    undeletable: HashSet<u64>,
     failing_since: Option<u64>,
     counters: Arc<WriterCounters>,
 }
 
 impl SegmentWriter {
-    /// Opens the writer: creates the directory if needed and finds the start index (one more
-    /// than the highest index present). No file is created until the first flush with rows.
+    /// Opens the writer: creates the directory if needed (0700) and finds the start index (one
+    /// more than the highest index of this user's entries). No file is created until the first
+    /// flush with rows.
     pub fn open(
         naming: SegmentNaming,
         options: WriterOptions,
@@ -164,11 +184,14 @@ impl SegmentWriter {
                 "roll bytes and max segments must be positive",
             ));
         }
-        fs::create_dir_all(naming.dir())?;
+        create_private_dir_all(naming.dir())?;
         let index = naming
             .scan()?
-            .last()
-            .map_or(0, |e| e.index.saturating_add(1));
+            .iter()
+            .filter(|e| e.mine)
+            .map(|e| e.index + 1)
+            .max()
+            .unwrap_or(0);
         let started = clock.monotonic();
         Ok(SegmentWriter {
             naming,
@@ -178,6 +201,7 @@ impl SegmentWriter {
             clock,
             index,
             file: None,
+            file_len: 0,
             segment_bytes: 0,
             segment_rows: 0,
             line: Vec::with_capacity(1024),
@@ -185,6 +209,7 @@ impl SegmentWriter {
             batch_rows: 0,
             compressed: Vec::new(),
             prune_pending: true,
+            undeletable: HashSet::new(),
             failing_since: None,
             counters: Arc::default(),
         })
@@ -241,7 +266,8 @@ impl SegmentWriter {
         if self.segment_rows > 0 && self.segment_bytes.saturating_add(len) > self.options.roll_bytes
         {
             self.flush();
-            // A failed write has already abandoned the segment (and rolled): roll once only.
+            // A failed flush leaves the segment as it was before that batch: roll only a segment
+            // that holds rows (not one whose every write failed, nor one already abandoned).
             if self.segment_rows > 0 {
                 self.roll();
             }
@@ -273,6 +299,7 @@ impl SegmentWriter {
             return;
         }
         let rows = std::mem::take(&mut self.batch_rows);
+        let batch_bytes = self.batch.len() as u64;
         let compressed = compress(&self.batch, std::mem::take(&mut self.compressed));
         self.batch.clear();
         self.compressed = compressed;
@@ -297,6 +324,9 @@ impl SegmentWriter {
             Err(e) => {
                 bump(&self.counters.write_errors, 1);
                 bump(&self.counters.rows_lost, rows);
+                // The lost rows are not in the segment: they do not count toward its roll.
+                self.segment_bytes = self.segment_bytes.saturating_sub(batch_bytes);
+                self.segment_rows = self.segment_rows.saturating_sub(rows);
                 if self.failing_since.is_none() {
                     self.failing_since = Some(self.counters.snapshot().rows_lost - rows);
                     log::warn!(
@@ -313,36 +343,53 @@ impl SegmentWriter {
     fn write_member(&mut self) -> io::Result<()> {
         if self.file.is_none() {
             self.file = Some(self.create_segment()?);
+            self.file_len = 0;
         }
         let file = self.file.as_mut().expect("opened above");
-        if let Err(e) = file.write_all(&self.compressed) {
-            // The file may now end in a partial member: never append after it.
-            self.roll();
-            return Err(e);
+        match file.write_all(&self.compressed) {
+            Ok(()) => {
+                self.file_len += self.compressed.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Cut off the partial member so the segment ends in complete members and the
+                // next batch appends to it (O_APPEND writes at the new end).
+                if file.set_len(self.file_len).is_err() {
+                    // The file may end in a partial member: never append after it.
+                    self.roll();
+                }
+                Err(e)
+            }
         }
-        Ok(())
     }
 
     /// Creates the active segment with create-new, skipping names that already exist.
     fn create_segment(&mut self) -> io::Result<File> {
         loop {
-            let path = self.naming.path(self.index);
-            match OpenOptions::new().append(true).create_new(true).open(&path) {
+            if self.index > MAX_INDEX {
+                return Err(io::Error::other(format!(
+                    "every segment index up to {MAX_INDEX} is taken"
+                )));
+            }
+            match create_new_private(&self.naming.path(self.index), true) {
                 Ok(f) => return Ok(f),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    self.index = self
-                        .index
-                        .checked_add(1)
-                        .ok_or_else(|| io::Error::other("segment index overflow"))?;
-                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.index += 1,
                 Err(e) => return Err(e),
             }
         }
     }
 
+    /// Leaves the active segment (if one is open): one holding no complete member is deleted.
+    fn close_segment(&mut self) {
+        if self.file.take().is_some() && self.file_len == 0 {
+            let _ = fs::remove_file(self.naming.path(self.index));
+        }
+        self.file_len = 0;
+    }
+
     /// Starts a new segment: the next row goes into a new file.
     fn roll(&mut self) {
-        self.file = None;
+        self.close_segment();
         self.index = self.index.saturating_add(1);
         self.segment_bytes = 0;
         self.segment_rows = 0;
@@ -350,7 +397,8 @@ impl SegmentWriter {
         bump(&self.counters.segments_rolled, 1);
     }
 
-    /// Deletes the oldest regular files of this prefix until `max_segments` remain.
+    /// Deletes the oldest segments of this writer's history (non-empty regular files of this
+    /// user) until `max_segments` remain, and this user's empty segments.
     fn prune(&mut self) {
         let entries = match self.naming.scan() {
             Ok(e) => e,
@@ -363,30 +411,63 @@ impl SegmentWriter {
                 return;
             }
         };
-        let files: Vec<&SegmentEntry> = entries.iter().filter(|e| e.is_file).collect();
-        let excess = files.len().saturating_sub(self.options.max_segments);
         let active = self.file.as_ref().map(|_| self.index);
-        for entry in files
+        let mut history: Vec<&SegmentEntry> = Vec::new();
+        for entry in &entries {
+            if !entry.is_file || !entry.mine || self.undeletable.contains(&entry.index) {
+                continue;
+            }
+            if Some(entry.index) == active {
+                history.push(entry);
+            } else if entry.len == 0 {
+                // No history: a crash between creating and writing it.
+                self.remove(entry);
+            } else {
+                history.push(entry);
+            }
+        }
+        let excess = history.len().saturating_sub(self.options.max_segments);
+        for entry in history
             .into_iter()
             .filter(|e| Some(e.index) != active)
             .take(excess)
         {
-            if let Err(e) = fs::remove_file(&entry.path) {
+            // Deleted, or no longer counted: either way one segment less of history.
+            if self.remove(entry) {
+                bump(&self.counters.segments_pruned, 1);
+            }
+        }
+    }
+
+    /// Deletes a segment for retention; true when this writer deleted it. A segment that cannot
+    /// be deleted is warned about once and not counted (nor tried) again.
+    fn remove(&mut self, entry: &SegmentEntry) -> bool {
+        match fs::remove_file(&entry.path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => {
+                self.undeletable.insert(entry.index);
                 log::warn!(
-                    "trace {}: retention could not delete {}: {e}",
+                    "trace {}: retention could not delete {}: {e}; it no longer counts as a \
+                     segment of this writer, whose next oldest segments are deleted instead",
                     self.naming.prefix().display(),
                     entry.path.display()
                 );
-                return;
+                false
             }
-            bump(&self.counters.segments_pruned, 1);
         }
+    }
+
+    /// Writes what is buffered and leaves the active segment (deleted if it holds no complete
+    /// member). Idempotent.
+    fn finish(&mut self) {
+        self.flush();
+        self.close_segment();
     }
 
     /// Writes what is buffered and returns the final counters.
     pub fn close(mut self) -> WriterStats {
-        self.flush();
-        self.file = None;
+        self.finish();
         self.stats()
     }
 }
@@ -394,7 +475,7 @@ impl SegmentWriter {
 impl Drop for SegmentWriter {
     /// Writes what is still buffered (a writer is never dropped with rows silently lost).
     fn drop(&mut self) {
-        self.flush();
+        self.finish();
     }
 }
 
