@@ -1,7 +1,7 @@
-//! The file-ownership policy shared by the ring writer and the segment prefix guard: files a
-//! writer owns are opened owner-only (mode 0600 when created), never through a symbolic link,
-//! and claimed with an exclusive `flock` that the kernel releases when the writer ends, even if
-//! it crashes.
+//! The file-ownership policy shared by the ring writer, the segment prefix guard and the
+//! `prometheus_mp` plug-in's stores and owner locks: files a writer owns are opened owner-only
+//! (mode 0600 when created), never through a symbolic link, and claimed with an exclusive
+//! `flock` that the kernel releases when the writer ends, even if it crashes.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -12,7 +12,7 @@ use std::path::Path;
 /// Opens `path` for reading and writing, creating it with mode 0600 if it does not exist (or,
 /// with `create_new`, only if it does not exist). A symbolic link at `path` fails with `ELOOP`;
 /// nothing is truncated.
-pub(crate) fn open_owner_only(path: &Path, create_new: bool) -> io::Result<File> {
+pub fn open_owner_only(path: &Path, create_new: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options
         .read(true)
@@ -29,7 +29,7 @@ pub(crate) fn open_owner_only(path: &Path, create_new: bool) -> io::Result<File>
 
 /// Takes an exclusive, non-blocking `flock` on `file`, held until the file is closed: `Ok(true)`
 /// when taken, `Ok(false)` when another open file (of this or another process) holds it.
-pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     // SAFETY: flock on a descriptor that `file` keeps open for the duration of the call.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         return Ok(true);

@@ -22,7 +22,7 @@ pub mod event;
 pub mod exporter;
 mod fault_guard;
 pub mod ffi;
-mod file_lock;
+pub mod file_lock;
 pub mod filter;
 pub mod fpm;
 pub mod logging;

@@ -4,6 +4,7 @@ mod demo;
 mod fpm;
 mod output;
 mod read;
+mod serve;
 mod stats;
 
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Read forward-pass-metrics trace segments (gzip JSONL): `cat` or `summary`.
     Fpm(fpm::FpmArgs),
+    /// Serve every live prometheus_mp store of a directory at GET /metrics (a node sidecar).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Stats { path, json } => stats::run(&path, json),
         Command::Demo(args) => demo::run(&args),
         Command::Fpm(args) => return fpm::run(&args),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,9 @@
 //! one per `status`; for a histogram the cumulative `_bucket{le}` lines ending with `+Inf`,
 //! then `_sum` and `_count`). Labels are sorted by name: `agent_name`, `hostname`, then
 //! `le` or `status`. Values are integers printed as integers; `le` bounds are printed in their
-//! shortest form (`10`, `2.5`, `1e-7`, `+Inf`). No timestamps.
+//! shortest form (`10`, `2.5`, `1e-7`, `+Inf`). No timestamps. [`encode_rows_into`] is the
+//! same encoder over rows that bring their own labels and family kinds (the multi-process
+//! exporter's per-rank `pid`/`local_rank` series and counter-only node totals).
 //!
 //! OpenMetrics is deliberately not produced: OpenMetrics names a counter family without its
 //! `_total` suffix, so NIXL's counter `agent_xfer_time_total` would become family
@@ -72,22 +74,68 @@ pub fn encode(agents: &[AgentSnapshot]) -> String {
 
 /// Like [`encode`], appending to `out`.
 pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
-    if agents.is_empty() {
-        return;
-    }
-    // `agent_name="..",hostname=".."`, escaped once per agent.
-    let labels: Vec<String> = agents
+    let labels: Vec<[(&str, &str); 2]> = agents
         .iter()
-        .map(|a| {
-            let mut l = String::from("agent_name=\"");
-            escape_label_value(&a.agent_name, &mut l);
-            l.push_str("\",hostname=\"");
-            escape_label_value(&a.hostname, &mut l);
-            l.push('"');
+        .map(|a| [("agent_name", &*a.agent_name), ("hostname", &*a.hostname)])
+        .collect();
+    let rows: Vec<Row> = agents
+        .iter()
+        .zip(&labels)
+        .map(|(snapshot, labels)| Row {
+            snapshot,
+            labels,
+            kinds: &ALL_KINDS,
+        })
+        .collect();
+    encode_rows_into(&rows, out);
+}
+
+/// Every family kind: an agent's series appear in all of them.
+pub const ALL_KINDS: [FamilyKind; 3] = [
+    FamilyKind::Counter,
+    FamilyKind::Gauge,
+    FamilyKind::Histogram,
+];
+
+/// One set of series for [`encode_rows_into`]: the values of `snapshot` (its own
+/// `agent_name`/`hostname` fields are not used), labelled with `labels` in that order (`le` or
+/// `status` follow them), in the families of the given `kinds` only (`agent_errors_total` is a
+/// counter family).
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    /// The values.
+    pub snapshot: &'a AgentSnapshot,
+    /// Label names and (unescaped) values, in output order. Names must be valid label names.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// The kinds of family this row appears in.
+    pub kinds: &'a [FamilyKind],
+}
+
+/// Encodes rows of series with their own labels, in the order of [`families`] and, within a
+/// family, of `rows`; a family without any row is left out, and no rows give empty output.
+/// [`encode_into`] is this with the rows `agent_name`, `hostname` of every agent.
+pub fn encode_rows_into(rows: &[Row], out: &mut String) {
+    // `k="v",...`, escaped once per row.
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let mut l = String::new();
+            for (i, (name, value)) in r.labels.iter().enumerate() {
+                if i > 0 {
+                    l.push(',');
+                }
+                l.push_str(name);
+                l.push_str("=\"");
+                escape_label_value(value, &mut l);
+                l.push('"');
+            }
             l
         })
         .collect();
     for family in families() {
+        if !rows.iter().any(|r| r.kinds.contains(&family.kind)) {
+            continue;
+        }
         out.push_str("# HELP ");
         out.push_str(family.name);
         out.push(' ');
@@ -97,7 +145,11 @@ pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
         out.push(' ');
         out.push_str(family.kind.as_str());
         out.push('\n');
-        for (agent, labels) in agents.iter().zip(&labels) {
+        for (row, labels) in rows.iter().zip(&labels) {
+            if !row.kinds.contains(&family.kind) {
+                continue;
+            }
+            let agent = row.snapshot;
             match family.source {
                 FamilySource::Counter(t) => {
                     sample(out, family.name, "", labels, agent.counters[t as usize])
@@ -139,9 +191,7 @@ fn sample(out: &mut String, name: &str, suffix: &str, labels: &str, value: u64) 
     let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
 }
 
-/// One parsed sample: metric name, labels in their order, value. A test hook (feature
-/// `test-util`).
-#[cfg(any(test, feature = "test-util"))]
+/// One parsed sample: metric name, labels in their order, value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     /// The sample's metric name (`agent_xfer_time_us_bucket`, ...).
@@ -152,7 +202,6 @@ pub struct Sample {
     pub value: f64,
 }
 
-#[cfg(any(test, feature = "test-util"))]
 impl Sample {
     /// The value of label `name`.
     pub fn label(&self, name: &str) -> Option<&str> {
@@ -163,9 +212,11 @@ impl Sample {
     }
 }
 
-/// Parses the samples of a text-format 0.0.4 body (comment lines skipped). Strict about what
-/// the encoder writes; meant for tests, not as a general scraper (feature `test-util`).
-#[cfg(any(test, feature = "test-util"))]
+/// Parses the samples of a text-format 0.0.4 body: comment and blank lines are skipped, a
+/// sample is `name{label="value",...} value [timestamp]` (the timestamp is ignored; values may
+/// be `+Inf`, `-Inf` or `NaN`). Public API: the tests check the exporters' output with it and
+/// `nixl-telemetry top` reads scrape endpoints with it. Any line it cannot read is an error
+/// naming the line.
 pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
     let mut samples = Vec::new();
     for (n, line) in body.lines().enumerate() {
@@ -205,7 +256,14 @@ pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
                 rest = rest.strip_prefix(',').unwrap_or(rest);
             }
         }
-        let value = rest.trim();
+        // The value, then an optional timestamp.
+        let mut fields = rest.split_ascii_whitespace();
+        let value = fields.next().unwrap_or("");
+        if let Some(timestamp) = fields.next() {
+            if fields.next().is_some() || timestamp.parse::<i64>().is_err() {
+                return Err(fail("bad timestamp"));
+            }
+        }
         let value = match value {
             "+Inf" => f64::INFINITY,
             "-Inf" => f64::NEG_INFINITY,
@@ -390,6 +448,81 @@ mod tests {
     }
 
     #[test]
+    fn rows_carry_their_own_labels_and_kinds() {
+        let a = agent("a");
+        a.apply(&[
+            Event::new(EventType::AgentTxBytes, 5),
+            Event::new(EventType::AgentXferTime, 30),
+        ]);
+        let snap = a.snapshot();
+        let rank = [("hostname", "h"), ("agent_name", "a"), ("pid", "7")];
+        let total = [("hostname", "h"), ("agent_name", "a")];
+        let mut text = String::new();
+        encode_rows_into(
+            &[
+                Row {
+                    snapshot: &snap,
+                    labels: &rank,
+                    kinds: &ALL_KINDS,
+                },
+                Row {
+                    snapshot: &snap,
+                    labels: &total,
+                    kinds: &[FamilyKind::Counter],
+                },
+            ],
+            &mut text,
+        );
+        for line in [
+            "agent_tx_bytes_total{hostname=\"h\",agent_name=\"a\",pid=\"7\"} 5",
+            "agent_tx_bytes_total{hostname=\"h\",agent_name=\"a\"} 5",
+            "agent_tx_last_bytes{hostname=\"h\",agent_name=\"a\",pid=\"7\"} 5",
+            "agent_xfer_time_us_bucket{hostname=\"h\",agent_name=\"a\",pid=\"7\",le=\"50\"} 1",
+            "agent_errors_total{hostname=\"h\",agent_name=\"a\",status=\"backend\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        // The counter-only row is in no gauge or histogram family.
+        let samples = parse(&text).unwrap();
+        let of_total = |name: &str| {
+            samples
+                .iter()
+                .filter(|s| s.name == name && s.label("pid").is_none())
+                .count()
+        };
+        assert_eq!(of_total("agent_tx_last_bytes"), 0);
+        assert_eq!(of_total("agent_xfer_time_us_count"), 0);
+        assert_eq!(of_total("agent_errors_total"), 12);
+        // A family no row appears in is left out entirely.
+        let mut only_counters = String::new();
+        encode_rows_into(
+            &[Row {
+                snapshot: &snap,
+                labels: &total,
+                kinds: &[FamilyKind::Counter],
+            }],
+            &mut only_counters,
+        );
+        assert!(!only_counters.contains("# TYPE agent_tx_last_bytes"));
+        assert!(!only_counters.contains("histogram"));
+        // Agents encode exactly as rows labelled agent_name, hostname.
+        let names = [("agent_name", "a"), ("hostname", "node-1")];
+        let mut as_rows = String::new();
+        encode_rows_into(
+            &[Row {
+                snapshot: &snap,
+                labels: &names,
+                kinds: &ALL_KINDS,
+            }],
+            &mut as_rows,
+        );
+        assert_eq!(as_rows, encode(std::slice::from_ref(&snap)));
+    }
+
+    #[test]
     fn the_parser_rejects_garbage() {
         assert!(parse("x{a=\"1} 2").is_err());
         assert!(parse("x 1 2 zz").is_err());
@@ -397,5 +530,20 @@ mod tests {
         assert_eq!(parse("# only a comment\n\n").unwrap(), []);
         let s = parse("x{le=\"+Inf\"} +Inf").unwrap();
         assert_eq!(s[0].value, f64::INFINITY);
+    }
+
+    #[test]
+    fn parse_reads_other_endpoints_samples_too() {
+        let body = "# HELP x A thing\n\nx_total{a=\"1\",b=\"q\\\"x\"} 3 1700000000000\n\
+                    y NaN\nz{le=\"+Inf\"} +Inf\n";
+        let samples = parse(body).unwrap();
+        assert_eq!(samples.len(), 3);
+        assert_eq!(samples[0].value, 3.0);
+        assert_eq!(samples[0].label("b"), Some("q\"x"));
+        assert!(samples[1].value.is_nan());
+        assert_eq!(samples[2].value, f64::INFINITY);
+        for bad in ["x 1 2 3", "x 1 soon", "x{a=\"1\" 2", "x"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,133 @@
+//! `nixl-telemetry serve --dir DIR [--port P] [--local]`: serve every live `prometheus_mp`
+//! store of a directory at `GET /metrics`, as a standalone process (a node sidecar, a systemd
+//! unit) that outlives the ranks. It runs the plug-in's own collector, endpoint and election:
+//! it takes part in the election for the address like a rank (so it never fights a serving
+//! rank for the port, and takes over when that rank exits), and ranks that run with
+//! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. Runs until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nixl_telemetry::env::process_env;
+use telemetry_exporter_prometheus_mp::config::{self, Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
+use telemetry_exporter_prometheus_mp::{dir, join_election};
+
+use crate::output::{CliError, CliResult};
+
+/// A failure of the settings or of the endpoint, reported like the library's errors.
+fn failure(message: String) -> CliError {
+    nixl_telemetry::Error::invalid(message).into()
+}
+
+/// `serve`'s options; each defaults to the variable the ranks read.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The store directory (the ranks' NIXL_TELEMETRY_MULTIPROC_DIR); created 0700 if missing.
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// TCP port [default: NIXL_TELEMETRY_PROMETHEUS_PORT, else 9090].
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
+    /// Bind 127.0.0.1 only [default: NIXL_TELEMETRY_PROMETHEUS_LOCAL, else 0.0.0.0].
+    #[arg(long)]
+    local: bool,
+    /// Seconds a departed rank's store is still served [default: NIXL_TELEMETRY_MP_STALE_TTL,
+    /// else 30].
+    #[arg(long, value_name = "SECONDS")]
+    stale_ttl: Option<u64>,
+    /// `sum` adds node totals beside the per-rank series, `none` does not
+    /// [default: NIXL_TELEMETRY_MP_AGGREGATE, else none].
+    #[arg(long, value_name = "MODE")]
+    aggregate: Option<String>,
+}
+
+/// The collection and address `args` ask for, the environment filling what they leave out.
+fn settings(args: &ServeArgs) -> Result<(Collection, SocketAddr), String> {
+    let env_addr = config::addr_from(&process_env)?;
+    let ip = if args.local {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        env_addr.ip()
+    };
+    let addr = SocketAddr::new(ip, args.port.unwrap_or(env_addr.port()));
+    let stale_ttl = match args.stale_ttl {
+        Some(s) => Duration::from_secs(s.min(i64::MAX as u64 / 1_000_000_000)),
+        None => config::stale_ttl_from(&process_env)?,
+    };
+    let aggregate = match &args.aggregate {
+        Some(a) => Aggregate::parse("--aggregate", a)?,
+        None => config::aggregate_from(&process_env)?,
+    };
+    let collection = Collection {
+        dir: args.dir.clone(),
+        stale_ttl,
+        aggregate,
+    };
+    Ok((collection, addr))
+}
+
+/// SIGINT and SIGTERM, blocked in every thread (the endpoint's thread inherits the mask) and
+/// waited for synchronously, so no handler runs at all.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill the local set they are given, and
+    // pthread_sigmask only reads it; no other thread exists yet, so every later thread
+    // inherits this mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Waits up to `timeout` for one of `set`; true when one arrived.
+fn signalled(set: &libc::sigset_t, timeout: Duration) -> bool {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: sigtimedwait reads the set and the timeout, both live locals, and may write no
+    // siginfo (NULL is allowed).
+    unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
+}
+
+/// Runs the endpoint until SIGINT or SIGTERM.
+pub fn run(args: &ServeArgs) -> CliResult {
+    nixl_telemetry::logging::init();
+    let signals = stop_signals();
+    let (collection, addr) = settings(args).map_err(failure)?;
+    dir::prepare(&collection.dir).map_err(failure)?;
+    let election = join_election(&collection, addr);
+    let dir = election.dir().display().to_string();
+    let mut out = std::io::stdout();
+    let mut shown = None;
+    loop {
+        let role = election.poll(Instant::now()).map_err(failure)?;
+        if shown != Some(role) {
+            shown = Some(role);
+            match role {
+                Role::Serving(a) => writeln!(out, "serving http://{a}/metrics for {dir}")?,
+                Role::Standby => writeln!(
+                    out,
+                    "waiting: another process serves {dir} on {addr}; taking over when it exits"
+                )?,
+                Role::Blocked => writeln!(
+                    out,
+                    "waiting: {addr} is held by a process that is not a rank of {dir}"
+                )?,
+            }
+            out.flush()?;
+        }
+        if signalled(&signals, RETRY) {
+            break;
+        }
+    }
+    drop(election);
+    writeln!(out, "stopped")?;
+    Ok(())
+}

@@ -1,0 +1,550 @@
+//! The collector of a store directory, run on every scrape by the serving process (a rank that
+//! won the election, or `nixl-telemetry serve`): it reads every `nixl.*.mmap` file, serves the
+//! stores whose writer is alive (its `flock` is held) or left less than the stale TTL ago,
+//! removes the others, and skips, with one warning per file, what it cannot use.
+//!
+//! Output: the `prometheus` exporter's families, names, HELP texts, types and buckets (the
+//! shared encoder, [`text::encode_rows_into`]), one series per store labelled `hostname`,
+//! `agent_name`, `pid`, `agent_instance` and, when set, `local_rank` (NIXL's labels, in NIXL's
+//! order), never summed across processes; with [`Aggregate::Sum`], also one series per
+//! (`hostname`, `agent_name`) with the counters and histograms summed over its ranks and no
+//! gauges. No live store: an empty page.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use nixl_telemetry::series::text::{self, Row};
+use nixl_telemetry::series::{AgentSnapshot, FamilyKind};
+
+use crate::config::{Aggregate, Collection};
+use crate::reader::{read_file, ReadOutcome, StoreView};
+use crate::store::is_store_name;
+use crate::sys;
+
+/// Files a collector remembers having warned about (NIXL's bound).
+const WARNED_PATHS: usize = 64;
+
+/// The collector of one directory; shared with the scrape endpoint's thread.
+#[derive(Debug)]
+pub struct StoreCollector {
+    collection: Collection,
+    ttl_ns: u64,
+    warned: Mutex<VecDeque<PathBuf>>,
+    warned_dir: AtomicBool,
+    warned_bounds: AtomicBool,
+}
+
+impl StoreCollector {
+    /// A collector of `collection.dir`.
+    pub fn new(collection: Collection) -> StoreCollector {
+        StoreCollector {
+            ttl_ns: u64::try_from(collection.stale_ttl.as_nanos()).unwrap_or(u64::MAX),
+            collection,
+            warned: Mutex::new(VecDeque::new()),
+            warned_dir: AtomicBool::new(false),
+            warned_bounds: AtomicBool::new(false),
+        }
+    }
+
+    /// What it collects.
+    pub fn collection(&self) -> &Collection {
+        &self.collection
+    }
+
+    /// Warns about `path` unless it already did (remembering the last 64 paths).
+    fn warn_once(&self, path: &Path, why: &str) {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if warned.iter().any(|p| p == path) {
+            return;
+        }
+        if warned.len() == WARNED_PATHS {
+            warned.pop_front();
+        }
+        warned.push_back(path.to_owned());
+        log::warn!("prometheus_mp: skipping {}: {why}", path.display());
+    }
+
+    /// Reads the directory: the stores to serve, ordered by pid and instance. Stores of
+    /// departed writers older than the TTL, and invalid files nobody holds, are removed.
+    pub fn collect(&self) -> Vec<StoreView> {
+        let dir = &self.collection.dir;
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => {
+                self.warned_dir.store(false, Ordering::Relaxed);
+                e
+            }
+            Err(e) => {
+                if !self.warned_dir.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "prometheus_mp: cannot read telemetry dir {} ({e}); serving no stores",
+                        dir.display()
+                    );
+                }
+                return Vec::new();
+            }
+        };
+        let now = sys::monotonic_ns();
+        let euid = sys::euid();
+        let mut stores = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !is_store_name(name.as_bytes()) {
+                continue;
+            }
+            // Regular files only (a symbolic link is not followed).
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path();
+            if let Some(view) = self.read_one(&path, now, euid) {
+                stores.push(view);
+            }
+        }
+        stores.sort_by_key(|s| (s.pid, s.instance));
+        stores
+    }
+
+    /// One file: `Some` to serve it; removes it when it is stale or invalid and unheld.
+    fn read_one(&self, path: &Path, now: u64, euid: u32) -> Option<StoreView> {
+        // A file that cannot be opened is not ours to judge (it counts as alive).
+        let file = sys::open_read_nofollow(path).ok()?;
+        let meta = file.metadata().ok()?;
+        if meta.uid() != euid {
+            self.warn_once(
+                path,
+                &format!("it is owned by uid {}, not by this user", meta.uid()),
+            );
+            return None;
+        }
+        // A writer holds its store locked: the probe takes the lock only when it is gone.
+        let alive = !sys::try_lock_exclusive(&file).unwrap_or(false);
+        let outcome = match read_file(&file, meta.len()) {
+            Ok(o) => o,
+            Err(e) => {
+                self.warn_once(path, &format!("it cannot be mapped ({e})"));
+                return None;
+            }
+        };
+        match outcome {
+            ReadOutcome::Valid(view) => {
+                let fresh = now >= view.last_update_ns && now - view.last_update_ns <= self.ttl_ns;
+                if alive || fresh {
+                    return Some(*view);
+                }
+                log::info!(
+                    "prometheus_mp: removing the store of departed process {} ({}): no update \
+                     for longer than the stale TTL",
+                    view.pid,
+                    path.display()
+                );
+                let _ = fs::remove_file(path);
+                None
+            }
+            ReadOutcome::Invalid { reason, quiet } => {
+                if !quiet {
+                    self.warn_once(path, &reason);
+                }
+                if !alive {
+                    let _ = fs::remove_file(path);
+                }
+                None
+            }
+        }
+    }
+
+    /// The scrape page: every live store's series (and node totals when configured).
+    pub fn scrape(&self) -> String {
+        let stores = self.collect();
+        let (text, mixed) = encode(&stores, self.collection.aggregate);
+        if mixed && !self.warned_bounds.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "prometheus_mp: ranks of telemetry dir {} with the same agent name use different \
+                 NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US; their node totals have no histograms",
+                self.collection.dir.display()
+            );
+        }
+        text
+    }
+}
+
+/// One node total: the summed values of the stores of one (hostname, agent_name).
+struct Total {
+    snapshot: AgentSnapshot,
+    /// False when its stores' bucket bounds differ (then no histogram is summed).
+    histograms: bool,
+}
+
+fn add_into(total: &mut Total, s: &AgentSnapshot) {
+    for (t, v) in total.snapshot.counters.iter_mut().zip(&s.counters) {
+        *t = t.wrapping_add(*v);
+    }
+    if !total.histograms {
+        return;
+    }
+    if total
+        .snapshot
+        .histograms
+        .iter()
+        .zip(&s.histograms)
+        .any(|(t, h)| t.bounds != h.bounds)
+    {
+        total.histograms = false;
+        return;
+    }
+    for (t, h) in total.snapshot.histograms.iter_mut().zip(&s.histograms) {
+        for (tb, hb) in t.buckets.iter_mut().zip(&h.buckets) {
+            *tb = tb.wrapping_add(*hb);
+        }
+        t.sum = t.sum.wrapping_add(h.sum);
+    }
+}
+
+fn totals(stores: &[StoreView]) -> Vec<Total> {
+    let mut totals: Vec<Total> = Vec::new();
+    for s in stores {
+        let snap = &s.snapshot;
+        match totals.iter_mut().find(|t| {
+            t.snapshot.hostname == snap.hostname && t.snapshot.agent_name == snap.agent_name
+        }) {
+            Some(t) => add_into(t, snap),
+            None => totals.push(Total {
+                snapshot: snap.clone(),
+                histograms: true,
+            }),
+        }
+    }
+    totals
+}
+
+/// Encodes `stores` (and their node totals with [`Aggregate::Sum`]); the flag says whether
+/// some totals lost their histograms to differing bucket bounds.
+pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
+    let ids: Vec<(String, String)> = stores
+        .iter()
+        .map(|s| (s.pid.to_string(), s.instance.to_string()))
+        .collect();
+    let labels: Vec<Vec<(&str, &str)>> = stores
+        .iter()
+        .zip(&ids)
+        .map(|(s, (pid, instance))| {
+            let mut l = vec![
+                ("hostname", &*s.snapshot.hostname),
+                ("agent_name", &*s.snapshot.agent_name),
+                ("pid", pid.as_str()),
+                ("agent_instance", instance.as_str()),
+            ];
+            if !s.local_rank.is_empty() {
+                l.push(("local_rank", s.local_rank.as_str()));
+            }
+            l
+        })
+        .collect();
+    let mut rows: Vec<Row> = stores
+        .iter()
+        .zip(&labels)
+        .map(|(s, labels)| Row {
+            snapshot: &s.snapshot,
+            labels,
+            kinds: &text::ALL_KINDS,
+        })
+        .collect();
+    let totals = match aggregate {
+        Aggregate::None => Vec::new(),
+        Aggregate::Sum => totals(stores),
+    };
+    let total_labels: Vec<[(&str, &str); 2]> = totals
+        .iter()
+        .map(|t| {
+            [
+                ("hostname", &*t.snapshot.hostname),
+                ("agent_name", &*t.snapshot.agent_name),
+            ]
+        })
+        .collect();
+    const SUMMED: [FamilyKind; 2] = [FamilyKind::Counter, FamilyKind::Histogram];
+    const COUNTERS: [FamilyKind; 1] = [FamilyKind::Counter];
+    rows.extend(totals.iter().zip(&total_labels).map(|(t, labels)| Row {
+        snapshot: &t.snapshot,
+        labels,
+        kinds: if t.histograms { &SUMMED } else { &COUNTERS },
+    }));
+    let mut out = String::with_capacity(rows.len() * 14 * 1024);
+    text::encode_rows_into(&rows, &mut out);
+    (out, totals.iter().any(|t| !t.histograms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Identity, StoreWriter};
+    use nixl_telemetry::series::{text::parse, Buckets};
+    use nixl_telemetry::{Event, EventType};
+    use std::time::Duration;
+
+    fn collection(dir: &Path, ttl: Duration, aggregate: Aggregate) -> Collection {
+        Collection {
+            dir: dir.to_owned(),
+            stale_ttl: ttl,
+            aggregate,
+        }
+    }
+
+    fn writer(dir: &Path, name: &str, pid: i64, rank: &str, buckets: &Buckets) -> StoreWriter {
+        let id = Identity {
+            agent_name: name.into(),
+            hostname: "node".into(),
+            local_rank: rank.into(),
+            pid,
+            run_marker: 1,
+            instance: 0,
+        };
+        StoreWriter::create(dir, &id, buckets).unwrap()
+    }
+
+    fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        parse(page)
+            .unwrap()
+            .into_iter()
+            .find(|s| {
+                s.name == name
+                    && s.labels.len() == labels.len() + usize::from(s.label("status").is_some())
+                    && labels.iter().all(|(k, v)| s.label(k) == Some(v))
+            })
+            .map(|s| s.value)
+    }
+
+    #[test]
+    fn every_store_is_its_own_series_with_nixls_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Buckets::default();
+        let a = writer(dir.path(), "same", 10, "0", &b);
+        let c = writer(dir.path(), "same", 11, "", &b);
+        a.apply(&[Event::new(EventType::AgentTxBytes, 999)]);
+        c.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
+        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        let page = col.scrape();
+        let rank0 = [
+            ("hostname", "node"),
+            ("agent_name", "same"),
+            ("pid", "10"),
+            ("agent_instance", "0"),
+            ("local_rank", "0"),
+        ];
+        assert_eq!(value(&page, "agent_tx_bytes_total", &rank0), Some(999.0));
+        assert!(page.contains(
+            "agent_tx_bytes_total{hostname=\"node\",agent_name=\"same\",pid=\"10\",\
+             agent_instance=\"0\",local_rank=\"0\"} 999"
+        ));
+        // No local_rank label when it is empty; never summed across processes by default.
+        let other = &rank0[..4];
+        let mut other = other.to_vec();
+        other[2] = ("pid", "11");
+        assert_eq!(value(&page, "agent_tx_bytes_total", &other), Some(1.0));
+        assert_eq!(value(&page, "agent_tx_bytes_total", &rank0[..2]), None);
+        assert_eq!(
+            parse(&page)
+                .unwrap()
+                .iter()
+                .filter(|s| s.name == "agent_errors_total")
+                .count(),
+            24
+        );
+    }
+
+    #[test]
+    fn liveness_is_the_lock_then_the_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Buckets::default();
+        let live = writer(dir.path(), "live", 1, "", &b);
+        let gone = writer(dir.path(), "gone", 2, "", &b);
+        let gone_path = gone.path().to_owned();
+        drop(gone);
+        // Within a long TTL a departed writer's store is still served.
+        let long = StoreCollector::new(collection(
+            dir.path(),
+            Duration::from_secs(3600),
+            Aggregate::None,
+        ));
+        let names = |c: &StoreCollector| -> Vec<String> {
+            c.collect()
+                .iter()
+                .map(|s| s.snapshot.agent_name.to_string())
+                .collect()
+        };
+        assert_eq!(names(&long), ["live", "gone"]);
+        assert!(gone_path.exists());
+        // With TTL 0 it is stale: removed; the live writer stays whatever its age.
+        let zero = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        assert_eq!(names(&zero), ["live"]);
+        assert!(!gone_path.exists());
+        assert!(live.path().exists());
+        assert_eq!(names(&zero), ["live"]);
+        // An empty directory, or a missing one (one warning), gives an empty page.
+        drop(live);
+        assert_eq!(zero.scrape(), "");
+        let missing = StoreCollector::new(collection(
+            &dir.path().join("nope"),
+            Duration::ZERO,
+            Aggregate::None,
+        ));
+        let (pages, logged) =
+            nixl_telemetry::logging::capture(|| (missing.scrape(), missing.scrape()));
+        assert_eq!(pages, (String::new(), String::new()));
+        assert_eq!(nixl_telemetry::logging::warnings(&logged).len(), 1);
+    }
+
+    #[test]
+    fn bad_files_are_skipped_with_one_warning_and_removed_when_unheld() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("nixl.5.1.0.mmap");
+        std::fs::write(&small, [1u8; 16]).unwrap();
+        let zero = dir.path().join("nixl.6.1.0.mmap");
+        std::fs::write(&zero, vec![0u8; crate::layout::STORE_SIZE]).unwrap();
+        let mut schema2 = vec![0u8; crate::layout::STORE_SIZE];
+        schema2[..8].copy_from_slice(b"NIXLMPS1");
+        schema2[8] = 2;
+        let held = dir.path().join("nixl.7.1.0.mmap");
+        std::fs::write(&held, &schema2).unwrap();
+        let holder = crate::sys::open_owner_only(&held, false).unwrap();
+        assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
+        std::fs::write(dir.path().join("not-a-store.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(&held, dir.path().join("nixl.8.1.0.mmap")).unwrap();
+        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        let (stores, logged) = nixl_telemetry::logging::capture(|| {
+            let first = col.collect();
+            (first, col.collect())
+        });
+        assert!(stores.0.is_empty() && stores.1.is_empty());
+        let warnings = nixl_telemetry::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("16 bytes")),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings.iter().any(|w| w.contains("schema 2")),
+            "{warnings:?}"
+        );
+        // Unheld invalid files are gone; the held one, other files and the link stay.
+        assert!(!small.exists() && !zero.exists());
+        assert!(held.exists());
+        assert!(dir.path().join("not-a-store.txt").exists());
+        assert!(dir
+            .path()
+            .join("nixl.8.1.0.mmap")
+            .symlink_metadata()
+            .is_ok());
+    }
+
+    #[test]
+    fn another_users_store_is_skipped_with_one_warning_and_kept() {
+        if crate::sys::euid() != 0 {
+            return; // only root can give a file away
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let w = writer(dir.path(), "foreign", 9, "", &Buckets::default());
+        let path = w.path().to_owned();
+        drop(w);
+        std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
+        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        let (stores, logged) = nixl_telemetry::logging::capture(|| (col.collect(), col.collect()));
+        assert!(stores.0.is_empty() && stores.1.is_empty());
+        let warnings = nixl_telemetry::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("owned by uid 12345"),
+            "{}",
+            warnings[0]
+        );
+        assert!(path.exists(), "never removed");
+    }
+
+    #[test]
+    fn node_totals_sum_counters_and_histograms_without_gauges() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Buckets::new(&[10.0, 100.0]).unwrap();
+        let r0 = writer(dir.path(), "w", 1, "0", &b);
+        let r1 = writer(dir.path(), "w", 2, "1", &b);
+        let other = writer(dir.path(), "x", 3, "2", &Buckets::default());
+        r0.apply(&[
+            Event::new(EventType::AgentTxBytes, 100),
+            Event::new(EventType::AgentXferTime, 5),
+        ]);
+        r1.apply(&[
+            Event::new(EventType::AgentTxBytes, 20),
+            Event::new(EventType::AgentXferTime, 50),
+            Event::new(EventType::AgentErrCanceled, 1),
+        ]);
+        other.apply(&[Event::new(EventType::AgentTxBytes, 3)]);
+        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let page = col.scrape();
+        let total = [("hostname", "node"), ("agent_name", "w")];
+        assert_eq!(value(&page, "agent_tx_bytes_total", &total), Some(120.0));
+        assert_eq!(
+            value(
+                &page,
+                "agent_tx_bytes_total",
+                &[total[0], ("agent_name", "x")]
+            ),
+            Some(3.0)
+        );
+        assert_eq!(value(&page, "agent_tx_last_bytes", &total), None);
+        let le = |v| [total[0], total[1], ("le", v)];
+        assert_eq!(
+            value(&page, "agent_xfer_time_us_bucket", &le("10")),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&page, "agent_xfer_time_us_bucket", &le("+Inf")),
+            Some(2.0)
+        );
+        assert_eq!(value(&page, "agent_xfer_time_us_sum", &total), Some(55.0));
+        let errors: Vec<f64> = parse(&page)
+            .unwrap()
+            .into_iter()
+            .filter(|s| {
+                s.name == "agent_errors_total"
+                    && s.label("pid").is_none()
+                    && s.label("agent_name") == Some("w")
+                    && s.label("status") == Some("canceled")
+            })
+            .map(|s| s.value)
+            .collect();
+        assert_eq!(errors, [1.0]);
+        // The per-rank series are all still there.
+        assert_eq!(
+            value(
+                &page,
+                "agent_tx_last_bytes",
+                &[
+                    total[0],
+                    total[1],
+                    ("pid", "2"),
+                    ("agent_instance", "0"),
+                    ("local_rank", "1")
+                ]
+            ),
+            Some(20.0)
+        );
+    }
+
+    #[test]
+    fn totals_of_ranks_with_different_bounds_have_no_histograms() {
+        let dir = tempfile::tempdir().unwrap();
+        let _a = writer(dir.path(), "w", 1, "", &Buckets::new(&[10.0]).unwrap());
+        let _b = writer(dir.path(), "w", 2, "", &Buckets::new(&[20.0]).unwrap());
+        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let (pages, logged) = nixl_telemetry::logging::capture(|| (col.scrape(), col.scrape()));
+        assert_eq!(nixl_telemetry::logging::warnings(&logged).len(), 1);
+        let total = [("hostname", "node"), ("agent_name", "w")];
+        assert_eq!(value(&pages.0, "agent_tx_bytes_total", &total), Some(0.0));
+        assert_eq!(value(&pages.0, "agent_xfer_time_us_count", &total), None);
+        // Each rank keeps its own le set.
+        assert!(pages.0.contains("le=\"10\"") && pages.0.contains("le=\"20\""));
+    }
+}

@@ -1,0 +1,191 @@
+//! The per-process store file of NIXL's `prometheus_mp` exporter (`storeLayout`, schema 1):
+//! 6,800 bytes, native endian (little-endian on every platform NIXL ships), every field at
+//! NIXL's offset, so NIXL's collector reads our stores and ours reads NIXL's.
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `NIXLMPS1` (written last, with release ordering) |
+//! | 8 | 4 | schema version (1) |
+//! | 12 | 4 | slot count (21, one per event type) |
+//! | 16 | 8 | pid (i64) |
+//! | 24 | 8 | last update, `CLOCK_MONOTONIC` ns |
+//! | 32 | 8 | instance (per-process exporter counter) |
+//! | 40 | 8 | bucket count (at most 32) |
+//! | 48 | 256 | agent name, NUL-terminated |
+//! | 304 | 128 | hostname, NUL-terminated |
+//! | 432 | 64 | local rank, NUL-terminated (empty: no `local_rank` label) |
+//! | 496 | 256 | bucket bounds, f64\[32\] |
+//! | 752 | 168 | counters, u64\[21\] |
+//! | 920 | 168 | gauges, u64\[21\] |
+//! | 1088 | 5544 | per-bucket (not cumulative) histogram counts, u64\[21\]\[33\]; index `bucket count` is the overflow (`+Inf`) bucket |
+//! | 6632 | 168 | histogram sums, u64\[21\] |
+
+use nixl_telemetry::event::EVENT_TYPE_COUNT;
+
+/// Size of a store file.
+pub const STORE_SIZE: usize = 6800;
+/// Size of a store in 8-byte words.
+pub const STORE_WORDS: usize = STORE_SIZE / 8;
+/// The magic, the bytes `NIXLMPS1` read as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"NIXLMPS1");
+/// The layout version this module describes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Slots per array: one per event type.
+pub const SLOT_COUNT: usize = 21;
+/// Largest number of finite bucket bounds a store holds.
+pub const MAX_BUCKETS: usize = 32;
+/// Histogram counts per slot: the bounds plus the overflow bucket.
+pub const HIST_STRIDE: usize = MAX_BUCKETS + 1;
+
+/// `magic`.
+pub const OFF_MAGIC: usize = 0;
+/// `schemaVersion` (u32) and, in the same word, `slotCount` (u32) at 12.
+pub const OFF_SCHEMA: usize = 8;
+/// `slotCount`.
+pub const OFF_SLOTS: usize = 12;
+/// `pid`.
+pub const OFF_PID: usize = 16;
+/// `lastUpdateNs`.
+pub const OFF_LAST_UPDATE: usize = 24;
+/// `instance`.
+pub const OFF_INSTANCE: usize = 32;
+/// `bucketCount`.
+pub const OFF_BUCKET_COUNT: usize = 40;
+/// `agentName`.
+pub const OFF_AGENT_NAME: usize = 48;
+/// Bytes of `agentName`, its NUL included.
+pub const AGENT_NAME_LEN: usize = 256;
+/// `hostname`.
+pub const OFF_HOSTNAME: usize = 304;
+/// Bytes of `hostname`, its NUL included.
+pub const HOSTNAME_LEN: usize = 128;
+/// `localRank`.
+pub const OFF_LOCAL_RANK: usize = 432;
+/// Bytes of `localRank`, its NUL included.
+pub const LOCAL_RANK_LEN: usize = 64;
+/// `bucketBounds`.
+pub const OFF_BOUNDS: usize = 496;
+/// `counters`.
+pub const OFF_COUNTERS: usize = 752;
+/// `gauges`.
+pub const OFF_GAUGES: usize = 920;
+/// `histBuckets`.
+pub const OFF_HIST_BUCKETS: usize = 1088;
+/// `histSums`.
+pub const OFF_HIST_SUMS: usize = 6632;
+
+const _: () = {
+    assert!(SLOT_COUNT == EVENT_TYPE_COUNT);
+    assert!(OFF_HOSTNAME == OFF_AGENT_NAME + AGENT_NAME_LEN);
+    assert!(OFF_LOCAL_RANK == OFF_HOSTNAME + HOSTNAME_LEN);
+    assert!(OFF_BOUNDS == OFF_LOCAL_RANK + LOCAL_RANK_LEN);
+    assert!(OFF_COUNTERS == OFF_BOUNDS + 8 * MAX_BUCKETS);
+    assert!(OFF_GAUGES == OFF_COUNTERS + 8 * SLOT_COUNT);
+    assert!(OFF_HIST_BUCKETS == OFF_GAUGES + 8 * SLOT_COUNT);
+    assert!(OFF_HIST_SUMS == OFF_HIST_BUCKETS + 8 * SLOT_COUNT * HIST_STRIDE);
+    assert!(STORE_SIZE == OFF_HIST_SUMS + 8 * SLOT_COUNT);
+};
+
+/// Offset of `counters[slot]`.
+pub const fn counter(slot: usize) -> usize {
+    OFF_COUNTERS + 8 * slot
+}
+
+/// Offset of `gauges[slot]`.
+pub const fn gauge(slot: usize) -> usize {
+    OFF_GAUGES + 8 * slot
+}
+
+/// Offset of `histBuckets[slot][bucket]`.
+pub const fn hist_bucket(slot: usize, bucket: usize) -> usize {
+    OFF_HIST_BUCKETS + 8 * (slot * HIST_STRIDE + bucket)
+}
+
+/// Offset of `histSums[slot]`.
+pub const fn hist_sum(slot: usize) -> usize {
+    OFF_HIST_SUMS + 8 * slot
+}
+
+/// Offset of `bucketBounds[i]`.
+pub const fn bound(i: usize) -> usize {
+    OFF_BOUNDS + 8 * i
+}
+
+/// A store's bytes as 8-byte words (a copy taken word by word from a mapping), with the
+/// fields decoded at their offsets.
+#[derive(Clone)]
+pub struct Image(pub Box<[u64; STORE_WORDS]>);
+
+impl Image {
+    /// All zeros.
+    pub fn zeroed() -> Image {
+        Image(Box::new([0; STORE_WORDS]))
+    }
+
+    /// The u64 at byte offset `off` (a multiple of 8).
+    pub fn u64_at(&self, off: usize) -> u64 {
+        self.0[off / 8]
+    }
+
+    /// The u32 at byte offset `off` (a multiple of 4).
+    pub fn u32_at(&self, off: usize) -> u32 {
+        let bytes = self.u64_at(off & !7).to_ne_bytes();
+        let i = off & 4;
+        u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
+    }
+
+    /// The NUL-terminated string in the `len` bytes at `off` (all of them when there is no
+    /// NUL), invalid UTF-8 replaced.
+    pub fn c_str_at(&self, off: usize, len: usize) -> String {
+        let bytes: Vec<u8> = self.0[off / 8..(off + len) / 8]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    }
+}
+
+/// Truncates `s` to at most `max` bytes at a character boundary.
+pub fn truncate_str(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_nixls() {
+        assert_eq!(MAGIC.to_le_bytes(), *b"NIXLMPS1");
+        assert_eq!(MAGIC, 0x3153_504d_4c58_494e);
+        assert_eq!(counter(20), 912);
+        assert_eq!(gauge(0), 920);
+        assert_eq!(hist_bucket(6, 0), 2672);
+        assert_eq!(hist_bucket(7, 4), 2968);
+        assert_eq!(hist_sum(6), 6680);
+        assert_eq!(bound(31), 744);
+    }
+
+    #[test]
+    fn image_fields_decode() {
+        let mut img = Image::zeroed();
+        img.0[OFF_SCHEMA / 8] = u64::from(SCHEMA_VERSION) | (21u64 << 32);
+        let name = b"rank\xc3\xa9\0zz";
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&name[..8]);
+        img.0[OFF_AGENT_NAME / 8] = u64::from_ne_bytes(word);
+        assert_eq!((img.u32_at(OFF_SCHEMA), img.u32_at(OFF_SLOTS)), (1, 21));
+        assert_eq!(img.c_str_at(OFF_AGENT_NAME, AGENT_NAME_LEN), "ranké");
+        assert_eq!(img.c_str_at(OFF_HOSTNAME, HOSTNAME_LEN), "");
+        assert_eq!(truncate_str("ééé", 5), "éé");
+        assert_eq!(truncate_str("abc", 5), "abc");
+    }
+}

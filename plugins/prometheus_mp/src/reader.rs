@@ -1,0 +1,228 @@
+//! Reading one store file (ours or NIXL's): a consistent copy of its 6,800 bytes taken word by
+//! word with atomic loads (the magic first, with acquire ordering), checked, and decoded into
+//! the series engine's [`AgentSnapshot`] so the shared text encoder can expose it.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use memmap2::MmapOptions;
+use nixl_telemetry::series::{AgentSnapshot, Buckets, HistogramSnapshot, HISTOGRAM_EVENTS};
+
+use crate::layout::*;
+
+/// A valid store, decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreView {
+    /// The writer's process id (the `pid` label).
+    pub pid: i64,
+    /// The exporter's number within its process (the `agent_instance` label).
+    pub instance: u64,
+    /// `CLOCK_MONOTONIC` ns of the last update.
+    pub last_update_ns: u64,
+    /// The `local_rank` label, empty for none.
+    pub local_rank: String,
+    /// The values, with the agent name and host name.
+    pub snapshot: AgentSnapshot,
+}
+
+/// What a store file holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadOutcome {
+    /// A store of this schema.
+    Valid(Box<StoreView>),
+    /// Not a store this reader can use: why, and whether that deserves a warning (a file
+    /// whose magic is still 0 does not).
+    Invalid {
+        /// What is wrong.
+        reason: String,
+        /// True when the reason is not worth a warning.
+        quiet: bool,
+    },
+}
+
+fn invalid(reason: String) -> ReadOutcome {
+    ReadOutcome::Invalid {
+        reason,
+        quiet: false,
+    }
+}
+
+/// Opens and reads the store at `path` (no symbolic link followed).
+pub fn read_store(path: &Path) -> io::Result<ReadOutcome> {
+    let file = crate::sys::open_read_nofollow(path)?;
+    let len = file.metadata()?.len();
+    read_file(&file, len)
+}
+
+/// Reads the store open as `file`, `len` bytes long. An error is a file that could not be
+/// mapped.
+pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
+    if len < STORE_SIZE as u64 {
+        return Ok(invalid(format!(
+            "it is {len} bytes, smaller than a store ({STORE_SIZE})"
+        )));
+    }
+    let map = MmapOptions::new().len(STORE_SIZE).map_raw_read_only(file)?;
+    let base = map.as_ptr();
+    let load = |i: usize, order: Ordering| {
+        // SAFETY: `map` is a live mapping of STORE_SIZE bytes with a page-aligned base, so word
+        // `i < STORE_WORDS` is an aligned, in-bounds u64 that stays mapped while `map` lives
+        // (until the end of this function). Writers change these bytes only with atomic
+        // operations, and an atomic load of a native-width word is allowed on the read-only
+        // pages of this mapping; `from_ptr` only needs the address, it never writes.
+        unsafe { AtomicU64::from_ptr(base.add(8 * i).cast::<u64>().cast_mut()) }.load(order)
+    };
+    let mut image = Image::zeroed();
+    image.0[0] = load(0, Ordering::Acquire);
+    for i in 1..STORE_WORDS {
+        image.0[i] = load(i, Ordering::Relaxed);
+    }
+    drop(map);
+    Ok(decode(&image))
+}
+
+/// Checks and decodes a store image.
+pub fn decode(image: &Image) -> ReadOutcome {
+    match image.u64_at(OFF_MAGIC) {
+        MAGIC => {}
+        0 => {
+            return ReadOutcome::Invalid {
+                reason: "its magic is 0 (not a published store)".into(),
+                quiet: true,
+            }
+        }
+        m => return invalid(format!("bad magic {m:#018x} (expected NIXLMPS1)")),
+    }
+    let schema = image.u32_at(OFF_SCHEMA);
+    let slots = image.u32_at(OFF_SLOTS);
+    let bucket_count = image.u64_at(OFF_BUCKET_COUNT);
+    if schema != SCHEMA_VERSION || slots as usize != SLOT_COUNT {
+        return invalid(format!(
+            "schema {schema} with {slots} slots (this reader knows schema {SCHEMA_VERSION} with \
+             {SLOT_COUNT} slots)"
+        ));
+    }
+    if bucket_count == 0 || bucket_count > MAX_BUCKETS as u64 {
+        return invalid(format!(
+            "bucket count {bucket_count} (expected 1 to {MAX_BUCKETS})"
+        ));
+    }
+    let bucket_count = bucket_count as usize;
+    let bounds: Vec<f64> = (0..bucket_count)
+        .map(|i| f64::from_bits(image.u64_at(bound(i))))
+        .collect();
+    let Ok(buckets) = Buckets::new(&bounds) else {
+        return invalid(format!(
+            "its bucket bounds {bounds:?} are not strictly increasing positive numbers"
+        ));
+    };
+    let counters = std::array::from_fn(|t| image.u64_at(counter(t)));
+    let gauges = std::array::from_fn(|t| image.u64_at(gauge(t)));
+    let histograms = HISTOGRAM_EVENTS.map(|t| {
+        let slot = t as usize;
+        HistogramSnapshot {
+            bounds: buckets.clone(),
+            buckets: (0..=bucket_count)
+                .map(|b| image.u64_at(hist_bucket(slot, b)))
+                .collect(),
+            sum: image.u64_at(hist_sum(slot)),
+        }
+    });
+    ReadOutcome::Valid(Box::new(StoreView {
+        pid: image.u64_at(OFF_PID) as i64,
+        instance: image.u64_at(OFF_INSTANCE),
+        last_update_ns: image.u64_at(OFF_LAST_UPDATE),
+        local_rank: image.c_str_at(OFF_LOCAL_RANK, LOCAL_RANK_LEN),
+        snapshot: AgentSnapshot {
+            agent_name: Arc::from(image.c_str_at(OFF_AGENT_NAME, AGENT_NAME_LEN)),
+            hostname: Arc::from(image.c_str_at(OFF_HOSTNAME, HOSTNAME_LEN)),
+            counters,
+            gauges,
+            histograms,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nixl_telemetry::EventType;
+
+    fn valid_image() -> Image {
+        let mut img = Image::zeroed();
+        img.0[0] = MAGIC;
+        img.0[OFF_SCHEMA / 8] = 1 | (21 << 32);
+        img.0[OFF_PID / 8] = 99;
+        img.0[OFF_BUCKET_COUNT / 8] = 2;
+        img.0[bound(0) / 8] = 10f64.to_bits();
+        img.0[bound(1) / 8] = 100f64.to_bits();
+        img.0[OFF_AGENT_NAME / 8] = u64::from_le_bytes(*b"agent\0\0\0");
+        img.0[hist_bucket(6, 0) / 8] = 1;
+        img.0[hist_bucket(6, 2) / 8] = 2;
+        img.0[hist_sum(6) / 8] = 2005;
+        img.0[counter(10) / 8] = 4;
+        img
+    }
+
+    #[test]
+    fn a_valid_image_decodes_into_a_snapshot() {
+        let ReadOutcome::Valid(v) = decode(&valid_image()) else {
+            panic!()
+        };
+        assert_eq!((v.pid, v.instance, v.local_rank.as_str()), (99, 0, ""));
+        let s = &v.snapshot;
+        assert_eq!((&*s.agent_name, &*s.hostname), ("agent", ""));
+        let h = s.histogram(EventType::AgentXferTime).unwrap();
+        assert_eq!(h.cumulative(), [1, 1, 3]);
+        assert_eq!((h.count(), h.sum), (3, 2005));
+        assert_eq!(h.bounds.bounds(), [10.0, 100.0]);
+        assert_eq!(s.errors("backend"), Some(4));
+    }
+
+    #[test]
+    fn invalid_images_say_why() {
+        let with = |off: usize, value: u64| {
+            let mut img = valid_image();
+            img.0[off / 8] = value;
+            decode(&img)
+        };
+        let reason = |o: ReadOutcome| match o {
+            ReadOutcome::Invalid { reason, quiet } => (reason, quiet),
+            ReadOutcome::Valid(_) => panic!("valid"),
+        };
+        let (r, quiet) = reason(with(OFF_MAGIC, 0));
+        assert!(quiet && r.contains("magic is 0"), "{r}");
+        let (r, quiet) = reason(with(OFF_MAGIC, 7));
+        assert!(!quiet && r.contains("bad magic"), "{r}");
+        assert!(reason(with(OFF_SCHEMA, 2 | (21 << 32)))
+            .0
+            .contains("schema 2"));
+        assert!(reason(with(OFF_SCHEMA, 1 | (20 << 32)))
+            .0
+            .contains("20 slots"));
+        assert!(reason(with(OFF_BUCKET_COUNT, 33))
+            .0
+            .contains("bucket count 33"));
+        assert!(reason(with(OFF_BUCKET_COUNT, 0))
+            .0
+            .contains("bucket count 0"));
+        assert!(reason(with(bound(1), 5f64.to_bits()))
+            .0
+            .contains("bucket bounds"));
+    }
+
+    #[test]
+    fn short_files_are_invalid_and_missing_ones_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nixl.1.2.3.mmap");
+        std::fs::write(&p, [0u8; 16]).unwrap();
+        let ReadOutcome::Invalid { reason, quiet } = read_store(&p).unwrap() else {
+            panic!()
+        };
+        assert!(!quiet && reason.contains("16 bytes"), "{reason}");
+        assert!(read_store(&dir.path().join("missing")).is_err());
+    }
+}

@@ -1,0 +1,486 @@
+//! One process's store file, written as NIXL writes it: created owner-only and unnamed
+//! (`O_TMPFILE`, or a `.staging` name when the file system cannot), locked with an exclusive
+//! `flock` for the writer's life, sized to 6,800 bytes, filled (header, heartbeat, magic last
+//! with release ordering), then published under its final name
+//! `nixl.<pid>.<run marker>.<instance>.mmap` in one step (`linkat`, or `rename`). Dropping the
+//! writer unmaps and closes it (releasing the lock) and leaves the file for the collector,
+//! which serves it for the stale TTL and then removes it.
+//!
+//! [`StoreWriter::apply`] runs on the collector's flush thread, inside the exporter's export:
+//! the producer hot path never touches the store. It is the only writer of its store (the
+//! lock keeps other processes out, the collector serialises a collector's flushes), so every
+//! update is a relaxed load and store of one word; readers load words atomically too.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use memmap2::{MmapOptions, MmapRaw};
+use nixl_telemetry::series::{Buckets, HISTOGRAM_EVENTS};
+use nixl_telemetry::{Event, EventType};
+
+use crate::layout::*;
+use crate::sys;
+
+/// What a store says about its writer (its labels) besides the values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The agent's name (at most 255 bytes are kept).
+    pub agent_name: String,
+    /// The host name (at most 127 bytes).
+    pub hostname: String,
+    /// The local rank, empty for none (at most 63 bytes).
+    pub local_rank: String,
+    /// The writer's process id.
+    pub pid: i64,
+    /// The process's run marker (`CLOCK_REALTIME` ns when the process first created a store).
+    pub run_marker: u64,
+    /// The exporter's number within the process, from 0.
+    pub instance: u64,
+}
+
+impl Identity {
+    /// The identity of a new store of this process: its pid, its run marker and the next
+    /// instance number.
+    pub fn for_this_process(agent_name: &str, hostname: &str, local_rank: &str) -> Identity {
+        static RUN_MARKER: OnceLock<u64> = OnceLock::new();
+        static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
+        Identity {
+            agent_name: agent_name.to_owned(),
+            hostname: hostname.to_owned(),
+            local_rank: local_rank.to_owned(),
+            pid: i64::from(std::process::id()),
+            run_marker: *RUN_MARKER.get_or_init(sys::realtime_ns),
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The store's file name.
+    pub fn file_name(&self) -> String {
+        format!(
+            "nixl.{}.{}.{}.mmap",
+            self.pid, self.run_marker, self.instance
+        )
+    }
+}
+
+/// Whether `name` is a store file name (`nixl.*.mmap`), as the collector matches it.
+pub fn is_store_name(name: &[u8]) -> bool {
+    name.len() >= b"nixl..mmap".len() && name.starts_with(b"nixl.") && name.ends_with(b".mmap")
+}
+
+/// The per-event-type facts the writer needs, from the shared descriptor.
+struct Slots {
+    /// Bit `t` set: event type `t` has a last-value gauge.
+    gauges: u32,
+    /// Bit `t` set: event type `t` feeds a histogram.
+    histograms: u32,
+}
+
+fn slots() -> Slots {
+    let mut s = Slots {
+        gauges: 0,
+        histograms: 0,
+    };
+    for t in EventType::ALL {
+        if t.metrics().gauge.is_some() {
+            s.gauges |= t.bit();
+        }
+    }
+    for t in HISTOGRAM_EVENTS {
+        s.histograms |= t.bit();
+    }
+    s
+}
+
+/// A live store: the mapped file, the writer's lock (through `file`) and its bucket bounds.
+pub struct StoreWriter {
+    map: MmapRaw,
+    /// Keeps the descriptor, and so the `flock`, for the writer's life.
+    _file: File,
+    path: PathBuf,
+    buckets: Buckets,
+    gauges: u32,
+    histograms: u32,
+}
+
+impl std::fmt::Debug for StoreWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWriter")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreWriter {
+    /// Creates, fills and publishes the store of `id` in `dir` with histograms over `buckets`
+    /// (at most [`MAX_BUCKETS`] bounds). Names longer than the layout holds are truncated
+    /// with a warning.
+    pub fn create(dir: &Path, id: &Identity, buckets: &Buckets) -> io::Result<StoreWriter> {
+        if buckets.bounds().len() > MAX_BUCKETS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} histogram bounds; a store holds at most {MAX_BUCKETS}",
+                    buckets.bounds().len()
+                ),
+            ));
+        }
+        let path = dir.join(id.file_name());
+        let header = header(id, buckets);
+        let (file, map) = match create_unnamed(dir, &path, &header) {
+            Ok(created) => created,
+            // No O_TMPFILE on this file system (or no /proc to link it through): a staging
+            // name the collector does not match, renamed into place once filled.
+            Err(_) => create_staged(&path, &header)?,
+        };
+        let s = slots();
+        Ok(StoreWriter {
+            map,
+            _file: file,
+            path,
+            buckets: buckets.clone(),
+            gauges: s.gauges,
+            histograms: s.histograms,
+        })
+    }
+
+    /// The store's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn word(&self, off: usize) -> &AtomicU64 {
+        word_of(&self.map, off)
+    }
+
+    /// Applies a batch in order: each event adds its value to its counter, sets its gauge
+    /// (event types that have one), and for the transfer times counts its bucket and adds to
+    /// the histogram's sum; then the heartbeat is refreshed once. Unknown types are skipped.
+    /// Returns how many events were applied.
+    pub fn apply(&self, events: &[Event]) -> usize {
+        let mut applied = 0;
+        for e in events {
+            let t = e.event_type as usize;
+            if t >= SLOT_COUNT {
+                continue;
+            }
+            applied += 1;
+            add(self.word(counter(t)), e.value);
+            let bit = 1u32 << t;
+            if self.gauges & bit != 0 {
+                self.word(gauge(t)).store(e.value, Ordering::Relaxed);
+            }
+            if self.histograms & bit != 0 {
+                add(self.word(hist_bucket(t, self.buckets.index_of(e.value))), 1);
+                add(self.word(hist_sum(t)), e.value);
+            }
+        }
+        if applied > 0 {
+            self.word(OFF_LAST_UPDATE)
+                .store(sys::monotonic_ns(), Ordering::Relaxed);
+        }
+        applied
+    }
+}
+
+/// The store's one writer adds without a read-modify-write instruction.
+#[inline]
+fn add(word: &AtomicU64, value: u64) {
+    word.store(
+        word.load(Ordering::Relaxed).wrapping_add(value),
+        Ordering::Relaxed,
+    );
+}
+
+/// The word at byte offset `off` of a store mapping.
+fn word_of(map: &MmapRaw, off: usize) -> &AtomicU64 {
+    assert!(off % 8 == 0 && off + 8 <= STORE_SIZE && map.len() >= STORE_SIZE);
+    // SAFETY: `map` is a live shared mapping of at least STORE_SIZE bytes (asserted), whose
+    // base is page-aligned, so `off` (a multiple of 8 below STORE_SIZE - 7) addresses an
+    // aligned, in-bounds u64 that stays mapped as long as `map` is borrowed. Other processes
+    // access the same bytes only with atomic operations (ours, or NIXL's `__atomic` builtins),
+    // so viewing them as an AtomicU64 does not race with a non-atomic access.
+    unsafe { AtomicU64::from_ptr(map.as_mut_ptr().add(off).cast::<u64>()) }
+}
+
+/// The header fields of `id`, as the bytes before the counters (the magic left 0).
+fn header(id: &Identity, buckets: &Buckets) -> Vec<u8> {
+    let mut h = vec![0u8; OFF_COUNTERS];
+    let mut put = |off: usize, bytes: &[u8]| h[off..off + bytes.len()].copy_from_slice(bytes);
+    put(OFF_SCHEMA, &SCHEMA_VERSION.to_ne_bytes());
+    put(OFF_SLOTS, &(SLOT_COUNT as u32).to_ne_bytes());
+    put(OFF_PID, &id.pid.to_ne_bytes());
+    put(OFF_INSTANCE, &id.instance.to_ne_bytes());
+    put(
+        OFF_BUCKET_COUNT,
+        &(buckets.bounds().len() as u64).to_ne_bytes(),
+    );
+    for (field, value, off, len) in [
+        ("agent name", &id.agent_name, OFF_AGENT_NAME, AGENT_NAME_LEN),
+        ("hostname", &id.hostname, OFF_HOSTNAME, HOSTNAME_LEN),
+        ("local rank", &id.local_rank, OFF_LOCAL_RANK, LOCAL_RANK_LEN),
+    ] {
+        let kept = truncate_str(value, len - 1);
+        if kept.len() < value.len() {
+            log::warn!(
+                "prometheus_mp: {field} '{value}' exceeds {} chars; the store keeps '{kept}'",
+                len - 1
+            );
+        }
+        put(off, kept.as_bytes());
+    }
+    for (i, b) in buckets.bounds().iter().enumerate() {
+        put(bound(i), &b.to_ne_bytes());
+    }
+    h
+}
+
+/// Sizes `file` to a store, maps it, writes `header`, the heartbeat and, last, the magic.
+fn fill(file: &File, header: &[u8]) -> io::Result<MmapRaw> {
+    file.set_len(STORE_SIZE as u64)?;
+    let map = MmapOptions::new().len(STORE_SIZE).map_raw(file)?;
+    for (i, chunk) in header.chunks_exact(8).enumerate().skip(1) {
+        let value = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        word_of(&map, 8 * i).store(value, Ordering::Relaxed);
+    }
+    word_of(&map, OFF_LAST_UPDATE).store(sys::monotonic_ns(), Ordering::Relaxed);
+    word_of(&map, OFF_MAGIC).store(MAGIC, Ordering::Release);
+    Ok(map)
+}
+
+/// Takes the writer's lock; a failure is logged and the store is written anyway (its writer
+/// then looks departed to a collector, which serves it for the TTL after each update).
+fn lock(file: &File, path: &Path) {
+    match sys::try_lock_exclusive(file) {
+        Ok(true) => {}
+        Ok(false) => log::warn!(
+            "prometheus_mp: store {} is locked by another process; writing it anyway",
+            path.display()
+        ),
+        Err(e) => log::warn!(
+            "prometheus_mp: cannot lock store {} ({e}); collectors will judge its liveness by \
+             the stale TTL",
+            path.display()
+        ),
+    }
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}
+
+/// An unnamed file in `dir`, filled, then linked as `path`.
+fn create_unnamed(dir: &Path, path: &Path, header: &[u8]) -> io::Result<(File, MmapRaw)> {
+    let dir_c = c_path(dir)?;
+    // SAFETY: open(2) with a NUL-terminated path that outlives the call; O_TMPFILE takes a
+    // mode argument, passed as the variadic third argument.
+    let fd = unsafe {
+        libc::open(
+            dir_c.as_ptr(),
+            libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by open(2) and nothing else owns it.
+    let file = unsafe { File::from_raw_fd(fd) };
+    lock(&file, path);
+    let map = fill(&file, header)?;
+    let proc_path = c_path(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))?;
+    let target = c_path(path)?;
+    // SAFETY: linkat(2) with two NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((file, map))
+}
+
+/// A file created as `<path>.staging`, filled, then renamed to `path`.
+fn create_staged(path: &Path, header: &[u8]) -> io::Result<(File, MmapRaw)> {
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(".staging");
+    let staging = PathBuf::from(staging);
+    let file = sys::open_owner_only(&staging, true)?;
+    lock(&file, path);
+    let published = fill(&file, header).and_then(|map| {
+        std::fs::rename(&staging, path)?;
+        Ok(map)
+    });
+    if published.is_err() {
+        let _ = std::fs::remove_file(&staging);
+    }
+    Ok((file, published?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::{read_store, ReadOutcome};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn identity(name: &str) -> Identity {
+        Identity {
+            agent_name: name.into(),
+            hostname: "host".into(),
+            local_rank: "2".into(),
+            pid: 4242,
+            run_marker: 17,
+            instance: 3,
+        }
+    }
+
+    fn words(path: &Path) -> Vec<u64> {
+        std::fs::read(path)
+            .unwrap()
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_store_is_published_filled_owner_only_and_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = StoreWriter::create(dir.path(), &identity("a"), &Buckets::default()).unwrap();
+        assert_eq!(w.path(), dir.path().join("nixl.4242.17.3.mmap"));
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("nixl.4242.17.3.mmap")]);
+        let meta = std::fs::metadata(w.path()).unwrap();
+        assert_eq!(meta.len(), STORE_SIZE as u64);
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let probe = sys::open_read_nofollow(w.path()).unwrap();
+        assert!(!sys::try_lock_exclusive(&probe).unwrap());
+        let img = words(w.path());
+        assert_eq!(img[0], MAGIC);
+        assert_eq!(img[1], 1 | (21 << 32));
+        assert_eq!((img[2], img[4], img[5]), (4242, 3, 18));
+        assert!(img[3] > 0, "heartbeat");
+        // The store outlives its writer, unlocked.
+        let path = w.path().to_owned();
+        drop(w);
+        assert!(sys::try_lock_exclusive(&probe).unwrap());
+        assert_eq!(words(&path)[0], MAGIC);
+    }
+
+    #[test]
+    fn events_update_counters_gauges_and_inclusive_buckets() {
+        let dir = tempfile::tempdir().unwrap();
+        let bounds = Buckets::new(&[10.0, 100.0, 1000.0]).unwrap();
+        let w = StoreWriter::create(dir.path(), &identity("a"), &bounds).unwrap();
+        let before = words(w.path())[3];
+        let xfer = |v| Event::new(EventType::AgentXferTime, v);
+        let batch = [1, 10, 11, 1000, 1001].map(xfer);
+        assert_eq!(w.apply(&batch), 5);
+        let tx = |v| Event::new(EventType::AgentTxBytes, v);
+        let unknown = Event {
+            event_type: 21,
+            value: 9,
+        };
+        assert_eq!(w.apply(&[tx(5), tx(7), unknown]), 2);
+        assert_eq!(w.apply(&[Event::new(EventType::AgentErrBackend, 1)]), 1);
+        assert_eq!(w.apply(&[Event::new(EventType::AgentTxRequestsNum, 1)]), 1);
+        let img = words(w.path());
+        let at = |off: usize| img[off / 8];
+        assert_eq!(
+            (0..4).map(|b| at(hist_bucket(6, b))).collect::<Vec<_>>(),
+            [2, 1, 1, 1]
+        );
+        assert_eq!(at(hist_sum(6)), 2023);
+        assert_eq!((at(counter(6)), at(gauge(6))), (2023, 1001));
+        assert_eq!((at(counter(0)), at(gauge(0))), (12, 7));
+        // Errors and request counts have no gauge slot value.
+        assert_eq!((at(counter(10)), at(gauge(10))), (1, 0));
+        assert_eq!((at(counter(2)), at(gauge(2))), (1, 0));
+        assert!(at(OFF_LAST_UPDATE) >= before);
+        // Nothing else moved.
+        for slot in (0..SLOT_COUNT).filter(|s| ![0, 2, 6, 10].contains(s)) {
+            assert_eq!(at(counter(slot)), 0, "counter {slot}");
+        }
+        assert_eq!(at(hist_sum(7)), 0);
+        let ReadOutcome::Valid(view) = read_store(w.path()).unwrap() else {
+            panic!("not valid");
+        };
+        assert_eq!(view.local_rank, "2");
+    }
+
+    #[test]
+    fn too_many_bounds_are_refused_and_leave_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bounds: Vec<f64> = (1..=33).map(f64::from).collect();
+        let e = StoreWriter::create(dir.path(), &identity("a"), &Buckets::new(&bounds).unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 32"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn long_names_are_truncated_with_one_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "n".repeat(1000);
+        let (w, logged) = nixl_telemetry::logging::capture(|| {
+            StoreWriter::create(dir.path(), &identity(&name), &Buckets::default()).unwrap()
+        });
+        let warnings = nixl_telemetry::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{logged:?}");
+        assert!(warnings[0].contains("exceeds 255 chars"), "{}", warnings[0]);
+        let bytes = std::fs::read(w.path()).unwrap();
+        assert_eq!(
+            &bytes[OFF_AGENT_NAME..OFF_AGENT_NAME + 255],
+            &name.as_bytes()[..255]
+        );
+        assert_eq!(bytes[OFF_AGENT_NAME + 255], 0);
+    }
+
+    #[test]
+    fn the_staging_fallback_publishes_the_same_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = identity("a");
+        let path = dir.path().join(id.file_name());
+        let header = header(&id, &Buckets::default());
+        let (_file, _map) = create_staged(&path, &header).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, [id.file_name()]);
+        assert_eq!(words(&path)[0], MAGIC);
+    }
+
+    #[test]
+    fn identities_of_this_process_share_the_marker_and_count_instances() {
+        let a = Identity::for_this_process("a", "h", "");
+        let b = Identity::for_this_process("b", "h", "");
+        assert_eq!(a.run_marker, b.run_marker);
+        assert_eq!(a.pid, i64::from(std::process::id()));
+        assert!(b.instance > a.instance);
+        assert!(is_store_name(a.file_name().as_bytes()));
+        for bad in [
+            "nixl.mmap",
+            "nixl-owner.x.lock",
+            "x.nixl.1.mmap",
+            "nixl.1.mmap.staging",
+        ] {
+            assert!(!is_store_name(bad.as_bytes()), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The few system calls the stores and the election need beyond `std`: the core's owner-only
+//! files and `flock` (re-exported), the two clocks of the store format, the effective user id,
+//! and opening files read-only without following a symbolic link.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// `open_owner_only(path, create_new)`: read-write, created 0600, never through a link;
+/// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
+/// file holds it. A writer holds its store and an owner its lock this way; a collector probes
+/// liveness the same way (as NIXL's does), holding a dead writer's lock only while it reads.
+pub use nixl_telemetry::file_lock::{open_owner_only, try_lock_exclusive};
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes one timespec into `ts`, a live local.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (a store's `lastUpdateNs`; ranks of one node share it).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_REALTIME` in nanoseconds (the run marker in a store's file name).
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// The effective user id: stores and lock files of other users are not ours to trust.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Opens `path` read-only without following a symbolic link (`ELOOP` for one) and without
+/// blocking on a FIFO.
+pub fn open_read_nofollow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_fail_while_a_writer_holds_the_file_and_links_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let writer = open_owner_only(&path, true).unwrap();
+        assert!(try_lock_exclusive(&writer).unwrap());
+        let probe = open_read_nofollow(&path).unwrap();
+        assert!(!try_lock_exclusive(&probe).unwrap());
+        drop(writer);
+        assert!(try_lock_exclusive(&probe).unwrap());
+        std::os::unix::fs::symlink(&path, dir.path().join("link")).unwrap();
+        assert!(open_read_nofollow(&dir.path().join("link")).is_err());
+        assert!(monotonic_ns() > 0 && realtime_ns() > 1_600_000_000_000_000_000);
+    }
+}

@@ -1,0 +1,278 @@
+//! Helpers of the `prometheus_mp` integration tests: rank processes (this test binary run
+//! again as a child that creates an agent exporting through the plug-in, records a known
+//! transfer, and waits for its standard input to close), a foreign port holder, finding which
+//! process listens on a port, polling with a deadline, and the Prometheus plug-in tests' HTTP
+//! client (shared, not copied).
+//!
+//! The plug-in is a cdylib: `cargo build --workspace --all-targets` must run before
+//! `cargo test` (cargo test does not build cdylibs).
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "../../../prometheus/tests/common/mod.rs"]
+mod http;
+
+#[allow(unused_imports)] // not every test binary uses all of them
+pub use http::{exchange, get, port_closed, scrape, scrape_text, tool, Scrape};
+pub use nixl_telemetry_test_support::free_port;
+
+/// The variable that makes this test binary a child: `rank` or `hold-port`.
+const ROLE: &str = "MP_TEST_ROLE";
+/// A rank's transfer: bytes (its transfer time is a tenth of it, in µs).
+const BYTES: &str = "MP_TEST_BYTES";
+/// A rank's agent name.
+const AGENT: &str = "MP_TEST_AGENT";
+
+/// The body of the `child` test of each test binary: in a child process, plays its role and
+/// returns; in the test run itself, does nothing.
+pub fn child_main() {
+    match std::env::var(ROLE).as_deref() {
+        Ok("rank") => rank(),
+        Ok("hold-port") => {
+            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            println!("READY {}", l.local_addr().unwrap().port());
+            std::io::stdout().flush().unwrap();
+            wait_for_stdin();
+        }
+        _ => {}
+    }
+}
+
+fn wait_for_stdin() {
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+}
+
+/// A rank: an agent whose exporter is `prometheus_mp` (configured by the parent through the
+/// environment), one transfer recorded and flushed, then idle until stdin closes.
+fn rank() {
+    let agent = std::env::var(AGENT).unwrap();
+    let bytes: u64 = std::env::var(BYTES).unwrap().parse().unwrap();
+    let c = nixl_telemetry::Collector::from_env(&agent, true)
+        .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
+    c.add_xfer_stats(bytes / 10, true, bytes, 3);
+    c.flush();
+    println!("READY {}", std::process::id());
+    std::io::stdout().flush().unwrap();
+    wait_for_stdin();
+    drop(c);
+}
+
+/// A child process of this test binary; killed when dropped.
+pub struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Kept open: libtest fails a child whose stdout was closed.
+    _stdout: BufReader<ChildStdout>,
+    stderr: PathBuf,
+    /// Its process id.
+    pub pid: u32,
+    /// What it printed after `READY`: its pid (a rank) or its port (a port holder).
+    pub ready: String,
+}
+
+impl Proc {
+    fn spawn(role: &str, env: &[(&str, String)], stderr: PathBuf) -> Proc {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+            .env_clear()
+            .env(ROLE, role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let ready = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = child.wait();
+                panic!(
+                    "child {role} exited before READY:\n{}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                );
+            }
+            // libtest prints "test child ... " before the child's own output.
+            if let Some((_, rest)) = line.trim().split_once("READY ") {
+                break rest.to_owned();
+            }
+        };
+        Proc {
+            pid: child.id(),
+            stdin: child.stdin.take(),
+            _stdout: out,
+            child,
+            stderr,
+            ready,
+        }
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Closes its stdin (a rank drops its agent and exits), waits, and returns its stderr.
+    pub fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let err = self.stderr_text();
+        assert!(status.success(), "child failed ({status}):\n{err}");
+        err
+    }
+
+    /// Everything it wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A rank process's settings.
+pub struct RankSpec<'a> {
+    /// `NIXL_TELEMETRY_MULTIPROC_DIR`.
+    pub dir: &'a Path,
+    /// `NIXL_TELEMETRY_PROMETHEUS_PORT` (loopback only).
+    pub port: u16,
+    /// The agent's name.
+    pub agent: &'a str,
+    /// `LOCAL_RANK`.
+    pub local_rank: &'a str,
+    /// The bytes of its one transfer.
+    pub bytes: u64,
+    /// More variables (`NIXL_TELEMETRY_MP_STALE_TTL`, `NIXL_TELEMETRY_MP_SERVE`, ...).
+    pub extra: &'a [(&'a str, &'a str)],
+}
+
+/// Starts a rank and waits until it has recorded and flushed its transfer.
+pub fn spawn_rank(spec: &RankSpec) -> Proc {
+    let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus_mp"]);
+    let mut env: Vec<(&str, String)> = vec![
+        ("NIXL_TELEMETRY_ENABLE", "1".into()),
+        ("NIXL_TELEMETRY_EXPORTER", "prometheus_mp".into()),
+        ("NIXL_PLUGIN_DIR", plugins.display().to_string()),
+        (
+            "NIXL_TELEMETRY_MULTIPROC_DIR",
+            spec.dir.display().to_string(),
+        ),
+        ("NIXL_TELEMETRY_PROMETHEUS_PORT", spec.port.to_string()),
+        ("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "1".into()),
+        ("LOCAL_RANK", spec.local_rank.into()),
+        (AGENT, spec.agent.into()),
+        (BYTES, spec.bytes.to_string()),
+    ];
+    env.extend(spec.extra.iter().map(|(k, v)| (*k, v.to_string())));
+    let stderr = spec
+        .dir
+        .parent()
+        .unwrap()
+        .join(format!("{}.stderr", spec.agent));
+    Proc::spawn("rank", &env, stderr)
+}
+
+/// Starts a process that holds a loopback port (not a rank of any directory): the port.
+pub fn spawn_port_holder(scratch: &Path) -> (Proc, u16) {
+    let holder = Proc::spawn("hold-port", &[], scratch.join("holder.stderr"));
+    let port = holder.ready.parse().unwrap();
+    (holder, port)
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, failing after `timeout` with `what`.
+pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scrape, when the port answers.
+pub fn try_scrape(port: u16) -> Option<Scrape> {
+    let r = get(port, "/metrics").ok()?;
+    (r.status == 200).then(|| Scrape {
+        samples: nixl_telemetry::series::text::parse(&r.body).expect("parsable exposition"),
+        body: r.body,
+    })
+}
+
+/// The `pid` labels present in a scrape.
+pub fn pids(s: &Scrape) -> BTreeSet<u32> {
+    s.samples
+        .iter()
+        .filter_map(|x| x.label("pid")?.parse().ok())
+        .collect()
+}
+
+/// Which of `candidates` has a socket listening on TCP `port` (from /proc/net/tcp{,6} and
+/// the candidates' descriptors).
+pub fn listening_pid(port: u16, candidates: &[u32]) -> Option<u32> {
+    let mut inodes = BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let Some(local) = f.get(1) else { continue };
+            let local_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            // State 0A is LISTEN.
+            if local_port == Some(port) && f.get(3) == Some(&"0A") {
+                inodes.insert(format!("socket:[{}]", f[9]));
+            }
+        }
+    }
+    candidates.iter().copied().find(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|l| inodes.contains(&*l.to_string_lossy()))
+            })
+    })
+}
+
+/// The agent_* samples of a page as comparable text: name, labels sorted, value.
+pub fn sample_set(samples: &[nixl_telemetry::series::text::Sample]) -> BTreeSet<String> {
+    samples
+        .iter()
+        .filter(|s| s.name.starts_with("agent_"))
+        .map(|s| {
+            let labels: BTreeMap<&str, &str> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            format!("{}{labels:?} {}", s.name, s.value)
+        })
+        .collect()
+}
+
+/// Counts the lines of `text` containing `needle`.
+pub fn count_lines(text: &str, needle: &str) -> usize {
+    text.lines().filter(|l| l.contains(needle)).count()
+}

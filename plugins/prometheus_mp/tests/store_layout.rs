@@ -1,0 +1,391 @@
+//! The store file format, checked against NIXL's own files (`tests/fixtures/`, written by
+//! NIXL's `prometheus_mp` exporter; see the README there) with a parser written here from the
+//! documented offsets alone (upstream `storeLayout`, schema 1), independent of the plug-in's
+//! layout module:
+//!
+//! - NIXL's stores decode to the values their event streams imply, every other byte zero;
+//! - our writer, fed the same streams, writes the same bytes (all but the heartbeat);
+//! - a store written through the plug-in by a rank process has the documented layout;
+//! - our collector serves NIXL's stores with the same samples as NIXL's own scrape page.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use nixl_telemetry::series::{text, Buckets};
+use nixl_telemetry::Event;
+use serde_json::Value;
+use telemetry_exporter_prometheus_mp::collect::StoreCollector;
+use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
+
+/// The child processes' entry point (see `common::child_main`).
+#[test]
+fn child() {
+    child_main();
+}
+
+/// A store decoded from the documented offsets.
+#[derive(Debug, PartialEq)]
+struct Parsed {
+    magic: [u8; 8],
+    schema: u32,
+    slots: u32,
+    pid: i64,
+    last_update_ns: u64,
+    instance: u64,
+    bucket_count: u64,
+    agent_name: String,
+    hostname: String,
+    local_rank: String,
+    bounds: Vec<f64>,
+    counters: Vec<u64>,
+    gauges: Vec<u64>,
+    hist_buckets: Vec<Vec<u64>>,
+    hist_sums: Vec<u64>,
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+}
+
+fn u64s(b: &[u8], off: usize, n: usize) -> Vec<u64> {
+    (0..n).map(|i| u64_at(b, off + 8 * i)).collect()
+}
+
+fn c_string(b: &[u8], off: usize, len: usize) -> String {
+    let field = &b[off..off + len];
+    let end = field.iter().position(|&c| c == 0).expect("NUL-terminated");
+    String::from_utf8(field[..end].to_vec()).unwrap()
+}
+
+/// storeLayout: magic @0 (8), schemaVersion @8 (u32), slotCount @12 (u32), pid @16 (i64),
+/// lastUpdateNs @24, instance @32, bucketCount @40, agentName @48 (256), hostname @304 (128),
+/// localRank @432 (64), bucketBounds @496 (f64 x 32), counters @752 (u64 x 21), gauges @920
+/// (u64 x 21), histBuckets @1088 (u64 x 21 x 33), histSums @6632 (u64 x 21); 6800 bytes.
+fn parse_store(b: &[u8]) -> Parsed {
+    assert_eq!(b.len(), 6800);
+    Parsed {
+        magic: b[0..8].try_into().unwrap(),
+        schema: u32::from_le_bytes(b[8..12].try_into().unwrap()),
+        slots: u32::from_le_bytes(b[12..16].try_into().unwrap()),
+        pid: u64_at(b, 16) as i64,
+        last_update_ns: u64_at(b, 24),
+        instance: u64_at(b, 32),
+        bucket_count: u64_at(b, 40),
+        agent_name: c_string(b, 48, 256),
+        hostname: c_string(b, 304, 128),
+        local_rank: c_string(b, 432, 64),
+        bounds: u64s(b, 496, 32).into_iter().map(f64::from_bits).collect(),
+        counters: u64s(b, 752, 21),
+        gauges: u64s(b, 920, 21),
+        hist_buckets: (0..21).map(|s| u64s(b, 1088 + s * 33 * 8, 33)).collect(),
+        hist_sums: u64s(b, 6632, 21),
+    }
+}
+
+/// A 6800-byte image holding `p`'s fields and zeros elsewhere.
+fn build_store(p: &Parsed) -> Vec<u8> {
+    let mut b = vec![0u8; 6800];
+    let mut put = |off: usize, bytes: &[u8]| b[off..off + bytes.len()].copy_from_slice(bytes);
+    put(0, &p.magic);
+    put(8, &p.schema.to_le_bytes());
+    put(12, &p.slots.to_le_bytes());
+    put(16, &p.pid.to_le_bytes());
+    put(24, &p.last_update_ns.to_le_bytes());
+    put(32, &p.instance.to_le_bytes());
+    put(40, &p.bucket_count.to_le_bytes());
+    put(48, p.agent_name.as_bytes());
+    put(304, p.hostname.as_bytes());
+    put(432, p.local_rank.as_bytes());
+    for (i, v) in p.bounds.iter().enumerate() {
+        put(496 + 8 * i, &v.to_le_bytes());
+    }
+    for (base, values) in [(752, &p.counters), (920, &p.gauges), (6632, &p.hist_sums)] {
+        for (i, v) in values.iter().enumerate() {
+            put(base + 8 * i, &v.to_le_bytes());
+        }
+    }
+    for (s, row) in p.hist_buckets.iter().enumerate() {
+        for (i, v) in row.iter().enumerate() {
+            put(1088 + (s * 33 + i) * 8, &v.to_le_bytes());
+        }
+    }
+    b
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn expected() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join("expected.json")).unwrap())
+        .unwrap()
+}
+
+fn u64_list(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+/// The fields `expected.json` gives for one store, as a [`Parsed`] (heartbeat 0).
+fn expected_fields(store: &Value) -> Parsed {
+    let f = &store["expected_fields"];
+    Parsed {
+        magic: f["magic"].as_u64().unwrap().to_le_bytes(),
+        schema: f["schemaVersion"].as_u64().unwrap() as u32,
+        slots: f["slotCount"].as_u64().unwrap() as u32,
+        pid: f["pid"].as_i64().unwrap(),
+        last_update_ns: 0,
+        instance: f["instance"].as_u64().unwrap(),
+        bucket_count: f["bucketCount"].as_u64().unwrap(),
+        agent_name: f["agentName"].as_str().unwrap().into(),
+        hostname: f["hostname"].as_str().unwrap().into(),
+        local_rank: f["localRank"].as_str().unwrap().into(),
+        bounds: f["bucketBounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect(),
+        counters: u64_list(&f["counters"]),
+        gauges: u64_list(&f["gauges"]),
+        hist_buckets: f["histBuckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(u64_list)
+            .collect(),
+        hist_sums: u64_list(&f["histSums"]),
+    }
+}
+
+/// The stream NIXL exported, as (type, value) pairs.
+fn events(store: &Value) -> Vec<Event> {
+    let pair = |e: &Value| (e["type"].as_u64(), e["value"].as_u64());
+    let list = store["events_in_export_order"].as_array().unwrap();
+    list.iter()
+        .map(|e| match pair(e) {
+            (Some(t), Some(value)) => Event {
+                event_type: t as u32,
+                value,
+            },
+            _ => panic!("bad event {e}"),
+        })
+        .collect()
+}
+
+#[test]
+fn nixls_stores_decode_to_their_streams_values() {
+    let exp = expected();
+    for (name, store) in exp["stores"].as_object().unwrap() {
+        let bytes = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
+        let mut parsed = parse_store(&bytes);
+        assert_eq!(&parsed.magic, b"NIXLMPS1");
+        let range = &store["lastUpdateNs_expected_range"];
+        let last = parsed.last_update_ns;
+        assert!(
+            (range["min_monotonic_ns"].as_u64().unwrap()
+                ..=range["max_monotonic_ns"].as_u64().unwrap())
+                .contains(&last),
+            "{name}: lastUpdateNs {last}"
+        );
+        parsed.last_update_ns = 0;
+        let want = expected_fields(store);
+        assert_eq!(parsed, want, "{name}");
+        // Every byte not a field above is zero: the image rebuilt from the fields is the file.
+        let mut rebuilt = build_store(&want);
+        rebuilt[24..32].copy_from_slice(&last.to_le_bytes());
+        assert!(rebuilt == bytes, "{name}: bytes outside the fields differ");
+    }
+}
+
+#[test]
+fn our_writer_writes_nixls_bytes_for_the_same_stream() {
+    let exp = expected();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, store) in exp["stores"].as_object().unwrap() {
+        let id = Identity {
+            agent_name: store["agent_name"].as_str().unwrap().into(),
+            hostname: store["hostname"].as_str().unwrap().into(),
+            local_rank: store["local_rank"].as_str().unwrap().into(),
+            pid: store["pid"].as_i64().unwrap(),
+            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
+            instance: store["instance"].as_u64().unwrap(),
+        };
+        let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
+        // The name NIXL gave its file.
+        assert_eq!(
+            w.path().file_name().unwrap().to_str().unwrap(),
+            store["original_name"].as_str().unwrap()
+        );
+        let batch = events(store);
+        assert_eq!(w.apply(&batch), batch.len());
+        let ours = std::fs::read(w.path()).unwrap();
+        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
+        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        assert!(
+            differing.iter().all(|i| (24..32).contains(i)),
+            "{name}: bytes {differing:?} differ (only the heartbeat at 24..32 may)"
+        );
+        let meta = std::fs::metadata(w.path()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn a_store_written_through_the_plug_in_has_the_documented_layout() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    let rank = spawn_rank(&RankSpec {
+        dir: &dir,
+        port: free_port(),
+        agent: "layout-rank",
+        local_rank: "7",
+        bytes: 4000,
+        extra: &[("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US", "100, 400.5, 1000")],
+    });
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the directory is created owner-only");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".mmap"))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let parts: Vec<&str> = names[0].split('.').collect();
+    assert_eq!(
+        (parts[0], parts[1], parts[3], parts[4]),
+        ("nixl", &*rank.pid.to_string(), "0", "mmap")
+    );
+    let p = parse_store(&std::fs::read(dir.join(&names[0])).unwrap());
+    assert_eq!(&p.magic, b"NIXLMPS1");
+    assert_eq!((p.schema, p.slots, p.instance), (1, 21, 0));
+    assert_eq!(p.pid, i64::from(rank.pid));
+    assert_eq!(
+        (p.agent_name.as_str(), p.local_rank.as_str()),
+        ("layout-rank", "7")
+    );
+    assert_eq!(p.hostname, nixl_telemetry::series::hostname());
+    assert_eq!(p.bucket_count, 3);
+    assert_eq!(&p.bounds[..4], [100.0, 400.5, 1000.0, 0.0]);
+    // One transfer: post 3 µs, xfer 400 µs (bucket 1), 4000 bytes, 1 request.
+    let mut counters = vec![0; 21];
+    counters[..8].copy_from_slice(&[4000, 0, 1, 0, 0, 0, 400, 3]);
+    assert_eq!(p.counters, counters);
+    let mut gauges = vec![0; 21];
+    gauges[0] = 4000;
+    gauges[6] = 400;
+    gauges[7] = 3;
+    assert_eq!(p.gauges, gauges);
+    assert_eq!(p.hist_buckets[6].iter().position(|&n| n == 1), Some(1));
+    assert_eq!(p.hist_buckets[7].iter().position(|&n| n == 1), Some(0));
+    assert_eq!(
+        p.hist_buckets[6].iter().sum::<u64>() + p.hist_buckets[7].iter().sum::<u64>(),
+        2
+    );
+    assert!(p
+        .hist_buckets
+        .iter()
+        .enumerate()
+        .all(|(s, b)| s == 6 || s == 7 || b.iter().all(|&n| n == 0)));
+    assert_eq!((p.hist_sums[6], p.hist_sums[7]), (400, 3));
+    // The writer holds its store locked.
+    let f = std::fs::File::open(dir.join(&names[0])).unwrap();
+    // SAFETY: flock(2) on the descriptor `f` keeps open across the call.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    assert_eq!(rc, -1, "the rank holds its store");
+    rank.finish();
+}
+
+/// The agent_* samples of a page, comparable whatever the order of lines and labels.
+fn agent_samples(page: &str) -> std::collections::BTreeSet<String> {
+    let agent_lines: String = page
+        .lines()
+        .filter(|l| l.starts_with("agent_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    sample_set(&text::parse(&agent_lines).unwrap())
+}
+
+#[test]
+fn our_collector_serves_nixls_stores_as_nixl_does() {
+    let exp = expected();
+    let dir = tempfile::tempdir().unwrap();
+    let mut holders = Vec::new();
+    for store in exp["stores"].as_object().unwrap().values() {
+        let path = dir.path().join(store["original_name"].as_str().unwrap());
+        std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // Each store's writer is alive (NIXL's ranks hold their stores locked).
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        // SAFETY: flock(2) on the descriptor `f` keeps open (it is kept in `holders`).
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0);
+        holders.push(f);
+    }
+    let collector = StoreCollector::new(Collection {
+        dir: dir.path().to_owned(),
+        stale_ttl: Duration::ZERO,
+        aggregate: Aggregate::None,
+    });
+    let ours = collector.scrape();
+    let nixl = std::fs::read_to_string(fixtures().join("nixl-mp-scrape.txt")).unwrap();
+    let (ours_set, nixl_set) = (agent_samples(&ours), agent_samples(&nixl));
+    assert_eq!(nixl_set.len(), 2 * (15 + 12 + 42));
+    let only_ours: Vec<_> = ours_set.difference(&nixl_set).collect();
+    let only_nixl: Vec<_> = nixl_set.difference(&ours_set).collect();
+    assert!(
+        only_ours.is_empty() && only_nixl.is_empty(),
+        "only ours: {only_ours:#?}\nonly NIXL's: {only_nixl:#?}"
+    );
+    // Same families, in the same order, with the same HELP and TYPE lines.
+    let meta = |page: &str| -> Vec<String> {
+        page.lines()
+            .filter(|l| l.starts_with("# ") && l.contains(" agent_"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(meta(&ours), meta(&nixl));
+    // Label order is NIXL's.
+    let first = |page: &str| -> String {
+        page.lines()
+            .find(|l| l.starts_with("agent_tx_bytes_total{"))
+            .unwrap()
+            .to_owned()
+    };
+    let order = |line: &str| -> Vec<String> {
+        let labels = &line[line.find('{').unwrap() + 1..line.find('}').unwrap()];
+        labels
+            .split(',')
+            .map(|kv| kv.split('=').next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(order(&first(&ours)), order(&first(&nixl)));
+    // Not removed: both writers are alive.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    let by_rank: BTreeMap<String, u64> = collector
+        .collect()
+        .into_iter()
+        .map(|s| {
+            (
+                s.local_rank,
+                s.snapshot.counter(nixl_telemetry::EventType::AgentTxBytes),
+            )
+        })
+        .collect();
+    assert_eq!(by_rank, [("0".into(), 6500), ("1".into(), 16384)].into());
+    drop(holders);
+}
