@@ -93,13 +93,11 @@ struct env_case {
 static void test_invalid_env(void) {
     static const struct env_case cases[] = {
         {"NIXL_TELEMETRY_ENABLE", "maybe", "NIXL_TELEMETRY_ENABLE='maybe'"},
-        {"NIXL_TELEMETRY_ENABLE", "", "NIXL_TELEMETRY_ENABLE"},
         {"NIXL_TELEMETRY_ENABLE", " yes", "NIXL_TELEMETRY_ENABLE"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "0", "NIXL_TELEMETRY_BUFFER_SIZE"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "12abc", "NIXL_TELEMETRY_BUFFER_SIZE='12abc'"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "-4", "NIXL_TELEMETRY_BUFFER_SIZE='-4'"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", " 64", "NIXL_TELEMETRY_BUFFER_SIZE"},
-        {"NIXL_TELEMETRY_BUFFER_SIZE", "", "NIXL_TELEMETRY_BUFFER_SIZE"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "99999999999", "NIXL_TELEMETRY_BUFFER_SIZE"},
         {"NIXL_TELEMETRY_BUFFER_SIZE", "18446744073709551616", "NIXL_TELEMETRY_BUFFER_SIZE"},
         {"NIXL_TELEMETRY_RUN_INTERVAL", "-1", "NIXL_TELEMETRY_RUN_INTERVAL='-1'"},
@@ -159,7 +157,7 @@ static void test_invalid_env(void) {
     CHECK_STATUS(nixl_telemetry_create("agent", true, &t), NIXL_TELEMETRY_ERR_INVALID_PARAM);
     CHECK(t == NULL);
     CHECK_LAST_ERROR_HAS("NIXL_TELEMETRY_DIR");
-    env_set("NIXL_TELEMETRY_DIR", "");
+    env_set("NIXL_TELEMETRY_DIR", ""); /* empty is unset: still no directory */
     CHECK_STATUS(nixl_telemetry_create("agent", true, &t), NIXL_TELEMETRY_ERR_INVALID_PARAM);
     CHECK_LAST_ERROR_HAS("NIXL_TELEMETRY_DIR");
 
@@ -244,10 +242,34 @@ static void test_hostile_agent_names(void) {
     free(base);
 }
 
+/* An empty NIXL_TELEMETRY_* value counts as unset (as Helm charts render unset values). */
+static void test_empty_is_unset(void) {
+    static const char *const vars[] = {
+        "NIXL_TELEMETRY_ENABLE",      "NIXL_TELEMETRY_BUFFER_SIZE", "NIXL_TELEMETRY_RUN_INTERVAL",
+        "NIXL_TELEMETRY_EXPORTER",    "NIXL_TELEMETRY_DIR",         "NIXL_TELEMETRY_ENABLED_METRICS",
+        "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
+    };
+    env_clear();
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        env_set(vars[i], "");
+    }
+    /* ENABLE empty: the capture flag decides. */
+    nixl_telemetry_t *t = SENTINEL_HANDLE;
+    CHECK_STATUS(nixl_telemetry_create("agent", false, &t), NIXL_TELEMETRY_ERR_NO_TELEMETRY);
+    CHECK(t == NULL);
+    t = NULL;
+    CHECK_STATUS(nixl_telemetry_create("agent", true, &t), NIXL_TELEMETRY_SUCCESS);
+    CHECK(t != NULL);
+    nixl_telemetry_destroy(t);
+    env_clear();
+    CHECK(unsetenv("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US") == 0);
+}
+
 int main(void) {
     tests_begin();
     RUN(test_not_requested);
     RUN(test_invalid_env);
+    RUN(test_empty_is_unset);
     RUN(test_hostile_agent_names);
     return tests_end();
 }

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting and lints, the Rust unit and integration tests
+# Runs every test of the project, after installing what they need when it is missing
+# (scripts/install-test-deps.sh): formatting and lints, the Rust unit and integration tests
 # (which also build and run the C/C++ ABI tests with CMake/ctest), the Python reader's tests, and
 # the Python package (python/: its wheel is built once, installed aside and tested).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What the tests need (cmake, g++, gcc, promtool/prometheus, tmux, pytest), installed if missing.
+bash scripts/install-test-deps.sh
+# Installed now: the terminal test of `top` must not skip.
+export NIXL_TELEMETRY_REQUIRE_TMUX=1
 export NIXL_TELEMETRY_FIXTURES="${NIXL_TELEMETRY_FIXTURES:-$PWD/tests/fixtures}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 

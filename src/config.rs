@@ -176,6 +176,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn empty_values_are_unset() {
+        // As the process environment reads them (`process_env` applies the rule).
+        let raw = env_of(&[
+            (ENV_ENABLE, ""),
+            (ENV_BUFFER_SIZE, ""),
+            (ENV_RUN_INTERVAL, ""),
+            (ENV_ENABLED_METRICS, ""),
+            (crate::exporter::ENV_EXPORTER, ""),
+            (crate::exporter::ENV_DIR, ""),
+        ]);
+        let env = |name: &str| Ok(crate::env::unset_if_empty(name, raw(name)?));
+        assert_eq!(Config::from_lookup(&env), Ok(Config::default()));
+        assert_eq!(telemetry_requested(&env, true, "a"), Ok(true));
+        assert_eq!(telemetry_requested(&env, false, "a"), Ok(false));
+        // The parsers alone still refuse an empty value, for a lookup without the rule.
+        assert!(config(&[(ENV_BUFFER_SIZE, "")]).is_err());
+    }
+
+    #[test]
     fn enabled_metrics_builds_the_mask() {
         let c = config(&[(ENV_ENABLED_METRICS, " agent_tx_bytes , agent_err_* ")]).unwrap();
         assert!(c.enabled_metrics.contains(EventType::AgentTxBytes));

@@ -7,15 +7,28 @@ use crate::error::{Error, Result};
 /// Reads one variable: `Ok(None)` when unset, an error when set but not valid UTF-8.
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<String>>;
 
-/// Looks a variable up in the process environment.
+/// Variables whose empty value means unset ([`unset_if_empty`]).
+pub const EMPTY_IS_UNSET_PREFIX: &str = "NIXL_TELEMETRY_";
+
+/// The rule for empty values: a `NIXL_TELEMETRY_*` variable set to the empty string counts as
+/// unset (deployment templates such as Helm charts render unset settings as `VAR=""`), so its
+/// default applies. Other variables (`NIXL_LOG_LEVEL`, `NIXL_PLUGIN_DIR`, `DYN_FPM_*`) keep
+/// their own rules.
+pub fn unset_if_empty(name: &str, value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty() || !name.starts_with(EMPTY_IS_UNSET_PREFIX))
+}
+
+/// Looks a variable up in the process environment; an empty `NIXL_TELEMETRY_*` value is unset
+/// ([`unset_if_empty`]).
 pub fn process_env(name: &str) -> Result<Option<String>> {
-    match std::env::var_os(name) {
-        None => Ok(None),
-        Some(v) => v
-            .into_string()
-            .map(Some)
-            .map_err(|v| Error::invalid(format!("{name}={v:?} is not valid UTF-8"))),
-    }
+    let value = match std::env::var_os(name) {
+        None => None,
+        Some(v) => Some(
+            v.into_string()
+                .map_err(|v| Error::invalid(format!("{name}={v:?} is not valid UTF-8")))?,
+        ),
+    };
+    Ok(unset_if_empty(name, value))
 }
 
 /// The words NIXL accepts for true and false (case-insensitive).
@@ -66,7 +79,9 @@ pub fn read_bool(env: Lookup, name: &str) -> Result<Option<bool>> {
 }
 
 /// A lookup over fixed `(name, value)` pairs instead of the process environment, for the
-/// `from_lookup` constructors in tests. A test hook (feature `test-util`).
+/// `from_lookup` constructors in tests: the raw parser input, without the empty-is-unset rule
+/// of [`process_env`], so parsers can be tested on empty values. A test hook (feature
+/// `test-util`).
 #[cfg(any(test, feature = "test-util"))]
 pub fn fixed_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
     let map: std::collections::HashMap<String, String> = pairs
@@ -96,6 +111,28 @@ mod tests {
                 e.message
             );
         }
+    }
+
+    #[test]
+    fn empty_telemetry_variables_are_unset() {
+        let some = |v: &str| Some(v.to_owned());
+        for name in [
+            "NIXL_TELEMETRY_ENABLE",
+            "NIXL_TELEMETRY_DIR",
+            "NIXL_TELEMETRY_X",
+        ] {
+            assert_eq!(unset_if_empty(name, some("")), None, "{name}");
+            assert_eq!(unset_if_empty(name, some(" ")), some(" "), "{name}");
+            assert_eq!(unset_if_empty(name, some("1")), some("1"), "{name}");
+            assert_eq!(unset_if_empty(name, None), None, "{name}");
+        }
+        for name in ["NIXL_LOG_LEVEL", "NIXL_PLUGIN_DIR", "DYN_FPM_TRACE"] {
+            assert_eq!(unset_if_empty(name, some("")), some(""), "{name}");
+        }
+        // Through the process environment (a name no other test uses).
+        std::env::set_var("NIXL_TELEMETRY_ENV_RS_UNIT_TEST", "");
+        assert_eq!(process_env("NIXL_TELEMETRY_ENV_RS_UNIT_TEST"), Ok(None));
+        std::env::remove_var("NIXL_TELEMETRY_ENV_RS_UNIT_TEST");
     }
 
     #[test]

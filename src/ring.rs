@@ -425,11 +425,32 @@ pub struct RingHeader {
     pub capacity: u64,
 }
 
+/// The largest ring a reader opens, in records: 2^28 (a 4 GiB file, 16 times the largest
+/// `NIXL_TELEMETRY_BUFFER_SIZE` this library writes). A header claiming more is refused as not
+/// a ring, so a hostile or corrupt file cannot make a reader map (and walk) terabytes of a
+/// sparse file.
+pub const MAX_READER_CAPACITY: u64 = 1 << 28;
+
 /// The consumer side: opens an existing ring (validating it fully before trusting any index)
-/// and pops events in insertion order, advancing `read_pos` in the file.
+/// and pops events in insertion order, advancing `read_pos` in the file; or reads them without
+/// consuming ([`RingReader::peek`]).
 pub struct RingReader {
     mapped: Mapped,
     path: PathBuf,
+    /// `(st_dev, st_ino)` of the file opened, to notice the path naming another file.
+    file_id: (u64, u64),
+}
+
+/// What [`RingReader::peek`] read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peeked {
+    /// The unread events, oldest first.
+    pub events: Vec<Event>,
+    /// The position to pass to the next call to continue after these events.
+    pub next: u64,
+    /// Whether the position passed in was no longer unread (a consumer took those events, or
+    /// the ring was reset) and reading restarted at `read_pos`: events may have been missed.
+    pub restarted: bool,
 }
 
 impl RingReader {
@@ -511,6 +532,15 @@ impl RingReader {
                 format!("{shown}: ring mask {mask} does not match capacity {capacity}"),
             ));
         }
+        if capacity > MAX_READER_CAPACITY {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{shown}: ring capacity {capacity} exceeds the readers' limit of \
+                     {MAX_READER_CAPACITY} records (a 4 GiB file): not a telemetry ring"
+                ),
+            ));
+        }
         let needed = layout::file_size(capacity).filter(|n| *n <= isize::MAX as u64);
         let Some(needed) = needed.filter(|n| *n <= size) else {
             return Err(Error::new(
@@ -529,6 +559,7 @@ impl RingReader {
         Ok(RingReader {
             mapped: Mapped::new(map, mask),
             path: path.to_owned(),
+            file_id: (meta.dev(), meta.ino()),
         })
     }
 
@@ -590,14 +621,7 @@ impl RingReader {
             }
         });
         if self.truncated() {
-            return Err(Error::new(
-                Status::Mismatch,
-                format!(
-                    "telemetry ring {} was truncated while it was being read (by another \
-                     process); reopen it once its writer has recreated it",
-                    self.path.display()
-                ),
-            ));
+            return Err(self.truncated_error());
         }
         if event.is_some() {
             m.word(layout::READ_POS_OFFSET)
@@ -609,6 +633,109 @@ impl RingReader {
     /// Whether the file shrank under this reader (every later read fails).
     pub fn truncated(&self) -> bool {
         self.mapped.guard.faulted()
+    }
+
+    fn truncated_error(&self) -> Error {
+        Error::new(
+            Status::Mismatch,
+            format!(
+                "telemetry ring {} was truncated while it was being read (by another \
+                 process); reopen it once its writer has recreated it",
+                self.path.display()
+            ),
+        )
+    }
+
+    /// Reads up to `max` unread events without consuming them: `read_pos` is never written, so
+    /// another reader (NIXL's, or a consuming `nixl-telemetry read`) still gets every event.
+    /// Reading starts at `from`, the [`Peeked::next`] of an earlier call, while that position
+    /// is still unread, else at `read_pos` ([`Peeked::restarted`]). A consumer may free slots
+    /// while they are copied, and the writer may then reuse them: events whose slot the
+    /// consumer passed during the copy are dropped, never returned with another run's bytes.
+    /// Positions are stored masked, so a cursor left for a full lap of the ring (consumer and
+    /// writer both advancing `capacity` slots between two calls) cannot be told from a fresh
+    /// one. A `Mismatch` error once the file was truncated under the reader.
+    pub fn peek(&self, from: Option<u64>, max: usize) -> Result<Peeked> {
+        let m = &self.mapped;
+        let (w, r0) = m.positions();
+        let unread = w.wrapping_sub(r0) & m.mask;
+        let (start, restarted) = match from {
+            Some(c) if (c.wrapping_sub(r0) & m.mask) <= unread => (c & m.mask, false),
+            Some(_) => (r0, true),
+            None => (r0, false),
+        };
+        let n = (w.wrapping_sub(start) & m.mask).min(max as u64);
+        let mut events = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let slot = m.slot(start + i);
+            // SAFETY: `slot` is a record inside the map (`slot` masks the index), published by
+            // the producer's release store of `write_pos` (acquired by `positions`). A slot freed
+            // by a consumer meanwhile may be rewritten while it is read: volatile reads of plain
+            // integers, whose possibly torn values are discarded below, never trusted.
+            unsafe {
+                events.push(Event {
+                    event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32)
+                        .read_volatile(),
+                    value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read_volatile(),
+                });
+            }
+        }
+        // Orders the copy before the second look at read_pos (as a seqlock reader does).
+        std::sync::atomic::fence(Ordering::Acquire);
+        let r1 = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
+        if self.truncated() {
+            return Err(self.truncated_error());
+        }
+        // The consumer moved `moved` slots from r0 during the copy: those slots may hold newer
+        // bytes, so the events copied from them are dropped. When it passed the end of the
+        // span, the next call starts where it is.
+        let moved = r1.wrapping_sub(r0) & m.mask;
+        let offset = start.wrapping_sub(r0) & m.mask;
+        events.drain(..moved.saturating_sub(offset).min(n) as usize);
+        let next = if moved > offset + n {
+            r1
+        } else {
+            (start + n) & m.mask
+        };
+        Ok(Peeked {
+            events,
+            next,
+            restarted,
+        })
+    }
+
+    /// Why the path no longer names the ring this reader maps, if it does not: the file was
+    /// truncated under the reader, deleted, replaced by another file (another inode: a writer
+    /// with another size replaces the file), or its header changed in place (invalidated or
+    /// resized). `None` while it is the same ring. Costs one `stat`.
+    pub fn replaced(&self) -> Option<String> {
+        if self.truncated() {
+            return Some("it was truncated".into());
+        }
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Some("it was deleted".into())
+            }
+            Err(e) => return Some(format!("it cannot be examined ({e})")),
+        };
+        if (meta.dev(), meta.ino()) != self.file_id {
+            return Some("another file now has its name".into());
+        }
+        if meta.len() < self.mapped.map.len() as u64 {
+            return Some("it was truncated".into());
+        }
+        let m = &self.mapped;
+        let version = m.version().load(Ordering::Acquire);
+        let capacity = m.word(layout::CAPACITY_OFFSET).load(Ordering::Acquire);
+        let mask = m.word(layout::MASK_OFFSET).load(Ordering::Acquire);
+        if version != layout::VERSION {
+            return Some(format!("its header now says version {version}"));
+        }
+        if capacity != m.mask + 1 || mask != m.mask {
+            return Some(format!("its header now says capacity {capacity}"));
+        }
+        None
     }
 }
 
@@ -777,7 +904,93 @@ mod tests {
         assert!(
             msg(write("trunc", &[header(4, 8, 7), vec![0; 100]].concat())).contains("truncated")
         );
-        assert!(msg(write("huge", &header(4, 1 << 62, (1 << 62) - 1))).contains("truncated"));
+        assert!(msg(write("huge", &header(4, 1 << 62, (1 << 62) - 1))).contains("limit"));
+        // Larger than the readers' limit: refused before anything is mapped, even when the
+        // (sparse) file is long enough.
+        let sparse = dir.path().join("sparse");
+        std::fs::write(
+            &sparse,
+            header(4, MAX_READER_CAPACITY * 2, MAX_READER_CAPACITY * 2 - 1),
+        )
+        .unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&sparse)
+            .unwrap()
+            .set_len(layout::file_size(MAX_READER_CAPACITY * 2).unwrap())
+            .unwrap();
+        let e = RingReader::open(&sparse).err().unwrap();
+        assert_eq!(e.status, Status::Mismatch);
+        assert!(
+            e.message.contains("exceeds the readers' limit"),
+            "{}",
+            e.message
+        );
         assert!(msg(dir.path().to_owned()).contains("telemetry file"));
+    }
+
+    #[test]
+    fn peek_reads_without_consuming_and_follows_a_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "p", 8).unwrap();
+        let mut consumer = RingReader::open(dir.path().join("p")).unwrap();
+        let peeker = RingReader::open(dir.path().join("p")).unwrap();
+        w.push_batch(&(0..5).map(ev).collect::<Vec<_>>());
+        let values = |p: &Peeked| p.events.iter().map(|e| e.value).collect::<Vec<_>>();
+        let first = peeker.peek(None, usize::MAX).unwrap();
+        assert_eq!(values(&first), [0, 1, 2, 3, 4]);
+        assert!(!first.restarted);
+        assert_eq!(w.len(), 5, "nothing consumed");
+        // A bounded peek, then the rest from its cursor.
+        let two = peeker.peek(None, 2).unwrap();
+        assert_eq!(values(&two), [0, 1]);
+        assert_eq!(values(&peeker.peek(Some(two.next), 10).unwrap()), [2, 3, 4]);
+        // Only the new events after the cursor.
+        w.push_batch(&[ev(5)]);
+        let after = peeker.peek(Some(first.next), 10).unwrap();
+        assert_eq!(values(&after), [5]);
+        assert!(peeker.peek(Some(after.next), 10).unwrap().events.is_empty());
+        // A consumer takes everything and the writer laps: the stale cursor restarts at
+        // read_pos.
+        assert_eq!(consumer.by_ref().count(), 6);
+        w.push_batch(&(10..17).map(ev).collect::<Vec<_>>());
+        consumer.pop();
+        consumer.pop();
+        let lapped = peeker.peek(Some(after.next), 10).unwrap();
+        assert!(lapped.restarted);
+        assert_eq!(values(&lapped), [12, 13, 14, 15, 16]);
+        assert_eq!(
+            consumer.by_ref().map(|e| e.value).collect::<Vec<_>>(),
+            [12, 13, 14, 15, 16]
+        );
+    }
+
+    #[test]
+    fn replaced_notices_deletion_a_new_file_and_a_changed_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "r", 16).unwrap();
+        let reader = RingReader::open(dir.path().join("r")).unwrap();
+        assert_eq!(reader.replaced(), None);
+        drop(w);
+        // Same size: reset in place, still the same ring.
+        let w = RingWriter::create(dir.path(), "r", 16).unwrap();
+        assert_eq!(reader.replaced(), None);
+        drop(w);
+        // Another size: a new file.
+        let w = RingWriter::create(dir.path(), "r", 32).unwrap();
+        assert!(reader.replaced().unwrap().contains("another file"));
+        let fresh = RingReader::open(dir.path().join("r")).unwrap();
+        drop(w);
+        std::fs::remove_file(dir.path().join("r")).unwrap();
+        assert_eq!(fresh.replaced().as_deref(), Some("it was deleted"));
+        // A header changed in place (a writer resizing the file it keeps).
+        let w = RingWriter::create(dir.path(), "h", 16).unwrap();
+        let reader = RingReader::open(dir.path().join("h")).unwrap();
+        w.mapped
+            .word(layout::CAPACITY_OFFSET)
+            .store(64, Ordering::Release);
+        assert!(reader.replaced().unwrap().contains("capacity 64"));
+        w.mapped.version().store(0, Ordering::Release);
+        assert!(reader.replaced().unwrap().contains("version 0"));
     }
 }

@@ -90,7 +90,11 @@ fn every_bad_value_names_its_variable() {
         ),
         ("NIXL_TELEMETRY_RUN_INTERVAL", "fast", None),
         ("NIXL_TELEMETRY_RUN_INTERVAL", "0", None),
-        ("NIXL_TELEMETRY_DIR", "", None),
+        (
+            "NIXL_TELEMETRY_EXPORTER",
+            "BUFFER",
+            Some(("NIXL_TELEMETRY_DIR", "")),
+        ),
     ] {
         let mut vars = vec![(var, value)];
         vars.extend(extra);
@@ -104,6 +108,17 @@ fn every_bad_value_names_its_variable() {
         assert!(e.message.contains(var), "{var}={value}: {}", e.message);
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn an_empty_value_is_unset() {
+    // Every core variable empty: the defaults, with the capture flag deciding.
+    let empty: Vec<(&str, &str)> = VARS.iter().map(|v| (*v, "")).collect();
+    let c = with_env(&empty, || Collector::from_env("a", true).unwrap());
+    assert_eq!(c.exporter_name(), "NOP");
+    c.close();
+    let e = with_env(&empty, || Collector::from_env("a", false).err().unwrap());
+    assert_eq!(e.status, Status::NoTelemetry);
 }
 
 #[test]

@@ -103,6 +103,11 @@ fn missing_plugin_lists_the_directories_searched() {
         "{}",
         e.message
     );
+    assert!(
+        e.message.contains("BUFFER, NOP and TRACE are built in"),
+        "{}",
+        e.message
+    );
     // Names are case-sensitive.
     let e = Collector::new("a", config("EXAMPLE_RUST")).err().unwrap();
     assert_eq!(e.status, Status::NotFound);

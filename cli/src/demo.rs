@@ -1,9 +1,10 @@
 //! `nixl-telemetry demo`: a simulated multi-threaded NIXL agent (random transfer sizes and
-//! latencies, some errors, memory registrations) writing into a BUFFER ring, while this
-//! process reads the ring live and finally prints the summary and the loss accounting.
+//! latencies, some errors, memory registrations) writing into a BUFFER ring (or serving the
+//! Prometheus endpoint), while this process shows a compact live summary (the `top` frame)
+//! every second, then the summary and the loss accounting.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,29 +12,51 @@ use std::time::{Duration, Instant};
 use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
 
 use crate::output::{self, CliError, CliResult};
+use crate::rings::Mode;
+use crate::scrape::Url;
 use crate::stats::Summary;
+use crate::top::{Frame, Rates, Row, Source};
+
+/// Where the demo agent's telemetry goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoExporter {
+    /// The shared-memory ring (NIXL_TELEMETRY_DIR/<agent>), read live by the demo.
+    Buffer,
+    /// The Prometheus plug-in's endpoint on 127.0.0.1:<port>, scraped live by the demo.
+    Prometheus,
+}
 
 /// Options of the demo.
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
-    /// Directory for the ring file (default: a fresh temporary directory, removed at the end).
+    /// Directory for the ring file, which is kept (and read without being consumed) so that
+    /// `read` and `stats` can look at it afterwards. Default: a temporary directory, removed.
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Agent name (the ring file's name).
     #[arg(long, default_value = "demo-agent")]
     agent: String,
-    /// How long the simulated agent runs, in seconds.
+    /// How long the simulated agent runs, in seconds (at most a day).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Number of producer threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
-    /// Transfers per second per thread.
-    #[arg(long, default_value_t = 10)]
+    /// Number of producer threads (1 to 256).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+    threads: u32,
+    /// Transfers per second per thread (1 to 100000).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     rate: u32,
-    /// Do not print each event, only the final summary.
+    /// Print every event as NIXL's reader does instead of the live summary.
+    #[arg(long, conflicts_with = "quiet")]
+    events: bool,
+    /// Print only the final summary.
     #[arg(long)]
     quiet: bool,
+    /// Where the agent's telemetry goes.
+    #[arg(long, value_enum, default_value = "buffer")]
+    exporter: DemoExporter,
+    /// TCP port of the Prometheus endpoint (with `--exporter prometheus`; loopback only).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    port: Option<u16>,
 }
 
 /// A small xorshift generator: good enough for simulated sizes and latencies.
@@ -56,7 +79,7 @@ impl Rng {
 /// error, and memory (de)registrations.
 fn simulate(collector: &Collector, seed: u64, rate: u32, stop: &AtomicBool) {
     let mut rng = Rng(seed | 1);
-    let pause = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let pause = Duration::from_secs_f64(1.0 / f64::from(rate));
     let mut registered = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match rng.below(100) {
@@ -86,15 +109,44 @@ fn simulate(collector: &Collector, seed: u64, rate: u32, stop: &AtomicBool) {
     }
 }
 
-/// Runs the demo.
-pub fn run(args: &DemoArgs) -> CliResult {
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+/// Checks the combinations clap cannot.
+fn validate(args: &DemoArgs) -> CliResult {
+    if !(args.seconds > 0.0 && args.seconds <= 86_400.0) {
+        return Err(CliError::Usage(format!(
+            "--seconds must be a positive number of seconds, at most 86400 (got {})",
+            args.seconds
+        )));
+    }
+    if args.exporter == DemoExporter::Prometheus && args.dir.is_some() {
         return Err(CliError::Usage(
-            "--seconds must be a positive number".into(),
+            "--dir names the ring's directory: it cannot go with --exporter prometheus".into(),
         ));
     }
+    if args.exporter == DemoExporter::Prometheus && args.events {
+        return Err(CliError::Usage(
+            "--events prints the ring's events: it cannot go with --exporter prometheus".into(),
+        ));
+    }
+    if args.exporter == DemoExporter::Buffer && args.port.is_some() {
+        return Err(CliError::Usage(
+            "--port is the Prometheus endpoint's: use it with --exporter prometheus".into(),
+        ));
+    }
+    nixl_telemetry::ring::validate_file_name(&args.agent)
+        .map_err(|e| CliError::Usage(format!("--agent: {}", e.message)))
+}
+
+/// Runs the demo.
+pub fn run(args: &DemoArgs) -> CliResult {
+    validate(args)?;
+    if args.exporter == DemoExporter::Prometheus {
+        return run_prometheus(args);
+    }
     let (dir, temporary) = match &args.dir {
-        Some(d) => (d.clone(), false),
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            (d.clone(), false)
+        }
         None => {
             let d =
                 std::env::temp_dir().join(format!("nixl-telemetry-demo-{}", std::process::id()));
@@ -102,23 +154,113 @@ pub fn run(args: &DemoArgs) -> CliResult {
             (d, true)
         }
     };
-    let result = run_in(args, &dir);
+    let result = run_ring(args, &dir, !temporary);
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
 }
 
-fn run_in(args: &DemoArgs, dir: &std::path::Path) -> CliResult {
-    let config = Config {
-        buffer_size: 4096,
-        run_interval: Duration::from_millis(100),
-        exporter: ExporterChoice::Buffer(dir.to_owned()),
-        enabled_metrics: MetricMask::ALL,
-    };
-    let collector = Arc::new(Collector::new(&args.agent, config)?);
+/// The simulated agent: its collector and producer threads.
+struct Agent {
+    collector: Arc<Collector>,
+    stop: Arc<AtomicBool>,
+    producers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Agent {
+    fn start(args: &DemoArgs, exporter: ExporterChoice) -> Result<Agent, CliError> {
+        let config = Config {
+            buffer_size: 4096,
+            run_interval: Duration::from_millis(100),
+            exporter,
+            enabled_metrics: MetricMask::ALL,
+        };
+        let collector = Arc::new(Collector::new(&args.agent, config)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let producers = (0..args.threads)
+            .map(|i| {
+                let (c, stop) = (collector.clone(), stop.clone());
+                let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(u64::from(i) + 1)
+                    ^ u64::from(std::process::id());
+                let rate = args.rate;
+                std::thread::spawn(move || simulate(&c, seed, rate, &stop))
+            })
+            .collect();
+        Ok(Agent {
+            collector,
+            stop,
+            producers,
+        })
+    }
+
+    /// Stops the producers, then the collector (which flushes what is still staged).
+    fn stop(self) -> Result<nixl_telemetry::CollectorStats, CliError> {
+        self.stop.store(true, Ordering::Relaxed);
+        for p in self.producers {
+            let _ = p.join();
+        }
+        let collector = Arc::try_unwrap(self.collector)
+            .map_err(|_| CliError::Failed("producer threads still hold the collector".into()))?;
+        Ok(collector.close())
+    }
+}
+
+/// Shows frames in place on a terminal (or one after the other when stdout is not one).
+struct LiveView {
+    tty: bool,
+    shown: usize,
+}
+
+impl LiveView {
+    fn new() -> LiveView {
+        // SAFETY: isatty takes a file descriptor and touches no memory of ours.
+        let tty = unsafe { libc::isatty(1) } == 1;
+        LiveView { tty, shown: 0 }
+    }
+
+    fn show(&mut self, out: &mut impl Write, frame: &Frame) -> std::io::Result<()> {
+        let lines = frame.lines();
+        if self.tty && self.shown > 0 {
+            // Back to the first line of the previous frame.
+            write!(out, "\x1b[{}F", self.shown)?;
+        }
+        for line in &lines {
+            if self.tty {
+                writeln!(out, "{line}\x1b[K")?;
+            } else {
+                writeln!(out, "{line}")?;
+            }
+        }
+        if self.tty {
+            write!(out, "\x1b[J")?;
+        } else {
+            writeln!(out)?;
+        }
+        self.shown = lines.len();
+        out.flush()
+    }
+}
+
+fn frame(args: &DemoArgs, rows: Vec<Row>, started: Instant) -> Frame {
+    Frame {
+        title: format!(
+            "demo agent '{}' - {:.0} of {} s - live, every second",
+            args.agent,
+            started.elapsed().as_secs_f64().min(args.seconds),
+            args.seconds
+        ),
+        rows,
+        notes: Vec::new(),
+    }
+}
+
+fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
+    let agent = Agent::start(args, ExporterChoice::Buffer(dir.to_owned()))?;
     let path = dir.join(&args.agent);
     let mut ring = RingReader::open(&path)?;
+    // A kept ring is read without consuming it, so that it still holds the events afterwards.
+    let mode = if keep { Mode::Peek } else { Mode::Consume };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(
@@ -132,68 +274,189 @@ fn run_in(args: &DemoArgs, dir: &std::path::Path) -> CliResult {
     )?;
     writeln!(out, "Buffer capacity: {} events", ring.capacity())?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let producers: Vec<_> = (0..args.threads.max(1))
-        .map(|i| {
-            let (c, stop) = (collector.clone(), stop.clone());
-            let seed =
-                0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1) ^ std::process::id() as u64;
-            let rate = args.rate;
-            std::thread::spawn(move || simulate(&c, seed, rate, &stop))
-        })
-        .collect();
-
     output::catch_ctrl_c();
     let mut summary = Summary::default();
-    let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
-    let mut show = |event: nixl_telemetry::Event, out: &mut std::io::StdoutLock| -> CliResult {
-        summary.add(&event);
-        if !args.quiet {
-            output::write_event_block(out, &event)?;
+    let mut interval = Summary::default();
+    let mut cursor = None;
+    let mut take = |ring: &mut RingReader| -> Vec<nixl_telemetry::Event> {
+        match mode {
+            Mode::Consume => {
+                let most = ring.capacity() as usize;
+                ring.by_ref().take(most).collect()
+            }
+            Mode::Peek => match ring.peek(cursor, usize::MAX) {
+                Ok(p) => {
+                    cursor = Some(p.next);
+                    p.events
+                }
+                Err(_) => Vec::new(),
+            },
+        }
+    };
+    let mut view = LiveView::new();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let mut frame_at = started;
+    let show = |events: Vec<nixl_telemetry::Event>,
+                summary: &mut Summary,
+                interval: &mut Summary,
+                out: &mut std::io::StdoutLock|
+     -> CliResult {
+        for event in &events {
+            summary.add(event);
+            interval.add(event);
+            if args.events {
+                output::write_event_block(out, event, None)?;
+            }
         }
         Ok(())
     };
     while Instant::now() < deadline && !output::interrupted() {
-        match ring.pop() {
-            Some(e) => show(e, &mut out)?,
-            None => {
-                out.flush()?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        let events = take(&mut ring);
+        let idle = events.is_empty();
+        show(events, &mut summary, &mut interval, &mut out)?;
+        if !args.events && !args.quiet && frame_at.elapsed() >= Duration::from_secs(1) {
+            let seconds = frame_at.elapsed().as_secs_f64();
+            frame_at = Instant::now();
+            let row = Row {
+                name: args.agent.clone(),
+                rates: Some(Rates::from_summary(&interval, seconds)),
+                note: None,
+                aggregate: false,
+            };
+            interval = Summary::default();
+            view.show(&mut out, &frame(args, vec![row], started))?;
+        }
+        if idle {
+            out.flush()?;
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for p in producers {
-        let _ = p.join();
-    }
-    let collector = Arc::try_unwrap(collector)
-        .map_err(|_| CliError::Usage("producer threads still hold the collector".into()))?;
-    let stats = collector.close(); // stops the flush thread and flushes what is still staged
-    while let Some(e) = ring.pop() {
-        show(e, &mut out)?;
-    }
+    let stats = agent.stop()?;
+    let rest = take(&mut ring);
+    show(rest, &mut summary, &mut interval, &mut out)?;
     writeln!(out)?;
     writeln!(out, "=== Summary ===")?;
-    summary.write_table(&mut out)?;
+    summary.write_table(&mut out, true)?;
+    accounting(&mut out, &stats, Some(summary.total()))?;
+    if keep {
+        writeln!(
+            out,
+            "The ring is kept: nixl-telemetry stats {0}  (or read --peek {0}, top {0})",
+            path.display()
+        )?;
+        if stats.events_lost > 0 {
+            writeln!(
+                out,
+                "The ring filled up: a kept ring is not consumed, so {} events found no room; \
+                 lower --rate or --seconds to keep them all",
+                stats.events_lost
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The collector's loss accounting; with `read`, also that every exported event was read.
+fn accounting(
+    out: &mut impl Write,
+    stats: &nixl_telemetry::CollectorStats,
+    read: Option<u64>,
+) -> std::io::Result<()> {
     writeln!(
         out,
-        "collector: {} accepted, {} dropped at staging ({} drop reports), {} exported, {} lost at the ring",
+        "collector: {} accepted, {} dropped at staging ({} drop reports), {} exported, {} lost at the exporter",
         stats.events_accepted, stats.events_dropped, stats.drop_reports, stats.events_exported, stats.events_lost
     )?;
     let balanced = stats.events_exported + stats.events_lost
         == stats.events_accepted + stats.drop_reports
-        && summary.total() == stats.events_exported;
+        && read.map_or(true, |r| r == stats.events_exported);
+    let verdict = if balanced {
+        "every event accounted for"
+    } else {
+        "MISMATCH"
+    };
+    match read {
+        Some(r) => writeln!(
+            out,
+            "accounting: {verdict} (read {r} = exported {}; exported + lost = accepted + drop reports)",
+            stats.events_exported
+        ),
+        None => writeln!(
+            out,
+            "accounting: {verdict} (exported + lost = accepted + drop reports)"
+        ),
+    }
+}
+
+/// The directories the Prometheus plug-in is looked for in: next to this executable (cargo's
+/// `target/<profile>/`) and the installed layout's `lib/plugins`.
+fn add_plugin_dirs() {
+    let Some(bin) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_owned))
+    else {
+        return;
+    };
+    for dir in [bin.join("../lib/plugins"), bin.clone()] {
+        if dir.join("libtelemetry_exporter_prometheus.so").is_file() {
+            if let Ok(dir) = dir.canonicalize() {
+                let _ = nixl_telemetry::plugin::add_plugin_dir(&dir);
+            }
+        }
+    }
+}
+
+fn run_prometheus(args: &DemoArgs) -> CliResult {
+    let port = args.port.unwrap_or(9090);
+    // Read by the plug-in when the collector is created; no other thread runs yet.
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", port.to_string());
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "1");
+    add_plugin_dirs();
+    let agent =
+        Agent::start(args, ExporterChoice::Plugin("prometheus".into())).map_err(|e| match e {
+            CliError::Telemetry(e) if e.status == nixl_telemetry::Status::BindFailed => {
+                CliError::Failed(format!(
+                    "port {port} is in use by another process: choose another with --port"
+                ))
+            }
+            e => e,
+        })?;
+    let url = Url::parse(&format!("http://127.0.0.1:{port}/metrics")).map_err(CliError::Failed)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
     writeln!(
         out,
-        "accounting: {} (read {} = exported {}; exported + lost = accepted + drop reports)",
-        if balanced {
-            "every event accounted for"
-        } else {
-            "MISMATCH"
-        },
-        summary.total(),
-        stats.events_exported
+        "Demo agent '{}': {} threads x {} transfers/s for {} s, Prometheus endpoint {url}",
+        args.agent, args.threads, args.rate, args.seconds
     )?;
+    writeln!(out, "While it runs:  curl -s {url}")?;
+    writeln!(out, "           or:  nixl-telemetry top {url}")?;
+    out.flush()?;
+    output::catch_ctrl_c();
+    let mut source = Source::url(url);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    source.sample(Mode::Peek, 1.0, true);
+    let mut view = LiveView::new();
+    let mut frame_at = Instant::now();
+    while Instant::now() < deadline && !output::interrupted() {
+        output::sleep_unless_interrupted(
+            Duration::from_secs(1)
+                .saturating_sub(frame_at.elapsed())
+                .min(deadline.saturating_duration_since(Instant::now())),
+        );
+        if frame_at.elapsed() >= Duration::from_secs(1) && !args.quiet {
+            let seconds = frame_at.elapsed().as_secs_f64();
+            frame_at = Instant::now();
+            let rows = source.sample(Mode::Peek, seconds, false);
+            view.show(&mut out, &frame(args, rows, started))?;
+        }
+    }
+    let stats = agent.stop()?;
+    writeln!(out)?;
+    accounting(&mut out, &stats, None)?;
     out.flush()?;
     Ok(())
 }

@@ -11,8 +11,11 @@
 //!
 //! Exit status: 0 when every file was read completely; 3 when at least one file ended in a
 //! truncated or damaged member (everything readable was still printed); 1 on an error (an
-//! argument naming no segment, an unreadable file, a failed write to stdout other than a closed
-//! pipe); 2 for bad usage.
+//! argument naming no segment, an unreadable file, a file that is not gzip, a row longer than
+//! 16 MiB, a failed write to stdout other than a closed pipe); 2 for bad usage.
+//!
+//! Rows are read with a bound on their length ([`crate::segrows`]), so a hostile segment
+//! cannot exhaust memory.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, BufWriter, Write};
@@ -20,9 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use nixl_telemetry::segments::reader::{ReadOutcome, SegmentReader};
+use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry::segments::reader::ReadOutcome;
 use nixl_telemetry::segments::segments_of;
 use serde_json::{json, Value};
+
+use crate::output::Format;
+use crate::segrows;
 
 /// Exit status when some file ended in a truncated or damaged member.
 const EXIT_TRUNCATED: u8 = 3;
@@ -32,8 +39,8 @@ const EXIT_TRUNCATED: u8 = 3;
 #[command(
     after_help = "Exit status: 0 when every file was read completely; 3 when a file \
 ended in a truncated or damaged gzip member (every complete row before it was still used, and \
-a warning names the file and byte offset); 1 on errors (no segment found, unreadable file); 2 \
-for bad usage."
+a warning names the file and byte offset); 1 on errors (no segment found, unreadable file, not \
+a gzip file, a row longer than 16 MiB, TRACE exporter rows given to summary); 2 for bad usage."
 )]
 pub struct FpmArgs {
     #[command(subcommand)]
@@ -49,14 +56,17 @@ enum FpmCommand {
         #[arg(required = true, value_name = "PREFIX_OR_FILE")]
         paths: Vec<PathBuf>,
     },
-    /// Per (worker_id, dp_rank): rows, first/last counter_id, counter gaps, time span and mean
-    /// wall_time excluding idle heartbeats.
+    /// Per (namespace, component, worker_id, dp_rank): rows, first/last counter_id, counter
+    /// gaps, time span and mean wall_time excluding idle heartbeats.
     Summary {
         /// Segment files, producer prefixes or output prefixes.
         #[arg(required = true, value_name = "PREFIX_OR_FILE")]
         paths: Vec<PathBuf>,
-        /// Print one JSON object instead of a table.
-        #[arg(long)]
+        /// Output format: a table, or one JSON object.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+        /// The same as `--format json`.
+        #[arg(long, hide = true)]
         json: bool,
     },
 }
@@ -65,7 +75,11 @@ enum FpmCommand {
 pub fn run(args: &FpmArgs) -> ExitCode {
     let result = match &args.command {
         FpmCommand::Cat { paths } => cat(paths),
-        FpmCommand::Summary { paths, json } => summary(paths, *json),
+        FpmCommand::Summary {
+            paths,
+            format,
+            json,
+        } => summary(paths, *json || *format == Format::Json),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -108,13 +122,14 @@ fn expand(paths: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
 fn read_all(files: &[PathBuf], mut row: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
     let mut complete = true;
     for file in files {
-        let outcome = SegmentReader::for_each_row(file, &mut row).map_err(|e| {
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                e
-            } else {
-                io::Error::new(e.kind(), format!("{}: {e}", file.display()))
-            }
-        })?;
+        let outcome =
+            segrows::for_each_row(file, segrows::MAX_ROW_BYTES, &mut row).map_err(|e| {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    e
+                } else {
+                    io::Error::new(e.kind(), format!("{}: {e}", file.display()))
+                }
+            })?;
         complete &= report(file, &outcome);
     }
     Ok(complete)
@@ -150,7 +165,7 @@ fn cat(paths: &[PathBuf]) -> io::Result<bool> {
     Ok(complete)
 }
 
-/// Aggregates of one (worker_id, dp_rank).
+/// Aggregates of one (namespace, component, worker_id, dp_rank).
 #[derive(Debug, Default)]
 struct RankSummary {
     rows: u64,
@@ -207,18 +222,36 @@ impl RankSummary {
     }
 }
 
+/// The rows of one (namespace, component, worker_id, dp_rank): two components of one producer
+/// (same worker and rank) are two rows.
+type RankKey = (String, String, String, u64);
+
 fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
     let files = expand(paths)?;
-    let mut ranks: BTreeMap<(String, u64), RankSummary> = BTreeMap::new();
+    let mut ranks: BTreeMap<RankKey, RankSummary> = BTreeMap::new();
     let mut rows = 0u64;
     let mut unparsable = 0u64;
+    let mut telemetry_rows = 0u64;
     let complete = read_all(&files, |row| {
         rows += 1;
         let parsed: Option<Value> = serde_json::from_slice(row).ok();
         let event = parsed.as_ref().map(|v| &v["event"]);
+        if event.is_some_and(|e| e["schema"] == NIXL_EVENT_SCHEMA) {
+            telemetry_rows += 1;
+            return Ok(());
+        }
         let fpm = event.map(|e| &e["fpm"]);
-        let key =
-            fpm.and_then(|f| Some((f["worker_id"].as_str()?.to_owned(), f["dp_rank"].as_u64()?)));
+        let source = event.map(|e| &e["source"]);
+        let text =
+            |v: Option<&Value>, key: &str| v.and_then(|v| v[key].as_str()).unwrap_or("").to_owned();
+        let key = fpm.and_then(|f| {
+            Some((
+                text(source, "namespace"),
+                text(source, "component"),
+                f["worker_id"].as_str()?.to_owned(),
+                f["dp_rank"].as_u64()?,
+            ))
+        });
         let counter = fpm.and_then(|f| f["counter_id"].as_u64());
         match (key, counter) {
             (Some(key), Some(counter)) => ranks.entry(key).or_default().add(
@@ -230,13 +263,31 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
         }
         Ok(())
     })?;
+    if telemetry_rows > 0 && ranks.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "these are NIXL telemetry events written by the TRACE exporter ({telemetry_rows} \
+                 rows of schema {NIXL_EVENT_SCHEMA}), not forward-pass metrics: summarise them \
+                 with `nixl-telemetry stats {}`",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        ));
+    }
+    unparsable += telemetry_rows;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     if as_json {
         let list: Vec<Value> = ranks
             .iter()
-            .map(|((worker, rank), s)| {
+            .map(|((namespace, component, worker, rank), s)| {
                 json!({
+                    "namespace": namespace,
+                    "component": component,
                     "worker_id": worker,
                     "dp_rank": rank,
                     "rows": s.rows,
@@ -264,7 +315,9 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
     } else {
         writeln!(
             out,
-            "{:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10} {:>12}",
+            "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10} {:>12}",
+            "namespace",
+            "component",
             "worker_id",
             "dp_rank",
             "rows",
@@ -276,13 +329,15 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
             "heartbeats",
             "mean_wall_s"
         )?;
-        for ((worker, rank), s) in &ranks {
+        for ((namespace, component, worker, rank), s) in &ranks {
             let mean = s
                 .mean_wall_time()
                 .map_or_else(|| "-".to_owned(), |m| format!("{m:.6}"));
             writeln!(
                 out,
-                "{:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10.3} {:>10} {:>12}",
+                "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10.3} {:>10} {:>12}",
+                namespace,
+                component,
                 worker,
                 rank,
                 s.rows,

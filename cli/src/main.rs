@@ -1,20 +1,23 @@
 //! `nixl-telemetry`: read NIXL telemetry rings, summarise them, and run a demo agent.
 
 mod demo;
+mod filter;
 mod fpm;
 mod output;
 mod read;
+mod rings;
+mod scrape;
+mod segrows;
 mod serve;
+mod sketch;
 mod stats;
+mod top;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use output::Format;
-
-/// Read and summarise NIXL telemetry ring files.
+/// Read, summarise and watch NIXL telemetry: rings, scrape endpoints and trace segments.
 #[derive(Parser, Debug)]
 #[command(name = "nixl-telemetry", version, about)]
 struct Cli {
@@ -24,29 +27,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the events of a ring file (consuming them, as every ring reader does).
-    Read {
-        /// The ring file (NIXL_TELEMETRY_DIR/<agent name>).
-        path: PathBuf,
-        /// Keep polling for new events every 500 ms until Ctrl+C (default: drain and exit).
-        #[arg(long)]
-        follow: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "text")]
-        format: Format,
-        /// Only print events whose name matches this glob (repeatable).
-        #[arg(long = "filter", value_name = "GLOB")]
-        filters: Vec<String>,
-    },
-    /// Drain a ring file and print per-event counts, sums and derived views.
-    Stats {
-        /// The ring file.
-        path: PathBuf,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run a simulated multi-threaded agent writing into a ring while reading it live.
+    /// Print the events of rings: consuming them, as NIXL's readers do, or with --peek
+    /// leaving them for another reader.
+    Read(read::ReadArgs),
+    /// Per-agent counts, sums, last values and p50/p99 of rings (peeked: nothing is consumed)
+    /// and TRACE segments, with a node total.
+    Stats(stats::StatsArgs),
+    /// A live view of agents (rates, latency percentiles, errors, drops), refreshed in place
+    /// from rings or scrape URLs; q or Ctrl+C quits.
+    Top(top::TopArgs),
+    /// Run a simulated multi-threaded agent (writing a ring, or serving the Prometheus
+    /// endpoint) and show its live summary, then the loss accounting.
     Demo(demo::DemoArgs),
     /// Read forward-pass-metrics trace segments (gzip JSONL): `cat` or `summary`.
     Fpm(fpm::FpmArgs),
@@ -57,23 +48,21 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Read {
-            path,
-            follow,
-            format,
-            filters,
-        } => read::run(&path, follow, format, &filters),
-        Command::Stats { path, json } => stats::run(&path, json),
+        Command::Read(args) => read::run(&args),
+        Command::Stats(args) => stats::run(&args),
+        Command::Top(args) => top::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Fpm(args) => return fpm::run(&args),
         Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("nixl-telemetry: error: {e}");
-            ExitCode::FAILURE
+            let (status, report) = output::exit_status(&e);
+            if report {
+                eprintln!("nixl-telemetry: error: {e}");
+            }
+            ExitCode::from(status)
         }
     }
 }

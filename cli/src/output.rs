@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use nixl_telemetry::Event;
 
-/// Output format of `read`.
+/// Output format of `read` and `stats`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// The block format of NIXL's telemetry readers.
     Text,
-    /// One JSON object per line: {"event": name, "type": number, "value": number}.
+    /// JSON: for `read` one object per line, {"agent": ring, "event": name, "type": number,
+    /// "value": number}; for `stats` one document.
     Json,
 }
 
@@ -23,8 +24,13 @@ pub enum CliError {
     Telemetry(nixl_telemetry::Error),
     /// Writing the output failed.
     Io(std::io::Error),
-    /// Bad command-line usage not caught by the parser.
+    /// Bad command-line usage not caught by the parser (exit status 2).
     Usage(String),
+    /// The command could not do its work (exit status 1).
+    Failed(String),
+    /// Everything readable was read, but some file ended in a truncated or damaged part,
+    /// already reported on stderr (exit status 3).
+    Incomplete,
 }
 
 impl fmt::Display for CliError {
@@ -32,7 +38,8 @@ impl fmt::Display for CliError {
         match self {
             CliError::Telemetry(e) => write!(f, "{e}"),
             CliError::Io(e) => write!(f, "cannot write output: {e}"),
-            CliError::Usage(m) => f.write_str(m),
+            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Incomplete => f.write_str("some files ended in a damaged part"),
         }
     }
 }
@@ -57,23 +64,44 @@ pub fn is_broken_pipe(e: &CliError) -> bool {
     matches!(e, CliError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
-/// Writes one event as NIXL's readers print it.
-pub fn write_event_block(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
+/// Writes one event as NIXL's readers print it; with `agent`, an `Agent:` line names the ring
+/// it came from (when several rings are read).
+pub fn write_event_block(
+    out: &mut impl Write,
+    event: &Event,
+    agent: Option<&str>,
+) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(out, "=== NIXL Telemetry Event ===")?;
+    if let Some(agent) = agent {
+        writeln!(out, "Agent: {agent}")?;
+    }
     writeln!(out, "Event: {}", event.name())?;
     writeln!(out, "Value: {}", event.value)?;
     writeln!(out, "{}", "=".repeat(27))
 }
 
-/// Writes one event as a JSON line.
-pub fn write_event_json(out: &mut impl Write, event: &Event) -> std::io::Result<()> {
+/// Writes one event of ring `agent` as a JSON line.
+pub fn write_event_json(out: &mut impl Write, event: &Event, agent: &str) -> std::io::Result<()> {
     let line = serde_json::json!({
+        "agent": agent,
         "event": event.name(),
         "type": event.event_type,
         "value": event.value,
     });
     writeln!(out, "{line}")
+}
+
+/// The exit status of a failed command (2 for bad usage, 3 for an incomplete read, 1
+/// otherwise) and whether its message is worth printing (not for a closed stdout, e.g.
+/// `| head`, which exits 0, nor for an incomplete read, whose warnings were printed).
+pub fn exit_status(e: &CliError) -> (u8, bool) {
+    match e {
+        _ if is_broken_pipe(e) => (0, false),
+        CliError::Usage(_) => (2, true),
+        CliError::Incomplete => (3, false),
+        _ => (1, true),
+    }
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

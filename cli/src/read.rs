@@ -1,81 +1,200 @@
-//! `nixl-telemetry read`: print a ring's events like NIXL's C++ reader, or as JSON lines.
+//! `nixl-telemetry read`: print rings' events like NIXL's C++ reader, or as JSON lines;
+//! consuming them (NIXL's semantics) or, with `--peek`, leaving them for another reader.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nixl_telemetry::filter::fnmatch;
-use nixl_telemetry::RingReader;
-
+use crate::filter::EventFilter;
 use crate::output::{self, CliResult, Format};
+use crate::rings::{Mode, RingSet, Tracked};
 
-/// How long to sleep when the ring is empty in `--follow` mode (as NIXL's readers do).
+/// How long to sleep when every ring is empty in `--follow` mode (as NIXL's readers do).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Reads `path`, printing every event (matching one of `filters`, when given); with `follow`,
-/// keeps polling until Ctrl+C.
-pub fn run(path: &Path, follow: bool, format: Format, filters: &[String]) -> CliResult {
-    if follow {
+/// Most events taken from one ring per poll when following, so that one busy ring cannot
+/// starve the others.
+const FOLLOW_BATCH: usize = 4096;
+
+/// Options of `read`.
+#[derive(clap::Args, Debug)]
+pub struct ReadArgs {
+    /// Ring files (NIXL_TELEMETRY_DIR/<agent name>) and directories of rings (every ring file
+    /// in it; other files are skipped with a note).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Keep reading new events (polling every 500 ms) until Ctrl+C, like `tail -F`: wait for a
+    /// ring that does not exist yet, reopen one that is replaced (another file, or a new
+    /// header), and say so on stderr. Without it, read what is there and exit.
+    #[arg(long)]
+    follow: bool,
+    /// Read without consuming: `read_pos` is not advanced, so another reader (NIXL's, or a
+    /// later `read`) still gets every event.
+    #[arg(long)]
+    peek: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Only print events whose name matches this POSIX glob (repeatable). A glob matching none
+    /// of the 21 event names is a usage error (exit status 2), and nothing is read.
+    #[arg(long = "filter", value_name = "GLOB")]
+    filters: Vec<String>,
+}
+
+/// What was read from one ring.
+#[derive(Default)]
+struct Counts {
+    printed: u64,
+    skipped: u64,
+}
+
+/// Runs `read`.
+pub fn run(args: &ReadArgs) -> CliResult {
+    // Checked before any ring is opened: a typo consumes nothing.
+    let filter = EventFilter::new(&args.filters)?;
+    if args.follow {
         // Before opening, so a Ctrl+C at any point ends the command cleanly.
         output::catch_ctrl_c();
     }
-    let text = format == Format::Text;
+    let mut set = RingSet::open(&args.paths, args.follow)?;
+    let mode = if args.peek { Mode::Peek } else { Mode::Consume };
+    let several = set.rings.len() > 1 || args.paths.iter().any(|p| p.is_dir());
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if text {
-        writeln!(out, "Telemetry path: {}", path.display())?;
-        writeln!(out, "Opening telemetry buffer: {}", path.display())?;
-        if follow {
+    let text = args.format == Format::Text;
+    let mut reader = Printer {
+        filter,
+        text,
+        several,
+    };
+    let mut counts: Vec<Counts> = set.rings.iter().map(|_| Counts::default()).collect();
+    if !args.follow {
+        for (ring, counts) in set.rings.iter_mut().zip(&mut counts) {
+            if text {
+                preamble(&mut out, ring)?;
+            }
+            // What is there now, and no more: a writer filling the ring as fast as it is read
+            // cannot keep this going.
+            let limit = ring.pending();
+            let name = ring.name.clone();
+            ring.take_batches(mode, limit, false, |events| {
+                Ok(reader.print(&mut out, &name, events, counts)?)
+            })?;
+            if text {
+                totals(&mut out, ring, counts, args.peek)?;
+            }
+        }
+    } else {
+        if text {
+            for ring in set.rings.iter().filter(|r| r.reader().is_some()) {
+                preamble(&mut out, ring)?;
+            }
             writeln!(out, "Press Ctrl+C to stop reading telemetry...")?;
         }
+        out.flush()?;
+        let mut idle_polls = 0u32;
+        while !output::interrupted() {
+            let mut any = false;
+            for (ring, counts) in set.rings.iter_mut().zip(&mut counts) {
+                let events = ring.poll(mode, FOLLOW_BATCH, true)?;
+                any |= !events.is_empty();
+                reader.print(&mut out, &ring.name, &events, counts)?;
+            }
+            out.flush()?;
+            if !any {
+                idle_polls += 1;
+                if idle_polls % 4 == 0 {
+                    set.rescan();
+                    counts.resize_with(set.rings.len(), Counts::default);
+                }
+                output::sleep_unless_interrupted(POLL_INTERVAL);
+            }
+        }
+        if text {
+            for (ring, counts) in set.rings.iter().zip(&counts) {
+                if several {
+                    writeln!(out, "\nAgent: {} ({})", ring.name, ring.path.display())?;
+                }
+                totals(&mut out, ring, counts, args.peek)?;
+            }
+        }
     }
-    let mut ring = RingReader::open(path)?;
-    if text {
+    if text && several {
+        writeln!(
+            out,
+            "\nNode total: {} events read from {} rings",
+            counts.iter().map(|c| c.printed).sum::<u64>(),
+            set.rings.len()
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Prints events as they are read.
+struct Printer {
+    filter: EventFilter,
+    text: bool,
+    several: bool,
+}
+
+impl Printer {
+    fn print(
+        &mut self,
+        out: &mut impl Write,
+        agent: &str,
+        events: &[nixl_telemetry::Event],
+        counts: &mut Counts,
+    ) -> std::io::Result<()> {
+        for event in events {
+            if !self.filter.matches(&event.name()) {
+                counts.skipped += 1;
+                continue;
+            }
+            counts.printed += 1;
+            if self.text {
+                output::write_event_block(out, event, self.several.then_some(agent))?;
+            } else {
+                output::write_event_json(out, event, agent)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The lines NIXL's reader prints when it opens a ring.
+fn preamble(out: &mut impl Write, ring: &Tracked) -> std::io::Result<()> {
+    let path = ring.path.display();
+    writeln!(out, "Telemetry path: {path}")?;
+    writeln!(out, "Opening telemetry buffer: {path}")?;
+    if let Some(r) = ring.reader() {
         writeln!(
             out,
             "Successfully opened telemetry buffer (version: {})",
-            ring.header().version
+            r.header().version
         )?;
-        writeln!(out, "Buffer capacity: {} events", ring.capacity())?;
-        out.flush()?;
+        writeln!(out, "Buffer capacity: {} events", r.capacity())?;
     }
-    let (mut printed, mut skipped) = (0u64, 0u64);
-    loop {
-        if follow && output::interrupted() {
-            break;
-        }
-        match ring.try_pop()? {
-            Some(event) => {
-                let name = event.name();
-                if !filters.is_empty() && !filters.iter().any(|f| fnmatch(f, &name)) {
-                    skipped += 1;
-                    continue;
-                }
-                printed += 1;
-                if text {
-                    output::write_event_block(&mut out, &event)?;
-                } else {
-                    output::write_event_json(&mut out, &event)?;
-                }
-                if follow {
-                    out.flush()?;
-                }
-            }
-            None if follow => {
-                out.flush()?;
-                output::sleep_unless_interrupted(POLL_INTERVAL);
-            }
-            None => break,
-        }
+    Ok(())
+}
+
+/// The lines NIXL's reader prints when it stops.
+fn totals(
+    out: &mut impl Write,
+    ring: &Tracked,
+    counts: &Counts,
+    peek: bool,
+) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "Total events read: {}", counts.printed)?;
+    if counts.skipped > 0 {
+        writeln!(out, "Events skipped by --filter: {}", counts.skipped)?;
     }
-    if text {
-        writeln!(out)?;
-        writeln!(out, "Total events read: {printed}")?;
-        if skipped > 0 {
-            writeln!(out, "Events skipped by --filter: {skipped}")?;
-        }
-        writeln!(out, "Final buffer size: {} events", ring.len())?;
+    if let Some(r) = ring.reader() {
+        writeln!(out, "Final buffer size: {} events", r.len())?;
     }
-    out.flush()?;
+    if peek {
+        writeln!(out, "(--peek: nothing was consumed)")?;
+    }
     Ok(())
 }

@@ -1,14 +1,41 @@
-//! `nixl-telemetry stats`: per-event counts and sums, cumulative totals, last values and, for
-//! the transfer times, min/mean/p50/p99/max.
+//! `nixl-telemetry stats`: per-event counts and sums, last values and, for the transfer times,
+//! min/mean/p50/p99/max; one section per agent and a node total. Rings are peeked, never
+//! consumed; TRACE exporter segments are read too. Memory is bounded whatever the input: the
+//! distributions are fixed-size sketches ([`crate::sketch`]), never the values.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use nixl_telemetry::{Event, EventType, RingReader};
+use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::{Event, EventType};
 use serde_json::{json, Value};
 
-use crate::output::CliResult;
+use crate::filter::EventFilter;
+use crate::output::{CliError, CliResult, Format};
+use crate::rings::{Mode, RingSet};
+use crate::segrows;
+use crate::sketch::Sketch;
+
+/// Options of `stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    /// Ring files, directories of rings, and TRACE exporter segments (a file, or the prefix
+    /// `<NIXL_TELEMETRY_TRACE_PATH>.<agent>`).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Output format: a table per agent, or one JSON document.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// The same as `--format json`.
+    #[arg(long, hide = true)]
+    json: bool,
+    /// Only count events whose name matches this POSIX glob (repeatable); a glob matching
+    /// none of the 21 event names is a usage error (exit status 2).
+    #[arg(long = "filter", value_name = "GLOB")]
+    filters: Vec<String>,
+}
 
 /// Aggregates of one event name.
 #[derive(Clone, Debug, Default)]
@@ -19,29 +46,22 @@ pub struct EventSummary {
     pub sum: u64,
     /// Most recent value.
     pub last: u64,
-    /// Every value, kept for the distributions of transfer times only.
-    samples: Vec<u64>,
-}
-
-/// Distribution of one transfer-time event.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Distribution {
-    /// Smallest value.
-    pub min: u64,
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Median (nearest rank).
-    pub p50: u64,
-    /// 99th percentile (nearest rank).
-    pub p99: u64,
-    /// Largest value.
-    pub max: u64,
+    /// The distribution, for the transfer times only.
+    sketch: Option<Sketch>,
 }
 
 /// Per-event aggregates, in event-type order (unknown types last, by name).
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
     by_event: BTreeMap<(u32, String), EventSummary>,
+}
+
+/// Whether values of `event` get a distribution.
+fn has_distribution(event_type: u32) -> bool {
+    matches!(
+        EventType::from_u32(event_type),
+        Some(EventType::AgentXferTime | EventType::AgentXferPostTime)
+    )
 }
 
 impl Summary {
@@ -54,11 +74,24 @@ impl Summary {
         entry.count += 1;
         entry.sum = entry.sum.saturating_add(event.value);
         entry.last = event.value;
-        if matches!(
-            event.kind(),
-            Some(EventType::AgentXferTime | EventType::AgentXferPostTime)
-        ) {
-            entry.samples.push(event.value);
+        if has_distribution(event.event_type) {
+            entry
+                .sketch
+                .get_or_insert_with(Sketch::default)
+                .add(event.value);
+        }
+    }
+
+    /// Adds everything of `other` (its last values win).
+    pub fn merge(&mut self, other: &Summary) {
+        for (key, theirs) in &other.by_event {
+            let ours = self.by_event.entry(key.clone()).or_default();
+            ours.count += theirs.count;
+            ours.sum = ours.sum.saturating_add(theirs.sum);
+            ours.last = theirs.last;
+            if let Some(s) = &theirs.sketch {
+                ours.sketch.get_or_insert_with(Sketch::default).merge(s);
+            }
         }
     }
 
@@ -67,32 +100,35 @@ impl Summary {
         self.by_event.values().map(|s| s.count).sum()
     }
 
-    /// The distribution of a transfer-time event, if any were seen.
-    pub fn distribution(summary: &EventSummary) -> Option<Distribution> {
-        let mut v = summary.samples.clone();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_unstable();
-        let rank = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Some(Distribution {
-            min: v[0],
-            mean: v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64,
-            p50: rank(0.50),
-            p99: rank(0.99),
-            max: v[v.len() - 1],
-        })
+    /// The sum of the values of events of type `t`.
+    pub fn sum_of(&self, t: EventType) -> u64 {
+        self.by_event
+            .get(&(t as u32, t.name().to_owned()))
+            .map_or(0, |s| s.sum)
     }
 
-    /// The summary as a JSON value.
-    pub fn to_json(&self) -> Value {
+    /// The distribution of events of type `t` (transfer and post times), if any were seen.
+    pub fn sketch_of(&self, t: EventType) -> Option<&Sketch> {
+        self.by_event
+            .get(&(t as u32, t.name().to_owned()))
+            .and_then(|s| s.sketch.as_ref())
+    }
+
+    /// The summary as a JSON value; `with_last` adds each event's last value.
+    pub fn to_json(&self, with_last: bool) -> Value {
         let events: Vec<Value> = self
             .by_event
             .iter()
             .map(|((t, name), s)| {
-                let mut o = json!({"event": name, "type": t, "count": s.count, "sum": s.sum, "last": s.last});
-                if let Some(d) = Summary::distribution(s) {
-                    o["distribution"] = json!({"min": d.min, "mean": d.mean, "p50": d.p50, "p99": d.p99, "max": d.max});
+                let mut o = json!({"event": name, "type": t, "count": s.count, "sum": s.sum});
+                if with_last {
+                    o["last"] = json!(s.last);
+                }
+                if let Some(d) = s.sketch.as_ref().filter(|d| d.count() > 0) {
+                    o["distribution"] = json!({
+                        "min": d.min(), "mean": d.mean(), "p50": d.quantile(0.5),
+                        "p99": d.quantile(0.99), "max": d.max(),
+                    });
                 }
                 o
             })
@@ -100,24 +136,25 @@ impl Summary {
         json!({"total_events": self.total(), "events": events})
     }
 
-    /// Writes the summary as an aligned table.
-    pub fn write_table(&self, out: &mut impl Write) -> std::io::Result<()> {
+    /// Writes the summary as an aligned table; without `with_last`, the last column is `-`.
+    pub fn write_table(&self, out: &mut impl Write, with_last: bool) -> std::io::Result<()> {
         writeln!(
             out,
             "{:<32} {:>10} {:>20} {:>14}",
             "event", "count", "sum (total)", "last"
         )?;
         for ((_, name), s) in &self.by_event {
-            writeln!(
-                out,
-                "{name:<32} {:>10} {:>20} {:>14}",
-                s.count, s.sum, s.last
-            )?;
+            let last = if with_last {
+                s.last.to_string()
+            } else {
+                "-".into()
+            };
+            writeln!(out, "{name:<32} {:>10} {:>20} {last:>14}", s.count, s.sum)?;
         }
         let distributions: Vec<_> = self
             .by_event
             .iter()
-            .filter_map(|((_, name), s)| Summary::distribution(s).map(|d| (name, d)))
+            .filter_map(|((_, name), s)| s.sketch.as_ref().map(|d| (name, d)))
             .collect();
         if !distributions.is_empty() {
             writeln!(out)?;
@@ -126,11 +163,16 @@ impl Summary {
                 "{:<32} {:>10} {:>12} {:>10} {:>10} {:>10}",
                 "transfer time (us)", "min", "mean", "p50", "p99", "max"
             )?;
+            let show = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
             for (name, d) in distributions {
                 writeln!(
                     out,
                     "{name:<32} {:>10} {:>12.1} {:>10} {:>10} {:>10}",
-                    d.min, d.mean, d.p50, d.p99, d.max
+                    show(d.min()),
+                    d.mean().unwrap_or(0.0),
+                    show(d.quantile(0.5)),
+                    show(d.quantile(0.99)),
+                    show(d.max())
                 )?;
             }
         }
@@ -138,22 +180,172 @@ impl Summary {
     }
 }
 
-/// Drains `path` and prints its summary.
-pub fn run(path: &Path, json: bool) -> CliResult {
-    let ring = RingReader::open(path)?;
-    let mut summary = Summary::default();
-    for event in ring {
-        summary.add(&event);
+/// One section of the output: an agent's events from one source.
+struct Section {
+    agent: String,
+    source: String,
+    summary: Summary,
+}
+
+/// Whether `path` is (or names) TRACE segments rather than a ring: a gzip file, or a prefix
+/// naming segments.
+fn is_segment_source(path: &Path) -> bool {
+    if path.is_file() {
+        let mut magic = [0u8; 2];
+        return std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok_and(|()| magic == [0x1f, 0x8b]);
     }
+    !path.exists() && segments_of(path).is_ok_and(|s| !s.is_empty())
+}
+
+/// Reads TRACE segments into one section per agent; returns whether every file was complete.
+fn read_segments(
+    paths: &[PathBuf],
+    filter: &EventFilter,
+    sections: &mut Vec<Section>,
+) -> Result<bool, CliError> {
+    let mut complete = true;
+    let mut foreign = 0u64;
+    for arg in paths {
+        let files = segments_of(arg).map_err(|e| {
+            CliError::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", arg.display()),
+            ))
+        })?;
+        for file in files {
+            let source = format!("TRACE {}", file.display());
+            let outcome = segrows::for_each_row(&file, segrows::MAX_ROW_BYTES, |row| {
+                let row: Option<Value> = serde_json::from_slice(row).ok();
+                let event = row.as_ref().map(|r| &r["event"]);
+                let parsed = event
+                    .filter(|e| e["schema"] == NIXL_EVENT_SCHEMA)
+                    .and_then(|e| {
+                        Some((
+                            e["agent"].as_str()?,
+                            u32::try_from(e["type"].as_u64()?).ok()?,
+                            e["value"].as_u64()?,
+                        ))
+                    });
+                let Some((agent, event_type, value)) = parsed else {
+                    foreign += 1;
+                    return Ok(());
+                };
+                let event = Event { event_type, value };
+                if !filter.matches(&event.name()) {
+                    return Ok(());
+                }
+                let index = match sections
+                    .iter()
+                    .position(|s| s.agent == agent && s.source.starts_with("TRACE"))
+                {
+                    Some(i) => i,
+                    None => {
+                        sections.push(Section {
+                            agent: agent.to_owned(),
+                            source: source.clone(),
+                            summary: Summary::default(),
+                        });
+                        sections.len() - 1
+                    }
+                };
+                sections[index].summary.add(&event);
+                Ok(())
+            })
+            .map_err(|e| {
+                CliError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", file.display()),
+                ))
+            })?;
+            if let Some(t) = &outcome.truncated {
+                complete = false;
+                eprintln!(
+                    "nixl-telemetry: warning: {}: truncated or damaged gzip member at byte {} \
+                     ({}); {} complete rows were read from this file",
+                    file.display(),
+                    t.offset,
+                    t.error,
+                    outcome.rows
+                );
+            }
+        }
+    }
+    if foreign > 0 {
+        eprintln!(
+            "nixl-telemetry: note: skipped {foreign} rows that are not NIXL telemetry events \
+             (schema {NIXL_EVENT_SCHEMA}); for forward-pass-metrics traces use `nixl-telemetry \
+             fpm summary`"
+        );
+    }
+    Ok(complete)
+}
+
+/// Runs `stats`.
+pub fn run(args: &StatsArgs) -> CliResult {
+    let filter = EventFilter::new(&args.filters)?;
+    let (segment_args, ring_args): (Vec<PathBuf>, Vec<PathBuf>) = args
+        .paths
+        .iter()
+        .cloned()
+        .partition(|p| is_segment_source(p));
+    let mut sections = Vec::new();
+    if !ring_args.is_empty() {
+        let mut set = RingSet::open(&ring_args, false)?;
+        for ring in &mut set.rings {
+            let mut summary = Summary::default();
+            let limit = ring.pending();
+            ring.take_batches(Mode::Peek, limit, false, |events| {
+                for event in events.iter().filter(|e| filter.matches(&e.name())) {
+                    summary.add(event);
+                }
+                Ok(())
+            })?;
+            sections.push(Section {
+                agent: ring.name.clone(),
+                source: format!("ring {}", ring.path.display()),
+                summary,
+            });
+        }
+    }
+    let complete = read_segments(&segment_args, &filter, &mut sections)?;
+    let mut node = Summary::default();
+    for s in &sections {
+        node.merge(&s.summary);
+    }
+    let one = sections.len() == 1;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if json {
-        writeln!(out, "{}", summary.to_json())?;
+    if args.json || args.format == Format::Json {
+        let mut doc = node.to_json(one);
+        doc["agents"] = sections
+            .iter()
+            .map(|s| {
+                let mut a = s.summary.to_json(true);
+                a["agent"] = json!(s.agent);
+                a["source"] = json!(s.source);
+                a
+            })
+            .collect();
+        writeln!(out, "{doc}")?;
+    } else if one {
+        node.write_table(&mut out, true)?;
     } else {
-        summary.write_table(&mut out)?;
+        for s in &sections {
+            writeln!(out, "== {} ({}) ==", s.agent, s.source)?;
+            s.summary.write_table(&mut out, true)?;
+            writeln!(out)?;
+        }
+        writeln!(out, "== node total ({} agents) ==", sections.len())?;
+        node.write_table(&mut out, false)?;
     }
     out.flush()?;
-    Ok(())
+    if complete {
+        Ok(())
+    } else {
+        Err(CliError::Incomplete)
+    }
 }
 
 #[cfg(test)]
@@ -169,7 +361,7 @@ mod tests {
         for v in 1..=100 {
             s.add(&Event::new(EventType::AgentXferTime, v));
         }
-        let j = s.to_json();
+        let j = s.to_json(true);
         assert_eq!(j["total_events"], 103);
         assert_eq!(j["events"][0]["sum"], 65);
         assert_eq!(j["events"][0]["last"], 35);
@@ -180,5 +372,20 @@ mod tests {
             (json!(99), json!(100))
         );
         assert_eq!(d["mean"], 50.5);
+        assert_eq!(s.sum_of(EventType::AgentTxBytes), 65);
+        assert_eq!(s.sketch_of(EventType::AgentXferTime).unwrap().count(), 100);
+    }
+
+    #[test]
+    fn a_merge_is_the_node_total() {
+        let (mut a, mut b) = (Summary::default(), Summary::default());
+        a.add(&Event::new(EventType::AgentXferTime, 5));
+        b.add(&Event::new(EventType::AgentXferTime, 7));
+        b.add(&Event::new(EventType::AgentRxBytes, 9));
+        a.merge(&b);
+        let j = a.to_json(false);
+        assert_eq!(j["total_events"], 3);
+        assert!(j["events"][0].get("last").is_none());
+        assert_eq!(j["events"][1]["distribution"]["max"], 7);
     }
 }

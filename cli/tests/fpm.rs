@@ -57,6 +57,12 @@ fn write_trace(dir: &Path) -> u64 {
     stats.written
 }
 
+/// Runs the command, checks its exit status, and returns its stdout and stderr.
+fn run_with_status(args: &[&std::ffi::OsStr], code: i32) -> (Vec<u8>, String) {
+    let out = cmd().args(args).assert().code(code).get_output().clone();
+    (out.stdout, String::from_utf8(out.stderr).unwrap())
+}
+
 fn stdout_lines(args: &[&std::ffi::OsStr]) -> Vec<String> {
     let out = cmd()
         .args(args)
@@ -135,14 +141,8 @@ fn cat_reads_a_truncated_file_up_to_the_cut_and_exits_3() {
         .set_len(cut_at + (len - cut_at) / 3)
         .unwrap();
 
-    let out = cmd()
-        .args(["fpm", "cat"])
-        .arg(&path)
-        .assert()
-        .code(3)
-        .get_output()
-        .clone();
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (stdout, stderr) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), path.as_os_str()], 3);
+    let stdout = String::from_utf8(stdout).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
     let expected: Vec<String> = (0..10)
         .map(|i| format!(r#"{{"timestamp":0,"event":"complete {i}"}}"#))
@@ -151,7 +151,6 @@ fn cat_reads_a_truncated_file_up_to_the_cut_and_exits_3() {
     assert!(lines[10..]
         .iter()
         .all(|l| l.contains("\"lost ") && l.ends_with("\"}")));
-    let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains(&path.display().to_string()), "{stderr}");
     assert!(stderr.contains(&format!("at byte {cut_at}")), "{stderr}");
@@ -204,7 +203,7 @@ fn summary_reports_each_rank() {
     assert_eq!(r1["mean_wall_time_s"], 0.5);
 
     let table = stdout_lines(&["fpm".as_ref(), "summary".as_ref(), prefix.as_os_str()]);
-    assert!(table[0].starts_with("worker_id"));
+    assert!(table[0].starts_with("namespace"));
     assert_eq!(table.len(), 4, "{table:?}");
     assert!(
         table[3].starts_with("2 files") || table[3].contains("6 rows"),
@@ -215,13 +214,93 @@ fn summary_reports_each_rank() {
 #[test]
 fn a_missing_prefix_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = cmd()
-        .args(["fpm", "cat"])
-        .arg(dir.path().join("nothing-here"))
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing-here"));
+    let missing = dir.path().join("nothing-here");
+    let (_, err) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), missing.as_os_str()], 1);
+    assert!(err.contains("nothing-here"), "{err}");
     cmd().args(["fpm", "cat"]).assert().code(2);
+}
+
+#[test]
+fn summary_keeps_two_components_of_one_producer_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let config = FpmConfig {
+        output_path: dir.path().join("dynamo-fpm"),
+        mode: CaptureMode::Full,
+        ..FpmConfig::default()
+    };
+    // One producer, two components, the same worker and rank.
+    let traces: Vec<FpmTrace> = ["backend", "prefill"]
+        .iter()
+        .map(|c| {
+            FpmTrace::open_manual(Source::new("ns", c, "7"), &config, clock.clone(), 64).unwrap()
+        })
+        .collect();
+    for (i, t) in traces.iter().enumerate() {
+        for counter in 1..=(2 + i as i64) {
+            t.record(busy("w", 0, counter, 0.5));
+        }
+        t.pump();
+        t.flush();
+    }
+    for t in traces {
+        t.close();
+    }
+    let out = stdout_lines(&[
+        "fpm".as_ref(),
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        dir.path().join("dynamo-fpm.7").as_os_str(),
+    ]);
+    let doc: Value = serde_json::from_str(&out[0]).unwrap();
+    let ranks = doc["ranks"].as_array().unwrap();
+    let got: Vec<(&str, &str, &str, u64, u64)> = ranks
+        .iter()
+        .map(|r| {
+            (
+                r["namespace"].as_str().unwrap(),
+                r["component"].as_str().unwrap(),
+                r["worker_id"].as_str().unwrap(),
+                r["dp_rank"].as_u64().unwrap(),
+                r["rows"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("ns", "backend", "w", 0, 2), ("ns", "prefill", "w", 0, 3)]
+    );
+    assert!(ranks.iter().all(|r| r["counter_gaps"] == 0), "{doc}");
+}
+
+#[test]
+fn a_file_that_is_not_gzip_is_an_error_not_a_truncated_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let passwd = dir.path().join("passwd");
+    std::fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    for sub in ["cat", "summary"] {
+        let (_, err) = run_with_status(&["fpm".as_ref(), sub.as_ref(), passwd.as_os_str()], 1);
+        assert!(err.contains("not a gzip JSONL segment"), "{err}");
+    }
+}
+
+#[test]
+fn a_row_longer_than_the_bound_is_refused_with_a_clear_error() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fpm.p.000000.jsonl.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b"{\"timestamp\":0,\"event\":\"fine\"}\n")
+        .unwrap();
+    // 17 MiB without a newline: a few KiB compressed.
+    gz.write_all(&vec![b'x'; 17 << 20]).unwrap();
+    std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    let (out, err) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), path.as_os_str()], 1);
+    assert!(
+        err.contains("row 2") && err.contains("is longer than 16777216 bytes"),
+        "{err}"
+    );
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert_eq!(out, b"{\"timestamp\":0,\"event\":\"fine\"}\n");
 }

@@ -96,14 +96,13 @@ pub enum ExporterChoice {
 
 impl ExporterChoice {
     /// The exporter rule: a non-empty `NIXL_TELEMETRY_EXPORTER` names it; otherwise BUFFER when
-    /// `NIXL_TELEMETRY_DIR` is set, else NOP. `TRACE` reads its own settings through `env`.
+    /// `NIXL_TELEMETRY_DIR` is set (and not empty), else NOP. `TRACE` reads its own settings through `env`.
     pub fn from_lookup(env: Lookup) -> Result<ExporterChoice> {
         let (name, dir) = (env(ENV_EXPORTER)?, env(ENV_DIR)?);
+        // An empty value is unset (`crate::env::unset_if_empty`), whatever the lookup.
+        let dir = dir.filter(|d| !d.is_empty());
         let buffer = |dir: Option<String>| match dir {
-            Some(d) if !d.is_empty() => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
-            Some(_) => Err(Error::invalid(format!(
-                "{ENV_DIR} is set but empty: set it to the directory for telemetry ring files"
-            ))),
+            Some(d) => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
             None => Err(Error::invalid(format!(
                 "{ENV_EXPORTER}=BUFFER needs {ENV_DIR} (the directory for telemetry ring files)"
             ))),
@@ -169,7 +168,9 @@ mod tests {
             .unwrap_err()
             .message
             .contains(ENV_DIR));
-        assert!(pick(&[(ENV_DIR, "")])
+        // Empty means unset.
+        assert_eq!(pick(&[(ENV_DIR, "")]), Ok(ExporterChoice::Nop));
+        assert!(pick(&[(ENV_DIR, ""), (ENV_EXPORTER, "BUFFER")])
             .unwrap_err()
             .message
             .contains(ENV_DIR));

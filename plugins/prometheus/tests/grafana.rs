@@ -126,3 +126,27 @@ fn every_dashboard_expression_parses() {
         "{printed}"
     );
 }
+
+#[test]
+fn panels_keep_hosts_apart_and_the_import_input_is_used() {
+    let d = dashboard();
+    for expr in expressions(&d) {
+        for (i, _) in expr.match_indices("sum by (") {
+            let group = &expr[i..i + expr[i..].find(')').unwrap()];
+            assert!(
+                group.contains("status") || group.contains("hostname"),
+                "{expr}: same-named agents of two hosts would be merged"
+            );
+        }
+    }
+    // The data source chosen at import (`__inputs`) is the variable's default.
+    let inputs = d["__inputs"].as_array().unwrap();
+    let text = d["templating"].to_string();
+    for input in inputs {
+        let name = input["name"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("${{{name}}}")),
+            "{name} is never used"
+        );
+    }
+}

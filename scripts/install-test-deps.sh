@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what the tests need when it is missing, on Debian or Ubuntu (apt-get; as root, or
+# through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), Prometheus'
+# promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`), and
+# pytest (the Python tests). Does nothing when everything is there. scripts/test.sh runs it.
+set -euo pipefail
+
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v g++ >/dev/null || missing+=(g++)
+command -v cc >/dev/null || missing+=(gcc)
+# Debian's `prometheus` package provides both promtool and the server.
+{ command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
+command -v tmux >/dev/null || missing+=(tmux)
+command -v python3 >/dev/null || missing+=(python3)
+if command -v python3 >/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
+  missing+=(python3-pip)
+fi
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! command -v apt-get >/dev/null; then
+    echo "install-test-deps.sh: missing $*, and no apt-get to install it: install it by hand" >&2
+    exit 1
+  fi
+  echo "== installing $* (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # No recommended packages: Debian's prometheus would also pull in node-exporter.
+  $sudo apt-get install -y -qq --no-install-recommends "$@"
+}
+
+if ((${#missing[@]})); then
+  apt_install "${missing[@]}"
+fi
+if ! python3 -m pytest --version >/dev/null 2>&1; then
+  echo "== installing pytest"
+  # A Python whose packages apt manages refuses pip (PEP 668): take Debian's pytest then.
+  python3 -m pip install -q pytest 2>/dev/null || apt_install python3-pytest
+fi

@@ -1,0 +1,103 @@
+//! `scripts/install.sh`: a real `--help`, the command in `bin/`, the versioned shared library
+//! with its links, stripped files, and the example plug-in kept out of `lib/plugins`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn install_sh() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/install.sh")
+}
+
+#[test]
+fn help_describes_the_options_and_the_layout() {
+    let out = Command::new("bash")
+        .arg(install_sh())
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("usage: scripts/install.sh"), "{text}");
+    for needle in [
+        "bin/nixl-telemetry",
+        "--no-strip",
+        "libnixl_telemetry.so.0",
+        "--from DIR",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    assert!(
+        !text.contains("set -euo"),
+        "prints help, not the script: {text}"
+    );
+    let out = Command::new("bash")
+        .arg(install_sh())
+        .arg("--bogus")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn installs_the_command_a_versioned_library_and_only_real_plugins() {
+    let profile = nixl_telemetry_test_support::built_plugins(&["prometheus", "example_rust"]);
+    assert!(
+        profile.join("nixl-telemetry").is_file(),
+        "run `cargo build --workspace` first"
+    );
+    let prefix = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(install_sh())
+        .arg("--from")
+        .arg(&profile)
+        .arg("--prefix")
+        .arg(prefix.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = prefix.path().join("lib");
+    let version = env!("CARGO_PKG_VERSION");
+    let real = lib.join(format!("libnixl_telemetry.so.{version}"));
+    assert!(real.is_file());
+    assert_eq!(
+        std::fs::read_link(lib.join("libnixl_telemetry.so.0")).unwrap(),
+        Path::new(&format!("libnixl_telemetry.so.{version}"))
+    );
+    assert_eq!(
+        std::fs::read_link(lib.join("libnixl_telemetry.so")).unwrap(),
+        Path::new("libnixl_telemetry.so.0")
+    );
+    // The SONAME (a string of the dynamic section) is the versioned name.
+    let bytes = std::fs::read(&real).unwrap();
+    assert!(bytes.windows(23).any(|w| w == b"libnixl_telemetry.so.0\0"));
+    // Stripped: smaller than what cargo built, the C functions still exported.
+    let built = std::fs::metadata(profile.join("libnixl_telemetry.so"))
+        .unwrap()
+        .len();
+    assert!((bytes.len() as u64) < built, "{} >= {built}", bytes.len());
+    assert!(bytes.windows(21).any(|w| w == b"nixl_telemetry_create"));
+    let plugins: Vec<String> = std::fs::read_dir(lib.join("plugins"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        plugins.contains(&"libtelemetry_exporter_prometheus.so".to_owned()),
+        "{plugins:?}"
+    );
+    assert!(
+        !plugins.iter().any(|p| p.contains("example")),
+        "{plugins:?}"
+    );
+    let out = Command::new(prefix.path().join("bin/nixl-telemetry"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("nixl-telemetry "));
+}
