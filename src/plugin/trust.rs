@@ -100,7 +100,6 @@ type SymbolTable<'a> = (&'a [u8], &'a [u8]);
 struct Elf<'a> {
     bytes: &'a [u8],
     is_64: bool,
-    little: bool,
 }
 
 impl<'a> Elf<'a> {
@@ -113,11 +112,7 @@ impl<'a> Elf<'a> {
         if is_64 != cfg!(target_pointer_width = "64") || little != cfg!(target_endian = "little") {
             return Err("it is an ELF file of another word size or byte order".into());
         }
-        let elf = Elf {
-            bytes,
-            is_64,
-            little,
-        };
+        let elf = Elf { bytes, is_64 };
         const ET_DYN: u16 = 3;
         if elf.u16_at(bytes, 16)? != ET_DYN {
             return Err("it is not an ELF shared object".into());
@@ -135,46 +130,34 @@ impl<'a> Elf<'a> {
             .ok_or_else(|| "it is a truncated ELF file".to_string())
     }
 
-    fn u16_at(&self, from: &[u8], at: usize) -> std::result::Result<u16, String> {
-        let b: [u8; 2] = from
-            .get(at..at + 2)
+    /// `N` bytes at `at` of `from`. The file's byte order is this machine's (checked by
+    /// `parse`), so fields are read in native order.
+    fn bytes_at<const N: usize>(
+        &self,
+        from: &[u8],
+        at: usize,
+    ) -> std::result::Result<[u8; N], String> {
+        from.get(at..at.checked_add(N).ok_or("bad offset")?)
             .and_then(|s| s.try_into().ok())
-            .ok_or("it is a truncated ELF file")?;
-        Ok(if self.little {
-            u16::from_le_bytes(b)
-        } else {
-            u16::from_be_bytes(b)
-        })
+            .ok_or_else(|| "it is a truncated ELF file".to_string())
+    }
+
+    fn u16_at(&self, from: &[u8], at: usize) -> std::result::Result<u16, String> {
+        self.bytes_at(from, at).map(u16::from_ne_bytes)
     }
 
     fn u32_at(&self, from: &[u8], at: usize) -> std::result::Result<u32, String> {
-        let b: [u8; 4] = from
-            .get(at..at + 4)
-            .and_then(|s| s.try_into().ok())
-            .ok_or("it is a truncated ELF file")?;
-        Ok(if self.little {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        })
+        self.bytes_at(from, at).map(u32::from_ne_bytes)
     }
 
     /// An address-sized field (u64 in ELF64, u32 in ELF32).
     fn word_at(&self, from: &[u8], at: usize) -> std::result::Result<usize, String> {
-        if self.is_64 {
-            let b: [u8; 8] = from
-                .get(at..at + 8)
-                .and_then(|s| s.try_into().ok())
-                .ok_or("it is a truncated ELF file")?;
-            let v = if self.little {
-                u64::from_le_bytes(b)
-            } else {
-                u64::from_be_bytes(b)
-            };
-            usize::try_from(v).map_err(|_| "bad ELF offset".to_string())
+        let value = if self.is_64 {
+            u64::from_ne_bytes(self.bytes_at(from, at)?)
         } else {
-            Ok(self.u32_at(from, at)? as usize)
-        }
+            u64::from(self.u32_at(from, at)?)
+        };
+        usize::try_from(value).map_err(|_| "bad ELF offset".to_string())
     }
 
     /// Every (SHT_DYNSYM section, its linked string table) pair.
