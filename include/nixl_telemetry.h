@@ -110,6 +110,31 @@ typedef int32_t nixl_telemetry_status_t;
 // Handle type of a collector.
 typedef nixl_telemetry nixl_telemetry_t;
 
+// Programmatic settings of `nixl_telemetry_create_with_options`. Versioned by `struct_size`:
+// set it to `sizeof(nixl_telemetry_options_t)` and zero every field you do not set
+// (`nixl_telemetry_options_t o = {sizeof o};` in C, `{sizeof(o)}` in C++). A zero, NULL or
+// empty field is unset and read from its environment variable, as `nixl_telemetry_create` does;
+// fields added by later versions go at the end, so older callers (smaller `struct_size`)
+// leave them unset.
+typedef struct {
+  // `sizeof(nixl_telemetry_options_t)` as the caller was compiled; always the first field.
+  size_t struct_size;
+  // The exporter (`BUFFER`, `NOP`, `TRACE` or a plug-in name); replaces
+  // `NIXL_TELEMETRY_EXPORTER`. NULL or empty: the environment's rule.
+  const char *exporter_name;
+  // Staging-queue capacity and ring size in events; replaces `NIXL_TELEMETRY_BUFFER_SIZE`.
+  uint64_t buffer_size;
+  // Flush period in milliseconds; replaces `NIXL_TELEMETRY_RUN_INTERVAL`.
+  uint64_t run_interval_ms;
+  // The ring directory of `BUFFER`; replaces `NIXL_TELEMETRY_DIR`.
+  const char *dir;
+  // Comma-separated glob allowlist of event names; replaces `NIXL_TELEMETRY_ENABLED_METRICS`.
+  const char *enabled_metrics;
+} nixl_telemetry_options;
+
+// Type of the options of `nixl_telemetry_create_with_options`.
+typedef nixl_telemetry_options nixl_telemetry_options_t;
+
 // Counters of one collector since its creation (`nixl_telemetry_stats_t` in C). After the
 // collector's final flush, `events_exported + events_lost == events_accepted + drop_reports`.
 typedef struct {
@@ -217,6 +242,25 @@ extern "C" {
 // # Safety
 // `agent_name` is NULL or a NUL-terminated string; `out` is NULL or writable.
 nixl_telemetry_status_t nixl_telemetry_create(const char *agent_name, bool capture_telemetry, nixl_telemetry_t **out);
+
+// Creates the telemetry collector of agent `agent_name` unconditionally, with the exporter and
+// settings in `*options` and, for every setting they leave unset (or all of them when
+// `options` is NULL), the `NIXL_TELEMETRY_*` environment; stores it in `*out` (NULL on any
+// failure). Unlike `nixl_telemetry_create`, `NIXL_TELEMETRY_ENABLE` is not consulted: this is
+// NIXL's `nixlTelemetry(agent_name, exporter_name)` constructor, for a caller that has decided
+// to record. Returns `NIXL_TELEMETRY_ERR_INVALID_PARAM` for an invalid option, variable, agent
+// name or `struct_size`, and `NIXL_TELEMETRY_ERR_BIND_FAILED`, without logging, for a
+// scrape-port collision (NIXL's constructor throws `nixlTelemetryBindFailed` there; the
+// caller decides, where `nixl_telemetry_create` warns once and runs without a sink).
+//
+// Ownership: the caller owns `*out` and releases it with `nixl_telemetry_destroy`; `options`
+// and its strings are borrowed for the call only.
+//
+// # Safety
+// `agent_name` is NULL or a NUL-terminated string; `options` is NULL or readable for the
+// `struct_size` bytes it declares, with its string fields NULL or NUL-terminated; `out` is
+// NULL or writable.
+nixl_telemetry_status_t nixl_telemetry_create_with_options(const char *agent_name, const nixl_telemetry_options_t *options, nixl_telemetry_t **out);
 
 // Stops the collector's flush thread, flushes everything still staged into the exporter and
 // releases the handle. NULL is a no-op. The handle must not be used afterwards.

@@ -61,7 +61,7 @@ typedef void (*nixl_telemetry_plugin_destroy_fn)(void *state);
 typedef struct {
   // Must be `NIXL_TELEMETRY_PLUGIN_API_VERSION` (3); always the first field.
   uint32_t api_version;
-  // `sizeof(nixl_telemetry_plugin_t)` as the plug-in was compiled.
+  // `sizeof(nixl_telemetry_plugin_desc_t)` as the plug-in was compiled.
   uint32_t struct_size;
   // The exporter's name (NUL-terminated, static).
   const char *name;
@@ -73,17 +73,17 @@ typedef struct {
   nixl_telemetry_plugin_export_fn export_batch;
   // Destroys one agent's exporter.
   nixl_telemetry_plugin_destroy_fn destroy;
-} nixl_telemetry_plugin_t;
+} nixl_telemetry_plugin_desc_t;
 
 // Signature of the entry point `nixl_telemetry_plugin_init`.
-typedef const nixl_telemetry_plugin_t *(*nixl_telemetry_plugin_init_fn)(void);
+typedef const nixl_telemetry_plugin_desc_t *(*nixl_telemetry_plugin_init_fn)(void);
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // Returns the plug-in's static descriptor (or NULL when it cannot initialise).
-extern const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void);
+extern const nixl_telemetry_plugin_desc_t *nixl_telemetry_plugin_init(void);
 
 #ifdef __cplusplus
 }  // extern "C"

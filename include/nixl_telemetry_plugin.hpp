@@ -215,11 +215,11 @@ destroy(void *state) noexcept {
 
 /** The static descriptor of a C++ exporter class (used by NIXL_TELEMETRY_CPP_PLUGIN). */
 template<class Exporter>
-const nixl_telemetry_plugin_t *
+const nixl_telemetry_plugin_desc_t *
 pluginDescriptor(const char *name, const char *version) noexcept {
-    static const nixl_telemetry_plugin_t descriptor = {
+    static const nixl_telemetry_plugin_desc_t descriptor = {
         NIXL_TELEMETRY_PLUGIN_API_VERSION,
-        static_cast<uint32_t>(sizeof(nixl_telemetry_plugin_t)),
+        static_cast<uint32_t>(sizeof(nixl_telemetry_plugin_desc_t)),
         name,
         version,
         &detail::create<Exporter>,
@@ -234,7 +234,7 @@ pluginDescriptor(const char *name, const char *version) noexcept {
 
 /** Defines the plug-in entry point for exporter class `cls` named `name` (a string literal). */
 #define NIXL_TELEMETRY_CPP_PLUGIN(cls, name, version)                                       \
-    extern "C" __attribute__((visibility("default"))) const nixl_telemetry_plugin_t *       \
+    extern "C" __attribute__((visibility("default"))) const nixl_telemetry_plugin_desc_t *       \
     nixl_telemetry_plugin_init(void) {                                                     \
         return ::nixl::telemetry::pluginDescriptor<cls>(name, version);                    \
     }

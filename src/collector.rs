@@ -50,6 +50,8 @@ pub struct CollectorStats {
 struct FlushState {
     exporter: Box<dyn Exporter>,
     warned_loss: bool,
+    /// Whether the one INFO message about a ring nobody reads was logged.
+    informed_no_reader: bool,
     /// Reused by exporters that take a flush as one batch.
     scratch: Vec<Event>,
 }
@@ -89,8 +91,32 @@ impl Collector {
         Collector::new(agent, Config::from_env()?)
     }
 
-    /// Creates the collector for `agent` with an explicit configuration.
+    /// Creates the collector for `agent` unconditionally (`NIXL_TELEMETRY_ENABLE` and the
+    /// agent flag are not consulted: the caller has decided), configured by `options` and, for
+    /// every setting they leave unset, by the environment.
+    pub fn with_options(agent: &str, options: &config::Options) -> Result<Collector> {
+        crate::logging::init();
+        Collector::build(agent, options.config(&crate::env::process_env)?)
+    }
+
+    /// Creates the collector for `agent` with an explicit configuration. A scrape-port
+    /// collision (`BindFailed`) logs one warning, as NIXL's `create()` does: the caller runs
+    /// without telemetry.
     pub fn new(agent: &str, config: Config) -> Result<Collector> {
+        Collector::build(agent, config).inspect_err(|e| {
+            if e.status == Status::BindFailed {
+                log::warn!(
+                    "{}; this process will run without a telemetry sink",
+                    e.message
+                );
+            }
+        })
+    }
+
+    /// [`Collector::new`] without the warning: for the explicit constructor, whose caller
+    /// receives the collision as an error (NIXL's constructor throws `nixlTelemetryBindFailed`
+    /// and logs nothing).
+    fn build(agent: &str, config: Config) -> Result<Collector> {
         crate::logging::init();
         if agent.is_empty() {
             return Err(Error::invalid(
@@ -117,6 +143,7 @@ impl Collector {
             flush: Mutex::new(FlushState {
                 exporter,
                 warned_loss: false,
+                informed_no_reader: false,
                 scratch: Vec::new(),
             }),
             exported: AtomicU64::new(0),
@@ -291,6 +318,7 @@ impl Inner {
         let FlushState {
             exporter,
             warned_loss,
+            informed_no_reader,
             scratch,
         } = &mut *state;
         let dropped = self.queue.take_dropped();
@@ -315,10 +343,22 @@ impl Inner {
         let lost = (len - kept) as u64;
         if lost > 0 {
             self.lost.fetch_add(lost, Ordering::Relaxed);
-            if !*warned_loss {
+            // A ring nobody reads is the normal state of telemetry left on without a reader:
+            // said once at INFO. Any other loss warns once. Both stay counted in `events_lost`.
+            let no_reader = exporter.loss_has_no_reader();
+            let said = match no_reader {
+                true => informed_no_reader,
+                false => warned_loss,
+            };
+            if !*said {
                 if let Some(reason) = exporter.loss_reason() {
-                    *warned_loss = true;
-                    log::warn!(
+                    *said = true;
+                    let level = match no_reader {
+                        true => log::Level::Info,
+                        false => log::Level::Warn,
+                    };
+                    log::log!(
+                        level,
                         "telemetry exporter {} for agent '{}' could not keep {lost} events \
                          ({reason}); further losses are counted silently in the collector stats",
                         exporter.name(),
@@ -454,7 +494,11 @@ mod tests {
         assert_eq!((s.events_accepted, s.events_dropped), (4, 2));
         // 4 staged + 1 drop report, 3 usable ring slots.
         assert_eq!((s.events_exported, s.events_lost), (3, 2));
-        assert_eq!(crate::logging::warnings(&logged).len(), 1);
+        // Nobody has read the ring: reported once at INFO, not warned.
+        assert!(crate::logging::warnings(&logged).is_empty(), "{logged:?}");
+        assert!(logged
+            .iter()
+            .any(|(l, m)| *l == log::Level::Info && m.contains("2 events")));
     }
 
     #[test]
@@ -496,6 +540,11 @@ mod tests {
     fn the_loss_warning_names_its_cause() {
         let dir = tempfile::tempdir().unwrap();
         let c = Collector::new("a", buffer_config(dir.path(), 4, 3_600_000)).unwrap();
+        // A reader has read (without one, a loss is only INFO: see below).
+        c.update_data(EventType::AgentRxBytes, 1);
+        c.flush();
+        let mut reader = RingReader::open(dir.path().join("a")).unwrap();
+        assert!(reader.try_pop().unwrap().is_some());
         // Two threads fill their own lanes: one flush of 8 events meets an empty 4-slot ring.
         // (Alive together: a thread that exits hands its lane on.)
         let together = std::sync::Barrier::new(2);
@@ -518,22 +567,58 @@ mod tests {
             "{}",
             warnings[0]
         );
-        // With the ring still unread, the next loss is the reader's (counted, not warned).
+        // A full ring nobody has ever read: counted, said once at INFO, never a warning (NIXL's
+        // suite fails a run on any unexpected warning), including at destroy's final flush.
         let d = tempfile::tempdir().unwrap();
         let c = Collector::new("b", buffer_config(d.path(), 4, 3_600_000)).unwrap();
+        let ((), logged) = crate::logging::capture(|| {
+            for round in 0..3 {
+                for i in 0..3 {
+                    c.update_data(EventType::AgentTxBytes, round * 10 + i);
+                }
+                c.flush();
+            }
+        });
+        assert!(crate::logging::warnings(&logged).is_empty(), "{logged:?}");
+        let infos: Vec<_> = logged
+            .iter()
+            .filter(|(l, m)| *l == log::Level::Info && m.contains("no reader has read"))
+            .collect();
+        assert_eq!(infos.len(), 1, "{logged:?}");
+        assert_eq!(c.stats().events_lost, 6);
+        // Once a reader has read, a full ring means it is behind: one warning.
+        let mut r = RingReader::open(d.path().join("b")).unwrap();
+        assert!(r.try_pop().unwrap().is_some());
         for i in 0..3 {
             c.update_data(EventType::AgentTxBytes, i);
         }
-        c.flush();
-        c.update_data(EventType::AgentTxBytes, 9);
         let ((), logged) = crate::logging::capture(|| c.flush());
         let warnings = crate::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{logged:?}");
         assert!(
             warnings[0].contains("its reader is not keeping up"),
             "{}",
             warnings[0]
         );
-        assert_eq!(c.stats().events_lost, 1);
+        assert_eq!(c.stats().events_lost, 8);
+        let (_, logged) = crate::logging::capture(|| c.close());
+        assert!(crate::logging::warnings(&logged).is_empty(), "{logged:?}");
+    }
+
+    #[test]
+    fn an_unread_ring_never_warns_even_at_destroy() {
+        let d = tempfile::tempdir().unwrap();
+        let (lost, logged) = crate::logging::capture(|| {
+            // NIXL's BufferOverflowHandling: 10 events into a 4-event buffer, then destroy (its
+            // final flush: 4 events and the drop report meet an empty, never-read ring).
+            let c = Collector::new("u", buffer_config(d.path(), 4, 3_600_000)).unwrap();
+            for i in 0..10 {
+                c.update_data(EventType::AgentTxBytes, i);
+            }
+            c.close().events_lost
+        });
+        assert!(lost > 0);
+        assert!(crate::logging::warnings(&logged).is_empty(), "{logged:?}");
     }
 
     #[test]

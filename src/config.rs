@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::env::{parse_u64, process_env, read_bool, Lookup};
 use crate::error::{Error, Result};
-use crate::exporter::ExporterChoice;
+use crate::exporter::{ExporterChoice, ENV_DIR, ENV_EXPORTER};
 use crate::filter::MetricMask;
 
 /// `NIXL_TELEMETRY_ENABLE`: request telemetry (boolean word).
@@ -119,6 +119,49 @@ impl Config {
     }
 }
 
+/// Settings given programmatically (`nixl_telemetry_create_with_options`, the C++
+/// `nixlTelemetry(agent_name, exporter_name)` constructor). Each one that is `Some` replaces the
+/// variable it names; every other setting is still read from the environment, with the same
+/// parsing and validation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Replaces `NIXL_TELEMETRY_EXPORTER` (an empty name counts as unset, as in the variable).
+    pub exporter: Option<String>,
+    /// Replaces `NIXL_TELEMETRY_BUFFER_SIZE`.
+    pub buffer_size: Option<u64>,
+    /// Replaces `NIXL_TELEMETRY_RUN_INTERVAL` (milliseconds).
+    pub run_interval_ms: Option<u64>,
+    /// Replaces `NIXL_TELEMETRY_DIR`.
+    pub dir: Option<String>,
+    /// Replaces `NIXL_TELEMETRY_ENABLED_METRICS`.
+    pub enabled_metrics: Option<String>,
+}
+
+impl Options {
+    /// The value this set of options gives variable `name`, if any (an empty string is unset,
+    /// as an empty variable is).
+    fn value_of(&self, name: &str) -> Option<String> {
+        let text = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+        match name {
+            ENV_EXPORTER => text(&self.exporter),
+            ENV_BUFFER_SIZE => self.buffer_size.map(|n| n.to_string()),
+            ENV_RUN_INTERVAL => self.run_interval_ms.map(|n| n.to_string()),
+            ENV_DIR => text(&self.dir),
+            ENV_ENABLED_METRICS => text(&self.enabled_metrics),
+            _ => None,
+        }
+    }
+
+    /// Reads and validates the configuration: these options first, then `env`.
+    pub fn config(&self, env: Lookup) -> Result<Config> {
+        let overlay = |name: &str| match self.value_of(name) {
+            Some(v) => Ok(Some(v)),
+            None => env(name),
+        };
+        Config::from_lookup(&overlay)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -206,5 +249,32 @@ pub(crate) mod tests {
                 .enabled_metrics,
             MetricMask::ALL
         );
+    }
+
+    #[test]
+    fn options_replace_only_the_variables_they_set() {
+        let env = env_of(&[(ENV_BUFFER_SIZE, "64"), (ENV_RUN_INTERVAL, "7")]);
+        let options = Options {
+            exporter: Some("BUFFER".into()),
+            dir: Some("/tmp/opts".into()),
+            buffer_size: Some(128),
+            ..Options::default()
+        };
+        let c = options.config(&env).unwrap();
+        assert_eq!(c.buffer_size, 128);
+        assert_eq!(c.run_interval, Duration::from_millis(7));
+        assert_eq!(c.exporter, ExporterChoice::Buffer("/tmp/opts".into()));
+        assert_eq!(Options::default().config(&env).unwrap().buffer_size, 64);
+        let empty = Options {
+            exporter: Some(String::new()),
+            ..Options::default()
+        };
+        let env = env_of(&[(ENV_EXPORTER, "NOP"), (ENV_DIR, "/tmp/opts")]);
+        assert_eq!(empty.config(&env).unwrap().exporter, ExporterChoice::Nop);
+        let bad = Options {
+            run_interval_ms: Some(0),
+            ..Options::default()
+        };
+        assert!(bad.config(&env).is_err());
     }
 }

@@ -132,6 +132,9 @@ pub struct Pushed {
     /// Whether the ring was empty before (its reader had caught up): a loss then means the
     /// batch was larger than the ring, not that the reader is behind.
     pub was_empty: bool,
+    /// The reader's position (masked) as this push saw it: a producer that compares it between
+    /// pushes learns whether any reader has ever consumed from the ring.
+    pub read_pos: u64,
 }
 
 /// The producer side: creates (or resets) the ring file and appends events.
@@ -294,6 +297,7 @@ impl RingWriter {
         Pushed {
             kept,
             was_empty: w == r,
+            read_pos: r,
         }
     }
 
@@ -787,10 +791,9 @@ mod tests {
         assert_eq!(u64_at(8), 0, "read_pos");
         assert_eq!((i32_at(16), i32_at(20)), (4, 4));
         assert_eq!((u64_at(24), u64_at(32)), (16, 15));
-        assert_eq!(
-            &bytes[40..56],
-            &[0, 0, 0, 0, 0, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0]
-        );
+        // Type @0 and value @8; bytes 4..8 are padding, unspecified (as in NIXL's files).
+        assert_eq!(&bytes[40..44], &[0, 0, 0, 0]);
+        assert_eq!(&bytes[48..56], &[0x22, 0x11, 0, 0, 0, 0, 0, 0]);
         let mode = std::fs::metadata(dir.path().join("agent")).unwrap().mode();
         assert_eq!(mode & 0o777, 0o600);
     }

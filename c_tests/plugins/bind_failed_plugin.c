@@ -31,12 +31,12 @@ bind_destroy(void *state) {
     (void)state;
 }
 
-static const nixl_telemetry_plugin_t plugin = {
-    NIXL_TELEMETRY_PLUGIN_API_VERSION, sizeof(nixl_telemetry_plugin_t), "bindfail", "1.0.0",
+static const nixl_telemetry_plugin_desc_t plugin = {
+    NIXL_TELEMETRY_PLUGIN_API_VERSION, sizeof(nixl_telemetry_plugin_desc_t), "bindfail", "1.0.0",
     bind_create, bind_export, bind_destroy,
 };
 
-const nixl_telemetry_plugin_t *
+const nixl_telemetry_plugin_desc_t *
 nixl_telemetry_plugin_init(void) {
     return &plugin;
 }

@@ -105,9 +105,9 @@ csv_destroy(void *state) {
     }
 }
 
-static const nixl_telemetry_plugin_t csv_plugin = {
+static const nixl_telemetry_plugin_desc_t csv_plugin = {
     .api_version = NIXL_TELEMETRY_PLUGIN_API_VERSION,
-    .struct_size = sizeof(nixl_telemetry_plugin_t),
+    .struct_size = sizeof(nixl_telemetry_plugin_desc_t),
     .name = "csv",
     .version = "1.0.0",
     .create = csv_create,
@@ -115,7 +115,7 @@ static const nixl_telemetry_plugin_t csv_plugin = {
     .destroy = csv_destroy,
 };
 
-const nixl_telemetry_plugin_t *
+const nixl_telemetry_plugin_desc_t *
 nixl_telemetry_plugin_init(void) {
     return &csv_plugin;
 }

@@ -6,6 +6,15 @@
 //! ([`RingWriter::is_intact`]: its size and that its path still names it) at most once per
 //! second, so a flush costs no system call. A damaged ring is recreated with one warning;
 //! events written into it are counted as lost.
+//!
+//! A ring that cannot take a flush loses events for one of four causes ([`Loss`]); the
+//! collector warns once about a reader that is behind, a flush larger than the ring and a
+//! damaged file, but a ring nobody reads (telemetry on, no reader attached: the common case,
+//! whether the ring is full or one flush is larger than it) is reported once at INFO. "No reader" is recognised from the header: no reader has ever
+//! moved `read_pos` since the ring was created (or reset). Each push reads `read_pos`; between
+//! two pushes a reader can consume at most what was unread, fewer than `capacity` events, so a
+//! masked `read_pos` that moved cannot have come back to the value seen before, and comparing
+//! the values seen by consecutive pushes detects every reader that read anything.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,6 +35,10 @@ pub struct BufferExporter {
     warned_recreate: bool,
     /// When the file was last checked with system calls.
     checked_at: Instant,
+    /// The reader's position seen by the last push (0 for a new ring).
+    last_read_pos: u64,
+    /// Whether a reader has ever consumed from the ring (`read_pos` moved).
+    reader_seen: bool,
 }
 
 /// How often the ring file itself is checked (size, and that its path still names it).
@@ -34,6 +47,8 @@ const FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The cause of the last loss.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Loss {
+    /// Full, and no reader has ever consumed from the ring.
+    NoReader,
     ReaderBehind,
     Oversize,
     Damaged,
@@ -50,6 +65,8 @@ impl BufferExporter {
             last_loss: Loss::ReaderBehind,
             warned_recreate: false,
             checked_at: Instant::now(),
+            last_read_pos: 0,
+            reader_seen: false,
         })
     }
 
@@ -79,7 +96,10 @@ impl BufferExporter {
             }
         }
         match RingWriter::create(&self.dir, &self.agent, self.capacity) {
-            Ok(ring) => self.ring = Some(ring),
+            Ok(ring) => {
+                self.ring = Some(ring);
+                self.last_read_pos = 0;
+            }
             Err(e) if !self.warned_recreate => {
                 log::warn!(
                     "cannot recreate telemetry ring {}: {e}; retrying at each flush",
@@ -113,9 +133,16 @@ impl Exporter for BufferExporter {
         };
         let pushed = ring.push_runs(runs, report);
         let kept = if ring.faulted() { 0 } else { pushed.kept };
+        if pushed.read_pos != self.last_read_pos {
+            self.reader_seen = true;
+            self.last_read_pos = pushed.read_pos;
+        }
         if kept < total {
+            // Without a reader, nobody can miss the events: whether the ring was full or the
+            // flush larger than the ring, that is the no-reader case.
             self.last_loss = match (kept == pushed.kept, pushed.was_empty) {
                 (false, _) => Loss::Damaged,
+                (true, _) if !self.reader_seen => Loss::NoReader,
                 (true, true) => Loss::Oversize,
                 (true, false) => Loss::ReaderBehind,
             };
@@ -127,6 +154,10 @@ impl Exporter for BufferExporter {
         "BUFFER"
     }
 
+    fn loss_has_no_reader(&self) -> bool {
+        self.last_loss == Loss::NoReader
+    }
+
     fn loss_reason(&self) -> Option<String> {
         Some(match self.last_loss {
             Loss::Oversize => format!(
@@ -135,6 +166,7 @@ impl Exporter for BufferExporter {
                 self.capacity - 1
             ),
             Loss::ReaderBehind => "the ring is full: its reader is not keeping up".into(),
+            Loss::NoReader => "no reader has read from the ring since it was created".into(),
             // The recreation warning says it.
             Loss::Damaged => return None,
         })

@@ -57,6 +57,14 @@ pub trait Exporter: Send {
         Some("the exporter did not accept them".into())
     }
 
+    /// Whether the last loss happened only because nobody reads what the exporter writes (a
+    /// `BUFFER` ring that no reader has consumed from since it was created): the common case of
+    /// telemetry left on with no reader attached, which the collector reports once at INFO
+    /// instead of warning (the events are still counted as lost). The default is `false`.
+    fn loss_has_no_reader(&self) -> bool {
+        false
+    }
+
     /// Called instead of an export by a flush that had nothing to export (every run interval
     /// of an idle agent, on the flush thread), so an exporter can do periodic work without
     /// events. The default does nothing.

@@ -65,7 +65,7 @@ impl Drop for PluginExporter {
 
 impl PluginExporter {
     /// Loads plug-in `name` and creates its exporter for `agent`. A scrape-port collision
-    /// (`NIXL_TELEMETRY_ERR_BIND_FAILED`) logs one warning and returns `BindFailed`.
+    /// (`NIXL_TELEMETRY_ERR_BIND_FAILED`) returns `BindFailed` (with the plug-in's message).
     pub fn create(name: &str, agent: &str, capacity: usize) -> Result<PluginExporter> {
         let plugin = plugin::load(name)?;
         let agent_c = CString::new(agent)
@@ -98,10 +98,9 @@ impl PluginExporter {
                 state,
                 name: name.to_owned(),
             }),
-            NIXL_TELEMETRY_ERR_BIND_FAILED => {
-                log::warn!("{text}; this process will run without a telemetry sink");
-                Err(Error::new(Status::BindFailed, text))
-            }
+            // Logged by the caller that decides to run without a sink (`Collector::from_env`,
+            // NIXL's `create()`); the explicit constructor throws instead, as NIXL's does.
+            NIXL_TELEMETRY_ERR_BIND_FAILED => Err(Error::new(Status::BindFailed, text)),
             NIXL_TELEMETRY_ERR_INVALID_PARAM => Err(Error::invalid(format!(
                 "Failed to create telemetry exporter {name}: {text}"
             ))),

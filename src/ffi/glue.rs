@@ -177,6 +177,58 @@ pub(crate) unsafe fn str_arg<'a>(function: &str, arg: &str, ptr: *const c_char) 
         .map_err(|_| Error::invalid(format!("{function}: argument '{arg}' is not valid UTF-8")))
 }
 
+/// Borrows an optional C string argument as UTF-8: NULL is `None`.
+///
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string valid for the call.
+pub(crate) unsafe fn opt_str_arg<'a>(
+    function: &str,
+    arg: &str,
+    ptr: *const c_char,
+) -> Result<Option<&'a str>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the caller's contract is str_arg's.
+    unsafe { str_arg(function, arg, ptr) }.map(Some)
+}
+
+/// Reads a versioned struct whose first field is its `struct_size` (a `size_t`, the size the
+/// caller was compiled with): copies that many bytes over a zeroed `T`, so fields beyond the
+/// caller's size read as zero (unset). NULL gives `None`; a size smaller than the `size_t`
+/// itself or larger than `T` (a caller built against a newer header) is an invalid argument.
+///
+/// # Safety
+/// `ptr` is NULL or readable for the `struct_size` bytes it declares; `T` is a `repr(C)` type
+/// for which all-zero bytes are a valid value and whose first field is a `usize`.
+pub(crate) unsafe fn versioned_arg<T>(
+    function: &str,
+    arg: &str,
+    ptr: *const T,
+) -> Result<Option<T>> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: not NULL, and its first field is a readable size_t by the caller's contract.
+    let size = unsafe { ptr.cast::<usize>().read_unaligned() };
+    let max = std::mem::size_of::<T>();
+    if size < std::mem::size_of::<usize>() || size > max {
+        return Err(Error::invalid(format!(
+            "{function}: '{arg}' declares struct_size {size}; this library accepts {} to {max} \
+             (set it to sizeof the struct; a larger size comes from a newer header)",
+            std::mem::size_of::<usize>()
+        )));
+    }
+    let mut value = std::mem::MaybeUninit::<T>::zeroed();
+    // SAFETY: `ptr` is readable for `size` bytes (caller's contract), `size <= size_of::<T>()`,
+    // the two do not overlap, and all-zero bytes overwritten by a prefix of a valid `T` (as the
+    // caller's header lays it out) make a valid `T`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(ptr.cast::<u8>(), value.as_mut_ptr().cast::<u8>(), size);
+        Ok(Some(value.assume_init()))
+    }
+}
+
 /// Borrows a C string argument as a path (any bytes but NUL), or explains that it is NULL.
 ///
 /// # Safety

@@ -12,6 +12,7 @@
 use std::ffi::{c_char, c_void};
 
 use crate::collector::{Collector, CollectorStats, Recorded};
+use crate::config::Options;
 use crate::constants::*;
 use crate::error::Error;
 use crate::event::{Event, EventType};
@@ -68,6 +69,85 @@ pub unsafe extern "C" fn nixl_telemetry_create(
         // SAFETY: the caller's contract: `agent_name` is NULL or NUL-terminated.
         let name = unsafe { glue::str_arg(F, "agent_name", agent_name) }?;
         let collector = Collector::from_env(name, capture_telemetry)?;
+        Ok(nixl_telemetry { collector })
+    };
+    // SAFETY: the caller's contract: `out` is NULL or writable.
+    entry(F, || unsafe { glue::new_handle(F, out, make) })
+}
+
+/// Programmatic settings of `nixl_telemetry_create_with_options`. Versioned by `struct_size`:
+/// set it to `sizeof(nixl_telemetry_options_t)` and zero every field you do not set
+/// (`nixl_telemetry_options_t o = {sizeof o};` in C, `{sizeof(o)}` in C++). A zero, NULL or
+/// empty field is unset and read from its environment variable, as `nixl_telemetry_create` does;
+/// fields added by later versions go at the end, so older callers (smaller `struct_size`)
+/// leave them unset.
+#[repr(C)]
+pub struct nixl_telemetry_options {
+    /// `sizeof(nixl_telemetry_options_t)` as the caller was compiled; always the first field.
+    pub struct_size: usize,
+    /// The exporter (`BUFFER`, `NOP`, `TRACE` or a plug-in name); replaces
+    /// `NIXL_TELEMETRY_EXPORTER`. NULL or empty: the environment's rule.
+    pub exporter_name: *const c_char,
+    /// Staging-queue capacity and ring size in events; replaces `NIXL_TELEMETRY_BUFFER_SIZE`.
+    pub buffer_size: u64,
+    /// Flush period in milliseconds; replaces `NIXL_TELEMETRY_RUN_INTERVAL`.
+    pub run_interval_ms: u64,
+    /// The ring directory of `BUFFER`; replaces `NIXL_TELEMETRY_DIR`.
+    pub dir: *const c_char,
+    /// Comma-separated glob allowlist of event names; replaces `NIXL_TELEMETRY_ENABLED_METRICS`.
+    pub enabled_metrics: *const c_char,
+}
+
+/// Type of the options of `nixl_telemetry_create_with_options`.
+pub type nixl_telemetry_options_t = nixl_telemetry_options;
+
+/// Creates the telemetry collector of agent `agent_name` unconditionally, with the exporter and
+/// settings in `*options` and, for every setting they leave unset (or all of them when
+/// `options` is NULL), the `NIXL_TELEMETRY_*` environment; stores it in `*out` (NULL on any
+/// failure). Unlike `nixl_telemetry_create`, `NIXL_TELEMETRY_ENABLE` is not consulted: this is
+/// NIXL's `nixlTelemetry(agent_name, exporter_name)` constructor, for a caller that has decided
+/// to record. Returns `NIXL_TELEMETRY_ERR_INVALID_PARAM` for an invalid option, variable, agent
+/// name or `struct_size`, and `NIXL_TELEMETRY_ERR_BIND_FAILED`, without logging, for a
+/// scrape-port collision (NIXL's constructor throws `nixlTelemetryBindFailed` there; the
+/// caller decides, where `nixl_telemetry_create` warns once and runs without a sink).
+///
+/// Ownership: the caller owns `*out` and releases it with `nixl_telemetry_destroy`; `options`
+/// and its strings are borrowed for the call only.
+///
+/// # Safety
+/// `agent_name` is NULL or a NUL-terminated string; `options` is NULL or readable for the
+/// `struct_size` bytes it declares, with its string fields NULL or NUL-terminated; `out` is
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_create_with_options(
+    agent_name: *const c_char,
+    options: *const nixl_telemetry_options_t,
+    out: *mut *mut nixl_telemetry_t,
+) -> nixl_telemetry_status_t {
+    const F: &str = "nixl_telemetry_create_with_options";
+    let make = || {
+        // SAFETY: the caller's contract: `agent_name` is NULL or NUL-terminated.
+        let name = unsafe { glue::str_arg(F, "agent_name", agent_name) }?;
+        // SAFETY: the caller's contract: `options` is NULL or readable for its struct_size;
+        // the struct is repr(C), starts with a size_t, and zero is valid for every field.
+        let options = match unsafe { glue::versioned_arg(F, "options", options) }? {
+            None => Options::default(),
+            Some(o) => {
+                let text = |arg: &str, p: *const c_char| {
+                    // SAFETY: the caller's contract: each string field is NULL or
+                    // NUL-terminated.
+                    unsafe { glue::opt_str_arg(F, arg, p) }.map(|v| v.map(str::to_owned))
+                };
+                Options {
+                    exporter: text("options->exporter_name", o.exporter_name)?,
+                    buffer_size: Some(o.buffer_size).filter(|&n| n != 0),
+                    run_interval_ms: Some(o.run_interval_ms).filter(|&n| n != 0),
+                    dir: text("options->dir", o.dir)?,
+                    enabled_metrics: text("options->enabled_metrics", o.enabled_metrics)?,
+                }
+            }
+        };
+        let collector = Collector::with_options(name, &options)?;
         Ok(nixl_telemetry { collector })
     };
     // SAFETY: the caller's contract: `out` is NULL or writable.

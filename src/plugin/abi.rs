@@ -1,7 +1,7 @@
 //! The exporter plug-in C ABI, version 3 (`include/nixl_telemetry_plugin.h`).
 //!
 //! A plug-in is a shared library `libtelemetry_exporter_<NAME>.so` exporting
-//! `const nixl_telemetry_plugin_t *nixl_telemetry_plugin_init(void)`. The descriptor it returns
+//! `const nixl_telemetry_plugin_desc_t *nixl_telemetry_plugin_init(void)`. The descriptor it returns
 //! is static and C-only:
 //! its first field is the API version, so a NIXL C++ plug-in (version 2 at the same offset) is
 //! recognised and refused. Batches of events, not single events, cross the boundary.
@@ -66,10 +66,10 @@ pub type nixl_telemetry_plugin_destroy_fn = Option<unsafe extern "C" fn(state: *
 
 /// The static descriptor returned by `nixl_telemetry_plugin_init`.
 #[repr(C)]
-pub struct nixl_telemetry_plugin_t {
+pub struct nixl_telemetry_plugin_desc_t {
     /// Must be `NIXL_TELEMETRY_PLUGIN_API_VERSION` (3); always the first field.
     pub api_version: u32,
-    /// `sizeof(nixl_telemetry_plugin_t)` as the plug-in was compiled.
+    /// `sizeof(nixl_telemetry_plugin_desc_t)` as the plug-in was compiled.
     pub struct_size: u32,
     /// The exporter's name (NUL-terminated, static).
     pub name: *const c_char,
@@ -85,12 +85,13 @@ pub struct nixl_telemetry_plugin_t {
 
 // SAFETY: the descriptor is immutable static data (pointers to static strings and functions),
 // so sharing it between threads cannot race.
-unsafe impl Sync for nixl_telemetry_plugin_t {}
+unsafe impl Sync for nixl_telemetry_plugin_desc_t {}
 // SAFETY: as above: nothing in it is tied to the thread that created it.
-unsafe impl Send for nixl_telemetry_plugin_t {}
+unsafe impl Send for nixl_telemetry_plugin_desc_t {}
 
 /// Signature of the entry point `nixl_telemetry_plugin_init`.
-pub type nixl_telemetry_plugin_init_fn = unsafe extern "C" fn() -> *const nixl_telemetry_plugin_t;
+pub type nixl_telemetry_plugin_init_fn =
+    unsafe extern "C" fn() -> *const nixl_telemetry_plugin_desc_t;
 
 /// Name of the entry point every plug-in exports.
 pub const INIT_SYMBOL: &CStr = c"nixl_telemetry_plugin_init";
@@ -99,5 +100,5 @@ pub const INIT_SYMBOL: &CStr = c"nixl_telemetry_plugin_init";
 #[allow(dead_code)]
 extern "C" {
     /// Returns the plug-in's static descriptor (or NULL when it cannot initialise).
-    pub fn nixl_telemetry_plugin_init() -> *const nixl_telemetry_plugin_t;
+    pub fn nixl_telemetry_plugin_init() -> *const nixl_telemetry_plugin_desc_t;
 }

@@ -56,10 +56,10 @@ pub trait TelemetryPlugin: Sized + Send + 'static {
 }
 
 /// The descriptor for `T` (used by [`export_telemetry_plugin!`](crate::export_telemetry_plugin)).
-pub const fn descriptor<T: TelemetryPlugin>() -> nixl_telemetry_plugin_t {
-    nixl_telemetry_plugin_t {
+pub const fn descriptor<T: TelemetryPlugin>() -> nixl_telemetry_plugin_desc_t {
+    nixl_telemetry_plugin_desc_t {
         api_version: NIXL_TELEMETRY_PLUGIN_API_VERSION,
-        struct_size: std::mem::size_of::<nixl_telemetry_plugin_t>() as u32,
+        struct_size: std::mem::size_of::<nixl_telemetry_plugin_desc_t>() as u32,
         name: T::NAME.as_ptr(),
         version: T::VERSION.as_ptr(),
         create: Some(create::<T>),
@@ -201,8 +201,8 @@ macro_rules! export_telemetry_plugin {
         /// The plug-in entry point: returns the static version-3 descriptor.
         #[no_mangle]
         pub extern "C" fn nixl_telemetry_plugin_init(
-        ) -> *const $crate::plugin::abi::nixl_telemetry_plugin_t {
-            static DESCRIPTOR: $crate::plugin::abi::nixl_telemetry_plugin_t =
+        ) -> *const $crate::plugin::abi::nixl_telemetry_plugin_desc_t {
+            static DESCRIPTOR: $crate::plugin::abi::nixl_telemetry_plugin_desc_t =
                 $crate::plugin::author::descriptor::<$ty>();
             &DESCRIPTOR
         }

@@ -25,7 +25,7 @@ static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
 /// A validated plug-in descriptor of a library that stays loaded for the whole process.
 #[derive(Clone, Copy)]
 pub struct LoadedPlugin {
-    descriptor: &'static nixl_telemetry_plugin_t,
+    descriptor: &'static nixl_telemetry_plugin_desc_t,
     /// The descriptor's `create`.
     pub(crate) create: unsafe extern "C" fn(
         *const nixl_telemetry_plugin_params_t,
@@ -259,15 +259,15 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
             ),
         ));
     }
-    // SAFETY: version 3 descriptors have the layout of nixl_telemetry_plugin_t.
-    let descriptor: &'static nixl_telemetry_plugin_t = unsafe { &*descriptor };
-    if (descriptor.struct_size as usize) < std::mem::size_of::<nixl_telemetry_plugin_t>() {
+    // SAFETY: version 3 descriptors have the layout of nixl_telemetry_plugin_desc_t.
+    let descriptor: &'static nixl_telemetry_plugin_desc_t = unsafe { &*descriptor };
+    if (descriptor.struct_size as usize) < std::mem::size_of::<nixl_telemetry_plugin_desc_t>() {
         return Err(Error::new(
             Status::Mismatch,
             format!(
                 "{shown}: plug-in descriptor is {} bytes, expected at least {}",
                 descriptor.struct_size,
-                std::mem::size_of::<nixl_telemetry_plugin_t>()
+                std::mem::size_of::<nixl_telemetry_plugin_desc_t>()
             ),
         ));
     }

@@ -1,0 +1,46 @@
+//! C++ symbols NIXL's own sources link against, defined in this library so that a NIXL build
+//! which drops `src/core/telemetry/` (its telemetry core) and links `libnixl_telemetry` still
+//! finds them. They are declared by `include/nixl_telemetry.hpp` (and, identically, by NIXL's
+//! `telemetry_event.h`); the library defines them once, so there is no inline definition that
+//! could clash with NIXL's declaration. Not part of the C header: their names are C++ names
+//! (Itanium ABI mangling, as GCC and Clang use on Linux).
+
+use crate::event::EventType;
+use crate::ffi::glue;
+
+/// `nixl_telemetry_event_type_t nixlTelemetryEventTypeForStatus(nixl_status_t s)`: the error
+/// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19). Both enums are passed as their
+/// underlying integers (`nixl_status_t` is an `int`-sized unscoped enum, the event type a
+/// `uint32_t` scoped enum). NIXL aborts for any other status; this one logs an error and
+/// returns `AGENT_ERR_UNKNOWN` (15), so a stray status never takes the process down.
+#[export_name = "_Z31nixlTelemetryEventTypeForStatus13nixl_status_t"]
+pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
+    const UNKNOWN: u32 = EventType::AgentErrUnknown as u32;
+    glue::catch("nixlTelemetryEventTypeForStatus", UNKNOWN, || {
+        EventType::from_nixl_status(status).map_or_else(
+            || {
+                log::error!(
+                    "nixlTelemetryEventTypeForStatus expects a negative nixl_status_t error \
+                     code (-1..-12), got {status}; counting it as agent_err_unknown"
+                );
+                UNKNOWN
+            },
+            |t| t as u32,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_like_nixl() {
+        for s in 1..=12 {
+            assert_eq!(nixl_telemetry_cxx_event_type_for_status(-s), (7 + s) as u32);
+        }
+        assert_eq!(nixl_telemetry_cxx_event_type_for_status(0), 15);
+        assert_eq!(nixl_telemetry_cxx_event_type_for_status(1), 15);
+        assert_eq!(nixl_telemetry_cxx_event_type_for_status(-13), 15);
+    }
+}
