@@ -622,6 +622,26 @@ mod tests {
     }
 
     #[test]
+    fn ring_records_carry_no_stack_bytes_in_their_padding() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new("a", buffer_config(dir.path(), 16, 3_600_000)).unwrap();
+        for i in 0..5 {
+            c.add_xfer_stats(i, i % 2 == 0, 1 << 20, 3);
+        }
+        c.flush(); // 16 staged, 4 dropped: 15 slots hold 14 events and the drop report
+        let bytes = std::fs::read(dir.path().join("a")).unwrap();
+        let records: Vec<&[u8]> = bytes[40..].chunks(16).collect();
+        assert_eq!(
+            u32::from_ne_bytes(records[14][..4].try_into().unwrap()),
+            20,
+            "the report"
+        );
+        for (i, r) in records.iter().enumerate().take(15) {
+            assert_eq!(&r[4..8], &[0, 0, 0, 0], "record {i}");
+        }
+    }
+
+    #[test]
     fn deactivated_metrics_are_skipped_not_dropped() {
         let config = Config {
             buffer_size: 2,

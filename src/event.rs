@@ -32,6 +32,24 @@ impl Event {
         }
     }
 
+    /// Writes this event at `dst` as a whole 16-byte record whose 4 padding bytes are zero (a
+    /// plain copy of an `Event` copies whatever its padding holds, which would put stack bytes
+    /// into ring files): two 8-byte stores.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of 16 bytes and 8-byte aligned.
+    #[inline(always)]
+    pub(crate) unsafe fn write_record(self, dst: *mut Event) {
+        let mut head = [0u8; 8];
+        head[..4].copy_from_slice(&self.event_type.to_ne_bytes());
+        let words = dst.cast::<u64>();
+        // SAFETY: the caller's contract: 16 writable, 8-byte aligned bytes at `dst`.
+        unsafe {
+            words.write(u64::from_ne_bytes(head));
+            words.add(1).write(self.value);
+        }
+    }
+
     /// The type, if it is one of the 21 known ones.
     pub fn kind(&self) -> Option<EventType> {
         EventType::from_u32(self.event_type)

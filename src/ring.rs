@@ -288,7 +288,12 @@ impl RingWriter {
             write(&run[..n]);
         }
         if let Some(report) = last {
-            write(std::slice::from_ref(&report));
+            // SAFETY: one free slot was kept for the report (`budget` excluded it): it lies in
+            // the data array, records are 8-byte aligned, and the reader does not read it
+            // before write_pos is published below.
+            unsafe { report.write_record(m.slot(pos).cast()) };
+            pos = (pos + 1) & m.mask;
+            kept += 1;
         }
         if kept > 0 {
             m.word(layout::WRITE_POS_OFFSET)

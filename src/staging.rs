@@ -136,8 +136,9 @@ impl Lane {
         for event in batch {
             // SAFETY: `index < capacity` (it wraps below), and the slot lies outside
             // `[tail, head)` (there is room for `n` events), so the drainer does not read it
-            // and no one else writes it until `head` is published below.
-            unsafe { *self.slots.get_unchecked(index).get() = *event };
+            // and no one else writes it until `head` is published below; a slot is an aligned
+            // `Event`.
+            unsafe { event.write_record(self.slots.get_unchecked(index).get()) };
             index += 1;
             if index == self.slots.len() {
                 index = 0;
@@ -462,6 +463,31 @@ mod tests {
         );
         assert_eq!(q.take_dropped(), 1);
         assert_eq!(q.take_dropped(), 0);
+    }
+
+    #[test]
+    fn staged_records_have_zero_padding_whatever_the_event_held() {
+        let mut bytes = [0xAAu8; 16];
+        bytes[..4].copy_from_slice(&7u32.to_ne_bytes());
+        bytes[8..].copy_from_slice(&9u64.to_ne_bytes());
+        // SAFETY: any 16 bytes with these two fields make a valid `Event`; its padding holds
+        // 0xAA, as stack garbage would.
+        let dirty: Event = unsafe { std::mem::transmute(bytes) };
+        let q = StagingQueue::new(4).unwrap();
+        assert!(q.try_push_batch(&[dirty, dirty]));
+        let records: Vec<[u8; 16]> = q.drain(|runs| {
+            runs.iter()
+                .flat_map(|run| run.iter())
+                // SAFETY: a staged record was written as two whole words (write_record), so
+                // all 16 of its bytes are initialised.
+                .map(|e| unsafe { *(e as *const Event).cast::<[u8; 16]>() })
+                .collect()
+        });
+        assert_eq!(records.len(), 2);
+        for r in records {
+            assert_eq!(&r[4..8], &[0, 0, 0, 0], "padding bytes reach the exporter");
+            assert_eq!(&r[..4], &7u32.to_ne_bytes());
+        }
     }
 
     #[test]
