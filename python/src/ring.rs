@@ -1,9 +1,8 @@
 //! `Ring`: the library's [`RingReader`] (every check of the file, popping that advances
-//! `read_pos`), plus a non-consuming `peek` and a finer classification of refused files.
+//! `read_pos`, peeking that does not), plus a finer classification of refused files.
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -13,13 +12,9 @@ use pyo3::prelude::*;
 
 use crate::errors::{self, RingFormatError, RingTruncatedError, RingVersionError};
 
-/// How often `open` retries when the file was replaced while it was being opened.
-const OPEN_ATTEMPTS: usize = 3;
-
-/// An open reader and, for `peek`, a read-only handle on the same file (inode).
+/// An open reader.
 struct Opened {
     reader: RingReader,
-    file: File,
 }
 
 /// A ring-file reader (one consumer; see `nixl_telemetry.RingReader`).
@@ -78,16 +73,17 @@ impl Ring {
     #[pyo3(signature = (limit=None))]
     fn peek(&self, limit: Option<u64>) -> PyResult<Vec<(u32, u64)>> {
         self.with_open(|o| {
-            let shown = o.reader.path().display();
-            match peek(o, limit.unwrap_or(u64::MAX)) {
-                Ok(events) if !o.reader.truncated() => Ok(events),
-                Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof => Err(errors::from_core(
-                    Error::io(format!("cannot read telemetry ring {shown}"), &e),
-                )),
-                _ => Err(RingTruncatedError::new_err((
-                    format!("telemetry ring {shown} was truncated while it was being read"),
-                    Status::Mismatch.code(),
-                ))),
+            let max = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            match o.reader.peek(None, max) {
+                Ok(peeked) => Ok(peeked
+                    .events
+                    .iter()
+                    .map(|e| (e.event_type, e.value))
+                    .collect()),
+                Err(e) if e.status == Status::Mismatch => {
+                    Err(RingTruncatedError::new_err((e.message, e.status.code())))
+                }
+                Err(e) => Err(errors::from_core(e)),
             }
         })
     }
@@ -98,65 +94,11 @@ impl Ring {
     }
 }
 
-/// Opens the library's reader and a read-only handle on the same inode.
+/// Opens the library's reader.
 fn open(path: &Path) -> Result<Opened, Error> {
-    for _ in 0..OPEN_ATTEMPTS {
-        let file = match File::open(path) {
-            Ok(file) => file,
-            // The library's reader explains a missing or unreadable file best.
-            Err(e) => {
-                RingReader::open(path)?;
-                return Err(Error::io(format!("cannot open {}", path.display()), &e));
-            }
-        };
-        let reader = RingReader::open(path)?;
-        // The reader opened `path` between the two observations of its inode: if they agree,
-        // the reader and `file` are the same file.
-        let ours = file
-            .metadata()
-            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
-        if let Ok(now) = std::fs::metadata(path) {
-            if (now.dev(), now.ino()) == (ours.dev(), ours.ino()) {
-                return Ok(Opened { reader, file });
-            }
-        }
-    }
-    Err(Error::new(
-        Status::Backend,
-        format!(
-            "telemetry ring {} kept being replaced while it was opened",
-            path.display()
-        ),
-    ))
-}
-
-/// Reads the unread records in place: at most two runs, up to the end of the data array and
-/// from its start. The records between `read_pos` and `write_pos` are published (the header is
-/// read with acquire loads) and only this reader would free them.
-fn peek(o: &Opened, limit: u64) -> std::io::Result<Vec<(u32, u64)>> {
-    let header = o.reader.header();
-    let capacity = header.capacity;
-    let mut remaining = o.reader.len().min(limit);
-    let mut position = header.read_pos;
-    let mut events = Vec::with_capacity(remaining as usize);
-    while remaining > 0 {
-        let run = remaining.min(capacity - position);
-        let mut bytes = vec![0u8; run as usize * layout::RECORD_SIZE];
-        let offset = layout::HEADER_SIZE as u64 + position * layout::RECORD_SIZE as u64;
-        o.file.read_exact_at(&mut bytes, offset)?;
-        events.extend(bytes.chunks_exact(layout::RECORD_SIZE).map(record));
-        remaining -= run;
-        position = 0;
-    }
-    Ok(events)
-}
-
-/// `(type, value)` of one 16-byte record (native endian; the padding is ignored).
-fn record(bytes: &[u8]) -> (u32, u64) {
-    (
-        u32_at(bytes, layout::RECORD_TYPE_OFFSET),
-        u64_at(bytes, layout::RECORD_VALUE_OFFSET),
-    )
+    Ok(Opened {
+        reader: RingReader::open(path)?,
+    })
 }
 
 /// The native-endian u32 at `offset` of `bytes`.
