@@ -1,13 +1,25 @@
-//! The file-ownership policy shared by the ring writer, the segment prefix guard and the
-//! `prometheus_mp` plug-in's stores and owner locks: files a writer owns are opened owner-only
-//! (mode 0600 when created), never through a symbolic link, and claimed with an exclusive
-//! `flock` that the kernel releases when the writer ends, even if it crashes.
+//! The file-ownership policy shared by the ring writer, the segment store, the plug-in loader
+//! and the `prometheus_mp` plug-in's stores and owner locks: whose a file is (its owner against
+//! the effective uid); files a writer owns are opened owner-only (mode 0600 when created), never
+//! through a symbolic link, and claimed with an exclusive `flock` that the kernel releases when
+//! the writer ends, even if it crashes.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether `meta` (of a file, a directory or a link) belongs to this process's effective uid.
+pub fn is_mine(meta: &Metadata) -> bool {
+    meta.uid() == euid()
+}
 
 /// Opens `path` for reading and writing, creating it with mode 0600 if it does not exist (or,
 /// with `create_new`, only if it does not exist). A symbolic link at `path` fails with `ELOOP`;

@@ -391,8 +391,7 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
     if meta.nlink() != 1 {
         return Err(refuse("it has other hard links"));
     }
-    // SAFETY: geteuid has no preconditions.
-    if meta.uid() != unsafe { libc::geteuid() } {
+    if !file_lock::is_mine(&meta) {
         return Err(refuse("it belongs to another user"));
     }
     lock_exclusive(&file, path)?;

@@ -9,26 +9,15 @@
 //!   retention ([`crate::segments::writer`]), and a lock file owned by another user is not
 //!   trusted ([`crate::segments::guard`]). Its name is still taken: a writer skips it.
 
-use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
+use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// Mode of the directories a writer creates.
 pub const DIR_MODE: u32 = 0o700;
 /// Mode of the files a writer creates.
 pub const FILE_MODE: u32 = 0o600;
-
-/// The effective uid of this process.
-pub(crate) fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// Whether `meta` (of a file, a directory or a link) belongs to this process's effective uid.
-pub(crate) fn is_mine(meta: &Metadata) -> bool {
-    meta.uid() == euid()
-}
 
 /// Creates `dir` and its missing parents, each mode 0700 whatever the umask; directories that
 /// already exist are left as they are.
@@ -69,6 +58,7 @@ pub(crate) fn set_private(file: &File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn created_directories_and_files_are_private() {
@@ -83,7 +73,7 @@ mod tests {
         let f = deep.join("f");
         create_new_private(&f, true).unwrap();
         assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, FILE_MODE);
-        assert!(is_mine(&fs::metadata(&f).unwrap()));
+        assert!(crate::file_lock::is_mine(&fs::metadata(&f).unwrap()));
         let e = create_new_private(&f, true).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         std::os::unix::fs::symlink(&f, deep.join("link")).unwrap();

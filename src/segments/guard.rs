@@ -36,7 +36,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::file_lock;
-use crate::segments::files::{create_private_dir_all, euid, is_mine, set_private};
+use crate::file_lock::{euid, is_mine};
+use crate::segments::files::{create_private_dir_all, set_private};
 use crate::segments::naming::SegmentNaming;
 
 /// Suffix of the lock file added to the producer prefix.

@@ -11,7 +11,7 @@ use std::path::Path;
 /// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
 /// file holds it. A writer holds its store and an owner its lock this way; a collector probes
 /// liveness the same way (as NIXL's does), holding a dead writer's lock only while it reads.
-pub use nixl_telemetry::file_lock::{open_owner_only, try_lock_exclusive};
+pub use nixl_telemetry::file_lock::{euid, open_owner_only, try_lock_exclusive};
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -33,12 +33,6 @@ pub fn monotonic_ns() -> u64 {
 /// `CLOCK_REALTIME` in nanoseconds (the run marker in a store's file name).
 pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
-}
-
-/// The effective user id: stores and lock files of other users are not ours to trust.
-pub fn euid() -> u32 {
-    // SAFETY: geteuid(2) has no arguments and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 /// Opens `path` read-only without following a symbolic link (`ELOOP` for one) and without
