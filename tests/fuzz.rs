@@ -126,14 +126,20 @@ fn fuzz_the_environment_parsers() {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
+    use nixl_telemetry::config::{
+        ENV_BUFFER_SIZE, ENV_ENABLE, ENV_ENABLED_METRICS, ENV_RUN_INTERVAL,
+    };
+    use nixl_telemetry::exporter::trace::ENV_TRACE_ROLL_BYTES;
+    use nixl_telemetry::exporter::{ENV_DIR, ENV_EXPORTER};
+    use nixl_telemetry::fpm::config::{ENV_MODE, ENV_SAMPLE_INTERVAL_MS, ENV_TRACE};
     const CORE: [&str; 7] = [
-        "NIXL_TELEMETRY_ENABLE",
-        "NIXL_TELEMETRY_BUFFER_SIZE",
-        "NIXL_TELEMETRY_RUN_INTERVAL",
-        "NIXL_TELEMETRY_EXPORTER",
-        "NIXL_TELEMETRY_DIR",
-        "NIXL_TELEMETRY_ENABLED_METRICS",
-        "NIXL_TELEMETRY_TRACE_ROLL_BYTES",
+        ENV_ENABLE,
+        ENV_BUFFER_SIZE,
+        ENV_RUN_INTERVAL,
+        ENV_EXPORTER,
+        ENV_DIR,
+        ENV_ENABLED_METRICS,
+        ENV_TRACE_ROLL_BYTES,
     ];
     let mut round = 0usize;
     fuzz::run("environment", &seeds, |bytes| {
@@ -144,7 +150,7 @@ fn fuzz_the_environment_parsers() {
         let _ = Buckets::parse(&value);
         round += 1;
         let var = CORE[round % CORE.len()];
-        let pairs = [(var, value.as_ref()), ("NIXL_TELEMETRY_EXPORTER", "TRACE")];
+        let pairs = [(var, value.as_ref()), (ENV_EXPORTER, "TRACE")];
         let pairs = if round % 2 == 0 {
             &pairs[..1]
         } else {
@@ -164,12 +170,7 @@ fn fuzz_the_environment_parsers() {
             ),
         }
         let _ = TraceExporterConfig::from_lookup(&fixed_env(&[(var, value.as_ref())]));
-        let fpm = [
-            "DYN_FPM_TRACE",
-            "DYN_FPM_MODE",
-            "DYN_FPM_SAMPLE_INTERVAL_MS",
-        ][round % 3];
-        let _ =
-            FpmPolicy::from_lookup(&fixed_env(&[("DYN_FPM_TRACE", "1"), (fpm, value.as_ref())]));
+        let fpm = [ENV_TRACE, ENV_MODE, ENV_SAMPLE_INTERVAL_MS][round % 3];
+        let _ = FpmPolicy::from_lookup(&fixed_env(&[(ENV_TRACE, "1"), (fpm, value.as_ref())]));
     });
 }
