@@ -143,6 +143,8 @@ pub struct RingWriter {
     path: PathBuf,
     /// Held for the writer's lifetime: the file's flock marks it as owned.
     _file: File,
+    /// `(st_dev, st_ino)` of that file, to notice the path naming another file.
+    file_id: (u64, u64),
 }
 
 impl RingWriter {
@@ -175,6 +177,10 @@ impl RingWriter {
             drop(file);
             file = open_for_writing(&path, true)?;
         }
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
+        let file_id = (meta.dev(), meta.ino());
         let mapped_file = file
             .set_len(size)
             .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file));
@@ -226,6 +232,7 @@ impl RingWriter {
             mapped,
             path,
             _file: file,
+            file_id,
         })
     }
 
@@ -236,15 +243,15 @@ impl RingWriter {
 
     /// Whether the ring is still what readers open: no write went past the end of the file,
     /// the file still has the ring's size, and its path still names it. False when another
-    /// process truncated, deleted or replaced it (writes would reach no reader). Two system
-    /// calls; [`RingWriter::faulted`] is the free part of the check.
+    /// process truncated, deleted or replaced it (writes would reach no reader). One system
+    /// call (the path's `lstat`: when it names our file, its size is our file's);
+    /// [`RingWriter::faulted`] is the free part of the check.
     pub fn is_intact(&self) -> bool {
         let size = self.mapped.map.len() as u64;
-        let (Ok(own), Ok(named)) = (self._file.metadata(), std::fs::symlink_metadata(&self.path))
-        else {
+        let Ok(named) = std::fs::symlink_metadata(&self.path) else {
             return false;
         };
-        !self.faulted() && own.len() == size && (own.dev(), own.ino()) == (named.dev(), named.ino())
+        !self.faulted() && (named.dev(), named.ino()) == self.file_id && named.len() == size
     }
 
     /// Whether a write went past the end of the file (it was truncated under the writer): those
