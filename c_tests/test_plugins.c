@@ -1,8 +1,8 @@
 /*
  * Exporter plug-ins loaded by name through the C ABI: the example CSV plug-in (C), the example
  * Rust plug-in (found in <libdir>/plugins, the default search directory, or NIXL_PLUGIN_DIR),
- * a C++ plug-in whose exportEvent throws, a NIXL-style version-2 plug-in, a library that is
- * not a plug-in, a missing plug-in and a benign bind collision.
+ * a C++ plug-in whose exportEvent throws, a NIXL C++ plug-in (version 2, through the C++
+ * bridge), a version-2 object without a creator, a library that is not a plug-in, a missing plug-in and a benign bind collision.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -144,10 +144,50 @@ main(void) {
     CHECK(strstr(last_error(), "constructor failed on purpose") != NULL);
     unsetenv("THROWING_PLUGIN_FAIL_CREATE");
 
-    /* A NIXL C++ plug-in (API version 2) is refused with a plain explanation. */
+    /*
+     * A NIXL C++ plug-in (API version 2), through the C++ bridge: NIXL's init parameters, one
+     * withBatch per flush (also an empty one), exportEvent per event in order; an event whose
+     * exportEvent throws or fails counts as lost (one warning for each kind, one for the loss);
+     * destroyed once.
+     */
+    warnings = 0;
+    setenv("NIXL_TELEMETRY_BUFFER_SIZE", "64", 1);
+    t = create_with("nixlcpp", "agent-2", NIXL_TELEMETRY_SUCCESS);
+    unsetenv("NIXL_TELEMETRY_BUFFER_SIZE");
+    produce(t);
+    CHECK(nixl_telemetry_flush(t) == 0);
+    CHECK(nixl_telemetry_flush(t) == 0);
+    CHECK(nixl_telemetry_update_data(t, NIXL_TELEMETRY_EVENT_AGENT_RX_BYTES, 7) == 0);
+    CHECK(nixl_telemetry_update_data(t, NIXL_TELEMETRY_EVENT_AGENT_RX_BYTES, 13) == 0);
+    CHECK(nixl_telemetry_update_data(t, NIXL_TELEMETRY_EVENT_AGENT_RX_BYTES, 14) == 0);
+    CHECK(nixl_telemetry_update_data(t, NIXL_TELEMETRY_EVENT_AGENT_RX_BYTES, 13) == 0);
+    CHECK(nixl_telemetry_flush(t) == 0);
+    CHECK(nixl_telemetry_get_stats(t, &stats) == 0);
+    CHECK(stats.events_exported == 7 && stats.events_lost == 3);
+    nixl_telemetry_destroy(t);
+    CHECK(warnings == 3);
+    snprintf(path, sizeof path, "%s/agent-2.nixlcpp", dir);
+    const char *nixl_log = read_file(path);
+    CHECK(nixl_log != NULL);
+    CHECK(strcmp(nixl_log, "create 64\n"
+                           "begin\n4 4096\n7 8\n6 120\n0 1048576\n2 1\n10 1\nend\n"
+                           "begin\nend\n"
+                           "begin\n1 14\nend\n"
+                           "begin\nend\n"
+                           "destroy\n") == 0);
+    unlink(path);
+    /* The exporter's constructor throws nixlTelemetryBindFailed: a benign bind collision. */
+    warnings = 0;
+    create_with("nixlcpp", "bind-2", NIXL_TELEMETRY_ERR_BIND_FAILED);
+    CHECK(warnings == 1 && strstr(last_warning, "port 9090 is already in use (test)") != NULL);
+    /* It throws anything else: NIXL's creator logs it and returns no exporter. */
+    create_with("nixlcpp", "fail-2", NIXL_TELEMETRY_ERR_UNKNOWN);
+    CHECK(strstr(last_error(), "returned no exporter") != NULL);
+    CHECK(strstr(last_error(), "nixlcpp") != NULL);
+    /* A version-2 object without a creator is refused with a plain explanation. */
     create_with("nixlv2", "agent-v", NIXL_TELEMETRY_ERR_MISMATCH);
     CHECK(strstr(last_error(), "API version 2") != NULL);
-    CHECK(strstr(last_error(), "NIXL C++ telemetry plug-in") != NULL);
+    CHECK(strstr(last_error(), "no exporter creator") != NULL);
 
     /* A library without the entry point. */
     create_with("notaplugin", "agent-n", NIXL_TELEMETRY_ERR_MISMATCH);

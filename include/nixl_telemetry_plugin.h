@@ -19,7 +19,8 @@
 // The plug-in API version this library loads.
 #define NIXL_TELEMETRY_PLUGIN_API_VERSION 3
 
-// The API version NIXL's own C++ plug-ins report at the same offset (refused).
+// The API version NIXL's own C++ plug-ins report at the same offset (loaded through the C++
+// bridge, `libnixl_telemetry_cpp_bridge.so`).
 #define NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP 2
 
 // Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.

@@ -14,6 +14,7 @@ Builds the workspace (release profile by default) and installs under the prefix:
   lib/libnixl_telemetry.so   -> ...so.0
   lib/libnixl_telemetry.a                 the static library
   lib/plugins/libtelemetry_exporter_*.so  the exporter plug-ins (not the example plug-in)
+  lib/plugins/libnixl_telemetry_cpp_bridge.so  loads NIXL's own C++ plug-ins
   include/                                C and C++ headers
   lib/cmake/nixl_telemetry/               find_package(nixl_telemetry CONFIG) files
   lib/pkgconfig/nixl_telemetry.pc         pkg-config file
@@ -68,7 +69,7 @@ if ((build)); then
     (cd "$root" && cargo build --workspace)
   fi
 fi
-for f in libnixl_telemetry.so libnixl_telemetry.a nixl-telemetry; do
+for f in libnixl_telemetry.so libnixl_telemetry.a nixl-telemetry libnixl_telemetry_cpp_bridge.so; do
   [ -f "$from/$f" ] || {
     echo "install.sh: $from/$f does not exist: build first (cargo build --workspace)" >&2
     exit 1
@@ -106,6 +107,8 @@ for plugin in "$from"/libtelemetry_exporter_*.so; do
   case "$(basename "$plugin")" in libtelemetry_exporter_example_rust.so) continue ;; esac
   install_file 0755 "$plugin" "$prefix/lib/plugins/" --strip-unneeded
 done
+# The bridge through which the library loads NIXL's own C++ plug-ins (plug-in API version 2).
+install_file 0755 "$from/libnixl_telemetry_cpp_bridge.so" "$prefix/lib/plugins/" --strip-unneeded
 install -m 0644 "$root"/include/*.h "$root"/include/*.hpp "$prefix/include/"
 sed "s|@VERSION@|$version|g" "$root/cmake/nixl_telemetryConfig.cmake.in" \
   > "$prefix/lib/cmake/nixl_telemetry/nixl_telemetryConfig.cmake"

@@ -1,5 +1,6 @@
 //! `scripts/install.sh`: a real `--help`, the command in `bin/`, the versioned shared library
-//! with its links, stripped files, and the example plug-in kept out of `lib/plugins`.
+//! with its links, stripped files, the example plug-in kept out of `lib/plugins` and the C++
+//! bridge in it.
 
 use std::path::Path;
 use std::process::Command;
@@ -92,6 +93,11 @@ fn installs_the_command_a_versioned_library_and_only_real_plugins() {
         !plugins.iter().any(|p| p.contains("example")),
         "{plugins:?}"
     );
+    // The bridge to NIXL's C++ plug-ins, with its entry points kept by the strip.
+    let bridge = std::fs::read(lib.join("plugins/libnixl_telemetry_cpp_bridge.so")).unwrap();
+    assert!(bridge
+        .windows(33)
+        .any(|w| w == b"nixl_telemetry_cpp_bridge_inspect"));
     let out = Command::new(prefix.path().join("bin/nixl-telemetry"))
         .arg("--version")
         .output()

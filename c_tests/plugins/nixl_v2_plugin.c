@@ -1,6 +1,7 @@
 /*
  * Test plug-in shaped like one of NIXL's own C++ telemetry plug-ins: its init function returns
- * an object whose first field is plug-in API version 2. The loader must refuse it clearly.
+ * an object whose first field is plug-in API version 2, but no exporter creator. The loader
+ * must refuse it clearly.
  */
 #include <stddef.h>
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
 use crate::exporter::Exporter;
 use crate::logging;
-use crate::plugin::{self, abi::nixl_telemetry_plugin_params_t, LoadedPlugin};
+use crate::plugin::{self, abi::nixl_telemetry_plugin_params_t, Creator, LoadedPlugin};
 
 /// Forwards a plug-in's log message into this library's logging.
 ///
@@ -70,18 +70,30 @@ impl PluginExporter {
         let plugin = plugin::load(name)?;
         let agent_c = CString::new(agent)
             .map_err(|_| Error::invalid(format!("agent name {agent:?} contains NUL")))?;
-        let params = nixl_telemetry_plugin_params_t {
-            struct_size: std::mem::size_of::<nixl_telemetry_plugin_params_t>(),
-            agent_name: agent_c.as_ptr(),
-            max_events_buffered: capacity,
-            host_log: Some(host_log),
-            host_event_name: Some(host_event_name),
-        };
         let mut state: *mut c_void = std::ptr::null_mut();
         let mut message = [0 as c_char; 1024];
-        // SAFETY: all pointers are valid for the call; the plug-in writes at most `len` bytes.
-        let status =
-            unsafe { (plugin.create)(&params, &mut state, message.as_mut_ptr(), message.len()) };
+        let status = match plugin.create {
+            Creator::Native(create) => {
+                let params = nixl_telemetry_plugin_params_t {
+                    struct_size: std::mem::size_of::<nixl_telemetry_plugin_params_t>(),
+                    agent_name: agent_c.as_ptr(),
+                    max_events_buffered: capacity,
+                    host_log: Some(host_log),
+                    host_event_name: Some(host_event_name),
+                };
+                // SAFETY: all pointers are valid for the call; the plug-in writes at most
+                // `len` bytes.
+                unsafe { create(&params, &mut state, message.as_mut_ptr(), message.len()) }
+            }
+            Creator::NixlCpp(nixl) => plugin::create_nixl_cpp(
+                nixl,
+                &agent_c,
+                capacity,
+                Some(host_log),
+                &mut state,
+                &mut message,
+            ),
+        };
         message[message.len() - 1] = 0;
         // SAFETY: the buffer is NUL-terminated (its last byte was just set to 0).
         let text = unsafe { CStr::from_ptr(message.as_ptr()) }

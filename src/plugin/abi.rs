@@ -4,7 +4,8 @@
 //! `const nixl_telemetry_plugin_desc_t *nixl_telemetry_plugin_init(void)`. The descriptor it returns
 //! is static and C-only:
 //! its first field is the API version, so a NIXL C++ plug-in (version 2 at the same offset) is
-//! recognised and refused. Batches of events, not single events, cross the boundary.
+//! recognised and driven through the C++ bridge (`cpp_bridge`). Batches of events, not single
+//! events, cross the boundary.
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void, CStr};
@@ -15,7 +16,8 @@ use crate::event::Event;
 /// The plug-in API version this library loads.
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
 
-/// The API version NIXL's own C++ plug-ins report at the same offset (refused).
+/// The API version NIXL's own C++ plug-ins report at the same offset (loaded through the C++
+/// bridge, `libnixl_telemetry_cpp_bridge.so`).
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP: u32 = 2;
 
 /// Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::abi::*;
-use super::trust;
+use super::{cpp_bridge, trust};
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
@@ -22,27 +22,53 @@ static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Plug-ins opened so far, by name.
 static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
 
-/// A validated plug-in descriptor of a library that stays loaded for the whole process.
+/// How an agent's exporter is created in a loaded plug-in.
 #[derive(Clone, Copy)]
+pub(crate) enum Creator {
+    /// Plug-in API version 3: the descriptor's `create`.
+    Native(
+        unsafe extern "C" fn(
+            *const nixl_telemetry_plugin_params_t,
+            *mut *mut c_void,
+            *mut c_char,
+            usize,
+        ) -> nixl_telemetry_status_t,
+    ),
+    /// One of NIXL's C++ plug-ins (API version 2), through the C++ bridge.
+    NixlCpp(cpp_bridge::NixlPlugin),
+}
+
+/// A validated plug-in of a library that stays loaded for the whole process.
+#[derive(Clone)]
 pub struct LoadedPlugin {
-    descriptor: &'static nixl_telemetry_plugin_desc_t,
-    /// The descriptor's `create`.
-    pub(crate) create: unsafe extern "C" fn(
-        *const nixl_telemetry_plugin_params_t,
-        *mut *mut c_void,
-        *mut c_char,
-        usize,
-    ) -> nixl_telemetry_status_t,
-    /// The descriptor's `export_batch`.
+    version: String,
+    /// Creates one agent's exporter.
+    pub(crate) create: Creator,
+    /// Exports a batch (the descriptor's `export_batch`, or the bridge's).
     pub(crate) export: unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize,
-    /// The descriptor's `destroy`.
+    /// Destroys one agent's exporter (the descriptor's `destroy`, or the bridge's).
     pub(crate) destroy: unsafe extern "C" fn(*mut c_void),
 }
 
 impl LoadedPlugin {
+    /// A plug-in reporting `version`, with its three functions.
+    pub(crate) fn new(
+        version: String,
+        create: Creator,
+        export: unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize,
+        destroy: unsafe extern "C" fn(*mut c_void),
+    ) -> LoadedPlugin {
+        LoadedPlugin {
+            version,
+            create,
+            export,
+            destroy,
+        }
+    }
+
     /// The version the plug-in reports.
-    pub fn version(&self) -> String {
-        c_str(self.descriptor.version)
+    pub fn version(&self) -> &str {
+        &self.version
     }
 }
 
@@ -92,7 +118,7 @@ pub fn search_dirs() -> Result<Vec<PathBuf>> {
 
 /// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
 /// executable when linked statically).
-fn own_library_dir() -> Option<PathBuf> {
+pub(crate) fn own_library_dir() -> Option<PathBuf> {
     // SAFETY: Dl_info is a plain C struct of pointers, for which all-zero is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: dladdr only reads the address; `info` is a valid out-parameter.
@@ -121,7 +147,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
     let loaded = loaded.get_or_insert_with(HashMap::new);
     if let Some(p) = loaded.get(name) {
-        return Ok(*p);
+        return Ok(p.clone());
     }
     let dirs = search_dirs()?;
     let mut problems = Vec::new();
@@ -137,7 +163,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
                     plugin.version(),
                     path.display()
                 );
-                loaded.insert(name.to_owned(), plugin);
+                loaded.insert(name.to_owned(), plugin.clone());
                 return Ok(plugin);
             }
             Err(e) => problems.push(e),
@@ -175,7 +201,7 @@ fn not_a_plugin(path: &Path) -> Error {
     )
 }
 
-fn dl_error() -> String {
+pub(crate) fn dl_error() -> String {
     // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
     let e = unsafe { libc::dlerror() };
     if e.is_null() {
@@ -187,25 +213,34 @@ fn dl_error() -> String {
     }
 }
 
-fn open(path: &Path) -> Result<LoadedPlugin> {
+/// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
+/// table defines `entry` (nothing of it runs before both are known); never closed.
+pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut c_void> {
     let shown = path.display();
     let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::invalid(format!("plug-in path {shown} contains NUL")))?;
-    // Nothing of the file runs before it is trusted and known to be a plug-in.
+        .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
     if let Some(dir) = path.parent() {
         trust::check_owner_and_mode(dir, "directory")?;
     }
     trust::check_owner_and_mode(path, "file")?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::io(format!("cannot read telemetry plug-in {shown}"), &e))?;
-    match trust::defines_symbol(&bytes, INIT_SYMBOL) {
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("cannot read {what} {shown}"), &e))?;
+    match trust::defines_symbol(&bytes, entry) {
         Err(why) => {
             return Err(Error::new(
                 Status::Backend,
-                format!("cannot load telemetry plug-in {shown}: {why}"),
+                format!("cannot load {what} {shown}: {why}"),
             ))
         }
-        Ok(false) => return Err(not_a_plugin(path)),
+        Ok(false) => {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{shown} is not a {what}: it has no {}",
+                    entry.to_string_lossy()
+                ),
+            ))
+        }
         Ok(true) => {}
     }
     drop(bytes);
@@ -219,9 +254,15 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     if handle.is_null() {
         return Err(Error::new(
             Status::Backend,
-            format!("cannot load telemetry plug-in {shown}: {}", dl_error()),
+            format!("cannot load {what} {shown}: {}", dl_error()),
         ));
     }
+    Ok(handle)
+}
+
+fn open(path: &Path) -> Result<LoadedPlugin> {
+    let shown = path.display();
+    let handle = open_trusted(path, INIT_SYMBOL, "telemetry exporter plug-in")?;
     // SAFETY: looking up a symbol in a handle we own.
     let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr()) };
     if init.is_null() {
@@ -241,14 +282,7 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     // SAFETY: every descriptor version starts with a u32 API version.
     let version = unsafe { (descriptor as *const u32).read() };
     if version == NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP {
-        return Err(Error::new(
-            Status::Mismatch,
-            format!(
-                "{shown} is a NIXL C++ telemetry plug-in (plug-in API version 2); this library \
-                 loads C plug-ins of API version {NIXL_TELEMETRY_PLUGIN_API_VERSION}: rebuild \
-                 the exporter against nixl_telemetry_plugin.h (or nixl_telemetry_plugin.hpp)"
-            ),
-        ));
+        return cpp_bridge::adopt(path, descriptor.cast());
     }
     if version != NIXL_TELEMETRY_PLUGIN_API_VERSION {
         return Err(Error::new(
@@ -281,10 +315,10 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
             format!("{shown}: plug-in descriptor lacks create, export_batch or destroy"),
         ));
     };
-    Ok(LoadedPlugin {
-        descriptor,
-        create,
+    Ok(LoadedPlugin::new(
+        c_str(descriptor.version),
+        Creator::Native(create),
         export,
         destroy,
-    })
+    ))
 }

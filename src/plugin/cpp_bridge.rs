@@ -1,0 +1,252 @@
+//! NIXL's own C++ exporter plug-ins (plug-in API version 2), driven through
+//! `libnixl_telemetry_cpp_bridge.so` (the `cpp-bridge` crate).
+//!
+//! Such a plug-in's `nixl_telemetry_plugin_init` returns a C++ `nixlTelemetryPlugin` whose
+//! creator takes a `std::string` and returns a `std::unique_ptr`, and whose exporters throw
+//! C++ exceptions: only C++ can drive it. The bridge is a small C++ library with plain C
+//! functions (`cpp-bridge/include/nixl_telemetry_cpp_bridge.h`) that calls the creator with
+//! NIXL's init parameters, runs `exportEvent` per event inside NIXL's batch hooks, maps
+//! `nixlTelemetryBindFailed` to `NIXL_TELEMETRY_ERR_BIND_FAILED` and every other exception to
+//! an error with its message. It is opened once per process, on the first version-2 plug-in,
+//! with the same trust checks as a plug-in, and looked up in the plug-in directories and then
+//! beside this library. A version-2 plug-in's `nixl_telemetry_plugin_fini` is never called:
+//! plug-ins stay loaded for the whole process.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::loader::{self, Creator, LoadedPlugin};
+use crate::constants::NIXL_TELEMETRY_SUCCESS;
+use crate::error::{Error, Result, Status};
+use crate::event::Event;
+
+/// The bridge's file name.
+pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_bridge.so";
+
+/// The bridge ABI this library speaks (`NIXL_TELEMETRY_CPP_BRIDGE_ABI`).
+const BRIDGE_ABI: u32 = 1;
+
+/// The host logging callback handed to the bridge.
+pub(crate) type LogFn = Option<unsafe extern "C" fn(level: i32, message: *const c_char)>;
+
+/// `nixl_telemetry_cpp_bridge_inspect`.
+type InspectFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_char,
+    usize,
+    *mut c_char,
+    usize,
+    *mut c_char,
+    usize,
+) -> i32;
+/// `nixl_telemetry_cpp_bridge_create`.
+type CreateFn = unsafe extern "C" fn(
+    *const c_void,
+    *const c_char,
+    usize,
+    LogFn,
+    *mut *mut c_void,
+    *mut c_char,
+    usize,
+) -> i32;
+/// `nixl_telemetry_cpp_bridge_export` (an event record is the 16-byte [`Event`]).
+type ExportFn = unsafe extern "C" fn(*mut c_void, *const Event, usize) -> usize;
+/// `nixl_telemetry_cpp_bridge_destroy`.
+type DestroyFn = unsafe extern "C" fn(*mut c_void);
+
+/// The bridge's functions.
+pub(crate) struct CppBridge {
+    inspect: InspectFn,
+    create: CreateFn,
+    export: ExportFn,
+    destroy: DestroyFn,
+}
+
+/// A version-2 plug-in object and the bridge that drives it.
+#[derive(Clone, Copy)]
+pub(crate) struct NixlPlugin {
+    /// The `nixlTelemetryPlugin` its `nixl_telemetry_plugin_init` returned (static, never freed).
+    pub(crate) object: *const c_void,
+    /// The bridge.
+    pub(crate) bridge: &'static CppBridge,
+}
+
+// SAFETY: the plug-in object is static and only read (by the bridge's inspect and create, which
+// NIXL's own core also calls from any thread); the bridge is a table of functions.
+unsafe impl Send for NixlPlugin {}
+// SAFETY: as above.
+unsafe impl Sync for NixlPlugin {}
+
+/// The bridge, once opened.
+static BRIDGE: Mutex<Option<&'static CppBridge>> = Mutex::new(None);
+
+/// Where the bridge is looked up: the plug-in directories, then beside this library.
+fn bridge_dirs() -> Result<Vec<PathBuf>> {
+    let mut dirs = loader::search_dirs()?;
+    if let Some(own) = loader::own_library_dir() {
+        dirs.push(own);
+    }
+    Ok(dirs)
+}
+
+fn symbol(handle: *mut c_void, name: &CStr, path: &Path) -> Result<*mut c_void> {
+    // SAFETY: looking up a symbol in a handle we own.
+    let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    if f.is_null() {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{} lacks {}: not this library's C++ bridge",
+                path.display(),
+                name.to_string_lossy()
+            ),
+        ));
+    }
+    Ok(f)
+}
+
+fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
+    let handle = loader::open_trusted(
+        path,
+        c"nixl_telemetry_cpp_bridge_abi",
+        "nixl-telemetry C++ bridge",
+    )?;
+    let abi = symbol(handle, c"nixl_telemetry_cpp_bridge_abi", path)?;
+    // SAFETY: the symbol is `uint32_t nixl_telemetry_cpp_bridge_abi(void)`.
+    let abi: unsafe extern "C" fn() -> u32 = unsafe { std::mem::transmute(abi) };
+    // SAFETY: calling the bridge's version function (no arguments, cannot fail).
+    let version = unsafe { abi() };
+    if version != BRIDGE_ABI {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{} speaks bridge ABI {version}, this library {BRIDGE_ABI}: install the bridge \
+                 that came with this library",
+                path.display()
+            ),
+        ));
+    }
+    let inspect = symbol(handle, c"nixl_telemetry_cpp_bridge_inspect", path)?;
+    let create = symbol(handle, c"nixl_telemetry_cpp_bridge_create", path)?;
+    let export = symbol(handle, c"nixl_telemetry_cpp_bridge_export", path)?;
+    let destroy = symbol(handle, c"nixl_telemetry_cpp_bridge_destroy", path)?;
+    // SAFETY: a bridge of ABI 1 defines each symbol with the signature declared in
+    // nixl_telemetry_cpp_bridge.h, which the fields' types repeat (an event record is the
+    // 16-byte `Event`).
+    let bridge = unsafe {
+        CppBridge {
+            inspect: std::mem::transmute::<*mut c_void, InspectFn>(inspect),
+            create: std::mem::transmute::<*mut c_void, CreateFn>(create),
+            export: std::mem::transmute::<*mut c_void, ExportFn>(export),
+            destroy: std::mem::transmute::<*mut c_void, DestroyFn>(destroy),
+        }
+    };
+    Ok(Box::leak(Box::new(bridge)))
+}
+
+/// The bridge, opened on first use (a failure is not remembered: a later call searches again).
+fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
+    let mut slot = BRIDGE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = *slot {
+        return Ok(b);
+    }
+    let dirs = bridge_dirs()?;
+    for dir in &dirs {
+        let path = dir.join(BRIDGE_FILE);
+        if path.exists() {
+            let b = open_bridge(&path)?;
+            log::debug!("opened the C++ plug-in bridge {}", path.display());
+            *slot = Some(b);
+            return Ok(b);
+        }
+    }
+    Err(Error::new(
+        Status::NotFound,
+        format!(
+            "{} is a NIXL C++ telemetry plug-in (plug-in API version 2), which this library \
+             loads through {BRIDGE_FILE}; it is not in any of {} (it is installed in \
+             <libdir>/plugins/ with the library)",
+            plugin.display(),
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ))
+}
+
+fn text(buf: &[c_char]) -> String {
+    // SAFETY: the bridge NUL-terminates what it writes, and the buffers start zeroed and end
+    // in a 0 it never overwrites (it writes at most len - 1 bytes and a NUL).
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Makes the version-2 plug-in object `object`, found at `path`, a [`LoadedPlugin`].
+pub(crate) fn adopt(path: &Path, object: *const c_void) -> Result<LoadedPlugin> {
+    let bridge = bridge(path)?;
+    let mut name = [0 as c_char; 256];
+    let mut version = [0 as c_char; 256];
+    let mut error = [0 as c_char; 512];
+    // SAFETY: `object` is what a version-2 plug-in's init returned; the buffers are writable
+    // for the lengths passed.
+    let status = unsafe {
+        (bridge.inspect)(
+            object,
+            name.as_mut_ptr(),
+            name.len(),
+            version.as_mut_ptr(),
+            version.len(),
+            error.as_mut_ptr(),
+            error.len(),
+        )
+    };
+    if status != NIXL_TELEMETRY_SUCCESS {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{} is a NIXL C++ telemetry plug-in (plug-in API version 2) that cannot be \
+                 used: {}",
+                path.display(),
+                text(&error)
+            ),
+        ));
+    }
+    log::debug!(
+        "{} is NIXL's C++ plug-in '{}': driven through the C++ bridge",
+        path.display(),
+        text(&name)
+    );
+    Ok(LoadedPlugin::new(
+        text(&version),
+        Creator::NixlCpp(NixlPlugin { object, bridge }),
+        bridge.export,
+        bridge.destroy,
+    ))
+}
+
+/// Creates `agent`'s exporter in a version-2 plug-in: the status and, on failure, the message.
+pub(crate) fn create(
+    plugin: NixlPlugin,
+    agent: &CString,
+    max_events_buffered: usize,
+    log: LogFn,
+    state: &mut *mut c_void,
+    error: &mut [c_char],
+) -> i32 {
+    // SAFETY: the plug-in object passed inspect; every pointer is valid for the call and the
+    // error buffer writable for its length.
+    unsafe {
+        (plugin.bridge.create)(
+            plugin.object,
+            agent.as_ptr(),
+            max_events_buffered,
+            log,
+            state,
+            error.as_mut_ptr(),
+            error.len(),
+        )
+    }
+}
