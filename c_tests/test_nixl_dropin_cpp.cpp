@@ -5,7 +5,7 @@
 // overflows (NIXL's BufferOverflowHandling) must produce no warning: NIXL's test main fails a
 // run on any unexpected warning.
 #include "nixl_standin/nixl_types.h"
-#include "nixl_standin/nixl_log.h"
+#include "nixl_standin/common/nixl_log.h"
 
 #include "nixl_telemetry.hpp"
 #include "nixl_telemetry.h"

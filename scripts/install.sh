@@ -16,6 +16,7 @@ Builds the workspace (release profile by default) and installs under the prefix:
   lib/plugins/libtelemetry_exporter_*.so  the exporter plug-ins (not the example plug-in)
   lib/plugins/libnixl_telemetry_cpp_bridge.so  loads NIXL's own C++ plug-ins
   include/                                C and C++ headers
+  include/nixl_dropin/                    NIXL's telemetry.h and telemetry_event.h, for NIXL builds
   lib/cmake/nixl_telemetry/               find_package(nixl_telemetry CONFIG) files
   lib/pkgconfig/nixl_telemetry.pc         pkg-config file
 
@@ -110,6 +111,10 @@ done
 # The bridge through which the library loads NIXL's own C++ plug-ins (plug-in API version 2).
 install_file 0755 "$from/libnixl_telemetry_cpp_bridge.so" "$prefix/lib/plugins/" --strip-unneeded
 install -m 0644 "$root"/include/*.h "$root"/include/*.hpp "$prefix/include/"
+# Drop-ins for NIXL's internal telemetry.h and telemetry_event.h (for a NIXL build without its
+# telemetry core: put include/nixl_dropin on its include path).
+install -d "$prefix/include/nixl_dropin"
+install -m 0644 "$root"/include/nixl_dropin/*.h "$prefix/include/nixl_dropin/"
 sed "s|@VERSION@|$version|g" "$root/cmake/nixl_telemetryConfig.cmake.in" \
   > "$prefix/lib/cmake/nixl_telemetry/nixl_telemetryConfig.cmake"
 sed "s|@VERSION@|$version|g" "$root/cmake/nixl_telemetryConfigVersion.cmake.in" \

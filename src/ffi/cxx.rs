@@ -1,7 +1,8 @@
 //! C++ symbols NIXL's own sources link against, defined in this library so that a NIXL build
 //! which drops `src/core/telemetry/` (its telemetry core) and links `libnixl_telemetry` still
-//! finds them. They are declared by `include/nixl_telemetry.hpp` (and, identically, by NIXL's
-//! `telemetry_event.h`); the library defines them once, so there is no inline definition that
+//! finds them: `nixlTelemetryEventTypeForStatus`, declared by `include/nixl_telemetry.hpp`
+//! (and, identically, by NIXL's `telemetry_event.h`), and the two static plug-in creators
+//! NIXL's plug-in manager references. The library defines them once, so there is no inline definition that
 //! could clash with NIXL's declaration. Not part of the C header: their names are C++ names
 //! (Itanium ABI mangling, as GCC and Clang use on Linux).
 
@@ -28,6 +29,22 @@ pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
             |t| t as u32,
         )
     })
+}
+
+/// `nixlTelemetryPlugin *createStaticBUFFERPlugin()`: NIXL's plug-in manager pre-registers
+/// the built-in exporters through this creator (and the NOP one below), which NIXL defines in
+/// its telemetry core. This library has `BUFFER` and `NOP` built in and chooses them itself,
+/// so it returns NULL, which NIXL's manager takes as "no such static plug-in" (it logs its
+/// INFO line and registers nothing).
+#[export_name = "_Z24createStaticBUFFERPluginv"]
+pub extern "C" fn nixl_telemetry_cxx_create_static_buffer_plugin() -> *mut std::ffi::c_void {
+    std::ptr::null_mut()
+}
+
+/// `nixlTelemetryPlugin *createStaticNOPPlugin()`: as the BUFFER one, NULL.
+#[export_name = "_Z21createStaticNOPPluginv"]
+pub extern "C" fn nixl_telemetry_cxx_create_static_nop_plugin() -> *mut std::ffi::c_void {
+    std::ptr::null_mut()
 }
 
 #[cfg(test)]
