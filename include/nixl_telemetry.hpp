@@ -26,6 +26,8 @@
  * nixlTelemetryBindFailed, nixl_telemetry_event_type_t and the declaration of
  * nixlTelemetryEventTypeForStatus. That function is defined in libnixl_telemetry itself (a
  * C++ symbol, not inline), so a NIXL build without its telemetry sources links it from there.
+ * NIXL's logger (common/nixl_log.h) is included the same way, so nixlTelemetryRouteLogsToNixl()
+ * exists whenever NIXL's headers are on the include path, whatever the order of includes.
  * If NIXL's headers are reachable only from a directory this header cannot see, include them
  * before this one.
  */
@@ -43,6 +45,9 @@
 #if defined(__has_include)
 #if !defined(_NIXL_TYPES_H) && __has_include("nixl_types.h")
 #include "nixl_types.h"
+#endif
+#if !defined(__NIXL_LOG_H) && __has_include("common/nixl_log.h")
+#include "common/nixl_log.h"
 #endif
 #if !defined(NIXL_SRC_API_CPP_TELEMETRY_TELEMETRY_EXPORTER_H) && \
     __has_include("telemetry/telemetry_exporter.h") && __has_include("telemetry_event.h")
