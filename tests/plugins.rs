@@ -134,7 +134,7 @@ fn a_library_without_the_entry_point_is_refused() {
     );
     let e = Collector::new("a", config("garbage")).err().unwrap();
     assert!(
-        e.message.contains("cannot load telemetry plug-in"),
+        e.message.contains("cannot load telemetry exporter plug-in"),
         "{}",
         e.message
     );
