@@ -144,6 +144,25 @@ main(void) {
     CHECK(strstr(last_error(), "constructor failed on purpose") != NULL);
     unsetenv("THROWING_PLUGIN_FAIL_CREATE");
 
+#ifdef NIXL_TEST_LINKAGE_static
+    /*
+     * Linked statically, this program has no <libdir>: the bridge comes from NIXL_PLUGIN_DIR.
+     * Without it, a version-2 plug-in is refused with the bridge's name and where it was sought.
+     */
+    {
+        const char *plugin_dir = getenv("NIXL_PLUGIN_DIR");
+        CHECK(plugin_dir != NULL);
+        char saved[4096];
+        snprintf(saved, sizeof saved, "%s", plugin_dir);
+        unsetenv("NIXL_PLUGIN_DIR");
+        create_with("nixlcpp", "agent-2", NIXL_TELEMETRY_ERR_NOT_FOUND);
+        CHECK(strstr(last_error(), "libnixl_telemetry_cpp_bridge.so") != NULL);
+        CHECK(strstr(last_error(), "plug-in API version 2") != NULL);
+        CHECK(strstr(last_error(), NIXL_TEST_PLUGIN_DIR) != NULL);
+        setenv("NIXL_PLUGIN_DIR", saved, 1);
+    }
+#endif
+
     /*
      * A NIXL C++ plug-in (API version 2), through the C++ bridge: NIXL's init parameters, one
      * withBatch per flush (also an empty one), exportEvent per event in order; an event whose
