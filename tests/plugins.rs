@@ -203,3 +203,38 @@ fn an_untrusted_or_foreign_library_is_refused_before_any_of_its_code_runs() {
     assert_eq!(e.status, Status::InvalidParam);
     assert!(e.message.contains("relative path"), "{}", e.message);
 }
+
+#[test]
+fn a_candidate_that_cannot_be_loaded_is_reported_when_a_later_one_is_used() {
+    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let built = plugin_dir().join("libtelemetry_exporter_example_rust.so");
+    let later = tempfile::tempdir().unwrap();
+    let first = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        &built,
+        later.path().join("libtelemetry_exporter_skipped.so"),
+    )
+    .unwrap();
+    std::fs::write(
+        first.path().join("libtelemetry_exporter_skipped.so"),
+        b"not an ELF file",
+    )
+    .unwrap();
+    plugin::add_plugin_dir(later.path()).unwrap();
+    plugin::add_plugin_dir(first.path()).unwrap(); // searched first
+    std::env::set_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR", later.path());
+    let (collector, logged) =
+        nixl_telemetry::logging::capture(|| Collector::new("agent-s", config("skipped")));
+    assert!(collector.is_ok(), "{:?}", collector.err());
+    let warnings = nixl_telemetry::logging::warnings(&logged);
+    assert_eq!(warnings.len(), 1, "{logged:?}");
+    assert!(
+        warnings[0].contains(&later.path().display().to_string())
+            && warnings[0].contains("1 earlier candidate")
+            && warnings[0].contains("not an ELF file"),
+        "{}",
+        warnings[0]
+    );
+    drop(collector);
+    std::env::remove_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR");
+}

@@ -163,6 +163,21 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
                     plugin.version(),
                     path.display()
                 );
+                // A candidate earlier in the search order could not be used: say so, since a
+                // different file than the one the user placed first is now running.
+                if !problems.is_empty() {
+                    log::warn!(
+                        "telemetry plugin '{name}' is loaded from {}, not from the {} earlier \
+                         candidate(s) in the search order: {}",
+                        path.display(),
+                        problems.len(),
+                        problems
+                            .iter()
+                            .map(|e: &Error| e.message.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                }
                 loaded.insert(name.to_owned(), plugin.clone());
                 return Ok(plugin);
             }
