@@ -15,6 +15,7 @@ Builds the workspace (release profile by default) and installs under the prefix:
   lib/libnixl_telemetry.a                 the static library
   lib/plugins/libtelemetry_exporter_*.so  the exporter plug-ins (not the example plug-in)
   lib/plugins/libnixl_telemetry_cpp_bridge.so  loads NIXL's own C++ plug-ins
+  lib/plugins/nixl/libtelemetry_exporter_*.so  the same exporters for NIXL's plug-in manager
   include/                                C and C++ headers
   include/nixl_dropin/                    NIXL's telemetry.h and telemetry_event.h, for NIXL builds
   lib/cmake/nixl_telemetry/               find_package(nixl_telemetry CONFIG) files
@@ -70,7 +71,8 @@ if ((build)); then
     (cd "$root" && cargo build --workspace)
   fi
 fi
-for f in libnixl_telemetry.so libnixl_telemetry.a nixl-telemetry libnixl_telemetry_cpp_bridge.so; do
+for f in libnixl_telemetry.so libnixl_telemetry.a nixl-telemetry libnixl_telemetry_cpp_bridge.so \
+         libnixl_telemetry_nixl_adapter.so; do
   [ -f "$from/$f" ] || {
     echo "install.sh: $from/$f does not exist: build first (cargo build --workspace)" >&2
     exit 1
@@ -103,10 +105,14 @@ ln -sfn libnixl_telemetry.so.0 "$prefix/lib/libnixl_telemetry.so"
 install_file 0644 "$from/libnixl_telemetry.a" "$prefix/lib/" --strip-debug
 install_file 0755 "$from/nixl-telemetry" "$prefix/bin/" --strip-unneeded
 shopt -s nullglob
+mkdir -p "$prefix/lib/plugins/nixl"
 for plugin in "$from"/libtelemetry_exporter_*.so; do
   # The example plug-in is a template for plug-in authors, not an exporter to deploy.
   case "$(basename "$plugin")" in libtelemetry_exporter_example_rust.so) continue ;; esac
   install_file 0755 "$plugin" "$prefix/lib/plugins/" --strip-unneeded
+  # The same exporter for NIXL's own plug-in manager: the adapter, named as the plug-in.
+  install_file 0755 "$from/libnixl_telemetry_nixl_adapter.so" \
+    "$prefix/lib/plugins/nixl/$(basename "$plugin")" --strip-unneeded
 done
 # The bridge through which the library loads NIXL's own C++ plug-ins (plug-in API version 2).
 install_file 0755 "$from/libnixl_telemetry_cpp_bridge.so" "$prefix/lib/plugins/" --strip-unneeded

@@ -1,6 +1,6 @@
 //! `scripts/install.sh`: a real `--help`, the command in `bin/`, the versioned shared library
-//! with its links, stripped files, the example plug-in kept out of `lib/plugins` and the C++
-//! bridge in it.
+//! with its links, stripped files, the example plug-in kept out of `lib/plugins`, the C++
+//! bridge in it and the NIXL adapters in `lib/plugins/nixl`.
 
 use std::path::Path;
 use std::process::Command;
@@ -93,6 +93,19 @@ fn installs_the_command_a_versioned_library_and_only_real_plugins() {
         !plugins.iter().any(|p| p.contains("example")),
         "{plugins:?}"
     );
+    // Each exporter again for NIXL's plug-in manager (the adapter under the plug-in's name).
+    let adapted: Vec<String> = std::fs::read_dir(lib.join("plugins/nixl"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut exporters: Vec<&String> = plugins
+        .iter()
+        .filter(|p| p.starts_with("libtelemetry_exporter_"))
+        .collect();
+    let mut adapted_sorted: Vec<&String> = adapted.iter().collect();
+    exporters.sort();
+    adapted_sorted.sort();
+    assert_eq!(exporters, adapted_sorted);
     // The bridge to NIXL's C++ plug-ins, with its entry points kept by the strip.
     let bridge = std::fs::read(lib.join("plugins/libnixl_telemetry_cpp_bridge.so")).unwrap();
     assert!(bridge

@@ -1,0 +1,199 @@
+// The C++ half of the NIXL plug-in adapter (see src/lib.rs): NIXL's C++ exporter interface
+// (plug-in API version 2, as declared in cpp-bridge/include/nixl_cpp_plugin_v2.hpp) over one of
+// this library's plain C plug-ins (API version 3). Nothing here throws into the Rust half.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nixl_cpp_plugin_v2.hpp"
+
+// Both headers declare the entry point nixl_telemetry_plugin_init, each with its own ABI's
+// type; this file defines neither (the Rust half defines NIXL's), so the C one is renamed away.
+#define nixl_telemetry_plugin_init nixl_telemetry_plugin_init_of_the_c_plugin
+#include "nixl_telemetry_plugin.h"
+#undef nixl_telemetry_plugin_init
+
+extern "C" {
+const char *
+nixl_telemetry_nixl_adapter_event_name(uint32_t event_type);
+void
+nixl_telemetry_nixl_adapter_log(int32_t level, const char *message);
+nixlTelemetryPlugin *
+nixl_telemetry_nixl_adapter_init_impl(void) noexcept;
+}
+
+namespace {
+
+void
+say(int32_t level, const std::string &message) noexcept {
+    nixl_telemetry_nixl_adapter_log(level, message.c_str());
+}
+
+/** The C plug-in this adapter presents, opened once. */
+struct presentedPlugin {
+    std::string name;
+    std::string path;
+    const nixl_telemetry_plugin_desc_t *desc = nullptr;
+};
+
+/** Splits this shared library's path into the exporter name and the C plug-in's path. */
+bool
+locate(presentedPlugin &plugin, std::string &why) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&nixl_telemetry_nixl_adapter_init_impl), &info) == 0 ||
+        info.dli_fname == nullptr) {
+        why = "cannot find the adapter's own file (dladdr failed)";
+        return false;
+    }
+    const std::string self = info.dli_fname;
+    const std::string prefix = "libtelemetry_exporter_";
+    const size_t slash = self.rfind('/');
+    const std::string file = slash == std::string::npos ? self : self.substr(slash + 1);
+    const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
+    if (file.rfind(prefix, 0) != 0 || file.size() <= prefix.size() + 3 ||
+        file.compare(file.size() - 3, 3, ".so") != 0) {
+        why = self + " is not named libtelemetry_exporter_<NAME>.so";
+        return false;
+    }
+    plugin.name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
+    plugin.path = dir + "/../" + file;
+    return true;
+}
+
+/** Opens the C plug-in one directory up and checks its descriptor. */
+bool
+open(presentedPlugin &plugin, std::string &why) {
+    void *handle = dlopen(plugin.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
+        const char *e = dlerror();
+        why = "cannot load " + plugin.path + ": " + (e != nullptr ? e : "unknown error");
+        return false;
+    }
+    auto init = reinterpret_cast<nixl_telemetry_plugin_init_fn>(
+        dlsym(handle, "nixl_telemetry_plugin_init"));
+    const nixl_telemetry_plugin_desc_t *desc = init != nullptr ? init() : nullptr;
+    if (desc == nullptr || desc->api_version != NIXL_TELEMETRY_PLUGIN_API_VERSION ||
+        desc->struct_size < sizeof(nixl_telemetry_plugin_desc_t) || desc->create == nullptr ||
+        desc->export_batch == nullptr || desc->destroy == nullptr) {
+        why = plugin.path + " is not an exporter plug-in of API version " +
+              std::to_string(NIXL_TELEMETRY_PLUGIN_API_VERSION);
+        return false;
+    }
+    plugin.desc = desc;
+    return true;
+}
+
+/** The presented plug-in (desc NULL after an error, which is logged once). */
+const presentedPlugin &
+presented() {
+    static const presentedPlugin plugin = [] {
+        presentedPlugin p;
+        std::string why;
+        if (!locate(p, why) || !open(p, why)) {
+            p.desc = nullptr;
+            say(NIXL_TELEMETRY_LOG_ERROR, "NIXL plug-in adapter: " + why);
+        }
+        return p;
+    }();
+    return plugin;
+}
+
+/** NIXL's exporter class over one agent's state in the C plug-in. */
+class adaptedExporter : public nixlTelemetryExporter {
+public:
+    explicit adaptedExporter(const nixlTelemetryExporterInitParams &params)
+        : nixlTelemetryExporter(params),
+          desc_(presented().desc),
+          agent_(params.agentName) {
+        nixl_telemetry_plugin_params_t c_params{};
+        c_params.struct_size = sizeof(c_params);
+        c_params.agent_name = agent_.c_str();
+        c_params.max_events_buffered = params.maxEventsBuffered;
+        c_params.host_log = nixl_telemetry_nixl_adapter_log;
+        c_params.host_event_name = nixl_telemetry_nixl_adapter_event_name;
+        char message[1024] = {0};
+        const nixl_telemetry_status_t status =
+            desc_->create(&c_params, &state_, message, sizeof(message));
+        message[sizeof(message) - 1] = '\0';
+        if (status == NIXL_TELEMETRY_ERR_BIND_FAILED) {
+            throw nixlTelemetryBindFailed(message);
+        }
+        if (status != NIXL_TELEMETRY_SUCCESS) {
+            throw std::runtime_error("Failed to create telemetry exporter " +
+                                     presented().name + ": " + message);
+        }
+    }
+
+    ~adaptedExporter() override {
+        desc_->destroy(state_);
+    }
+
+    nixl_status_t
+    exportEvent(const nixlTelemetryEvent &event) override {
+        const nixl_telemetry_event_t record{static_cast<uint32_t>(event.eventType_), event.value_};
+        if (inBatch_) {
+            batch_.push_back(record);
+            return NIXL_SUCCESS;
+        }
+        return exportNow(&record, 1) == 1 ? NIXL_SUCCESS : NIXL_ERR_BACKEND;
+    }
+
+private:
+    void
+    onBatchBegin() noexcept override {
+        batch_.clear();
+        inBatch_ = true;
+    }
+
+    void
+    onBatchEnd() noexcept override {
+        inBatch_ = false;
+        // Also an empty batch: the C plug-in's idle tick.
+        exportNow(batch_.data(), batch_.size());
+        batch_.clear();
+    }
+
+    size_t
+    exportNow(const nixl_telemetry_event_t *events, size_t count) noexcept {
+        const size_t kept = desc_->export_batch(state_, events, count);
+        if (kept < count && !reportedLoss_) {
+            reportedLoss_ = true;
+            say(NIXL_TELEMETRY_LOG_WARN,
+                "telemetry exporter " + presented().name + " for agent '" + agent_ +
+                    "' could not keep " + std::to_string(count - kept) +
+                    " events; further losses are not reported");
+        }
+        return kept;
+    }
+
+    const nixl_telemetry_plugin_desc_t *desc_;
+    std::string agent_;
+    void *state_ = nullptr;
+    std::vector<nixl_telemetry_event_t> batch_;
+    bool inBatch_ = false;
+    bool reportedLoss_ = false;
+};
+
+} // namespace
+
+extern "C" nixlTelemetryPlugin *
+nixl_telemetry_nixl_adapter_init_impl(void) noexcept {
+    try {
+        const presentedPlugin &plugin = presented();
+        if (plugin.desc == nullptr) {
+            return nullptr;
+        }
+        return nixlTelemetryPluginCreator<adaptedExporter>::create(
+            nixl_telemetry_plugin_api_version::V2,
+            plugin.name,
+            plugin.desc->version != nullptr ? plugin.desc->version : "");
+    }
+    catch (...) {
+        say(NIXL_TELEMETRY_LOG_ERROR, "NIXL plug-in adapter: initialisation failed");
+        return nullptr;
+    }
+}
