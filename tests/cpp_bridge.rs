@@ -12,18 +12,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask, Status};
-
-fn config(name: &str) -> Config {
-    Config {
-        buffer_size: 64,
-        run_interval: Duration::from_secs(3600),
-        exporter: ExporterChoice::Plugin(name.into()),
-        enabled_metrics: MetricMask::ALL,
-    }
-}
+use nixl_telemetry::{plugin, Collector, Status};
+use nixl_telemetry_test_support::plugin_config as config;
 
 /// Compiles `c_tests/plugins/nixl_v2_plugin.c` (a version-2 object without a creator).
 fn build_v2_plugin(dir: &Path) {

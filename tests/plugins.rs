@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use nixl_telemetry::{plugin, Collector, Config, EventType, ExporterChoice, MetricMask, Status};
+use nixl_telemetry::{plugin, Collector, EventType, Status};
+use nixl_telemetry_test_support::plugin_config as config;
 
 static ENV: Mutex<()> = Mutex::new(());
 
@@ -15,15 +15,6 @@ fn plugin_dir() -> PathBuf {
     let dir = nixl_telemetry_test_support::built_plugins(&["example_rust"]);
     plugin::add_plugin_dir(&dir).unwrap();
     dir
-}
-
-fn config(name: &str) -> Config {
-    Config {
-        buffer_size: 64,
-        run_interval: Duration::from_secs(3600),
-        exporter: ExporterChoice::Plugin(name.into()),
-        enabled_metrics: MetricMask::ALL,
-    }
 }
 
 #[test]

@@ -38,6 +38,17 @@ pub fn built_plugins(names: &[&str]) -> PathBuf {
     dir
 }
 
+/// A collector configuration for exporter plug-in `name`: 64 events, an hour between flushes
+/// (tests flush explicitly), every metric on.
+pub fn plugin_config(name: &str) -> nixl_telemetry::Config {
+    nixl_telemetry::Config {
+        buffer_size: 64,
+        run_interval: std::time::Duration::from_secs(3600),
+        exporter: nixl_telemetry::ExporterChoice::Plugin(name.into()),
+        enabled_metrics: nixl_telemetry::MetricMask::ALL,
+    }
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
