@@ -105,12 +105,14 @@ ln -sfn libnixl_telemetry.so.0 "$prefix/lib/libnixl_telemetry.so"
 install_file 0644 "$from/libnixl_telemetry.a" "$prefix/lib/" --strip-debug
 install_file 0755 "$from/nixl-telemetry" "$prefix/bin/" --strip-unneeded
 shopt -s nullglob
-mkdir -p "$prefix/lib/plugins/nixl"
+# Plug-in directories are 0755 whatever the umask: the loader refuses group- or other-writable ones.
+install -d -m 0755 "$prefix/lib/plugins" "$prefix/lib/plugins/nixl"
 for plugin in "$from"/libtelemetry_exporter_*.so; do
   # The example plug-in is a template for plug-in authors, not an exporter to deploy.
   case "$(basename "$plugin")" in libtelemetry_exporter_example_rust.so) continue ;; esac
   install_file 0755 "$plugin" "$prefix/lib/plugins/" --strip-unneeded
-  # The same exporter for NIXL's own plug-in manager: the adapter, named as the plug-in.
+  # The same exporter for NIXL's own plug-in manager: the adapter, named as the plug-in. Copies,
+  # never links: the dynamic loader takes two names of one file for one library.
   install_file 0755 "$from/libnixl_telemetry_nixl_adapter.so" \
     "$prefix/lib/plugins/nixl/$(basename "$plugin")" --strip-unneeded
 done
@@ -119,7 +121,7 @@ install_file 0755 "$from/libnixl_telemetry_cpp_bridge.so" "$prefix/lib/plugins/"
 install -m 0644 "$root"/include/*.h "$root"/include/*.hpp "$prefix/include/"
 # Drop-ins for NIXL's internal telemetry.h and telemetry_event.h (for a NIXL build without its
 # telemetry core: put include/nixl_dropin on its include path).
-install -d "$prefix/include/nixl_dropin"
+install -d -m 0755 "$prefix/include/nixl_dropin"
 install -m 0644 "$root"/include/nixl_dropin/*.h "$prefix/include/nixl_dropin/"
 sed "s|@VERSION@|$version|g" "$root/cmake/nixl_telemetryConfig.cmake.in" \
   > "$prefix/lib/cmake/nixl_telemetry/nixl_telemetryConfig.cmake"

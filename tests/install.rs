@@ -106,11 +106,24 @@ fn installs_the_command_a_versioned_library_and_only_real_plugins() {
     exporters.sort();
     adapted_sorted.sort();
     assert_eq!(exporters, adapted_sorted);
-    // The bridge to NIXL's C++ plug-ins, with its entry points kept by the strip.
-    let bridge = std::fs::read(lib.join("plugins/libnixl_telemetry_cpp_bridge.so")).unwrap();
-    assert!(bridge
-        .windows(33)
-        .any(|w| w == b"nixl_telemetry_cpp_bridge_inspect"));
+    // The bridge to NIXL's C++ plug-ins and the adapters, with their entry points kept by the
+    // strip; only the library itself carries the SONAME libnixl_telemetry.so.0 (a plug-in
+    // carrying it would be taken for the library by a later dlopen of that name).
+    let bridge = lib.join("plugins/libnixl_telemetry_cpp_bridge.so");
+    assert!(dynamic_symbols(&bridge).contains(&"nixl_telemetry_cpp_bridge_inspect".to_owned()));
+    for adapter in &adapted {
+        let path = lib.join("plugins/nixl").join(adapter);
+        assert!(dynamic_symbols(&path).contains(&"nixl_telemetry_plugin_init".to_owned()));
+        assert_eq!(soname(&path), None, "{}", path.display());
+    }
+    for plugin in &exporters {
+        let path = lib.join("plugins").join(plugin);
+        assert_eq!(soname(&path), None, "{}", path.display());
+    }
+    assert_eq!(
+        soname(&lib.join("libnixl_telemetry.so")).as_deref(),
+        Some("libnixl_telemetry.so.0")
+    );
     let out = Command::new(prefix.path().join("bin/nixl-telemetry"))
         .arg("--version")
         .output()
@@ -119,4 +132,37 @@ fn installs_the_command_a_versioned_library_and_only_real_plugins() {
     assert!(String::from_utf8(out.stdout)
         .unwrap()
         .starts_with("nixl-telemetry "));
+}
+
+/// `readelf -d`'s SONAME of `path`, if it has one.
+fn soname(path: &Path) -> Option<String> {
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "readelf -d {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("(SONAME)"))
+        .and_then(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_owned()))
+}
+
+/// The names `readelf --dyn-syms` lists as defined in `path`.
+fn dynamic_symbols(path: &Path) -> Vec<String> {
+    let out = Command::new("readelf")
+        .args(["--dyn-syms", "--wide"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "readelf --dyn-syms {}",
+        path.display()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains(" UND "))
+        .filter_map(|l| l.split_whitespace().nth(7).map(str::to_owned))
+        .collect()
 }
