@@ -2,24 +2,26 @@
 // <libdir>/plugins/nixl/libtelemetry_exporter_<NAME>.so presents the C plug-in <NAME> one
 // directory up as a NIXL C++ plug-in (API version 2). This program loads the adapter as NIXL's
 // manager does (dlopen, nixl_telemetry_plugin_init, create_exporter, withBatch/exportEvent)
-// over the example CSV plug-in and the bind-failure test plug-in, then has the library itself
-// load the same adapter through its C++ bridge.
+// over the example CSV plug-in and the bind-failure test plug-in, checks that it will not open
+// an untrusted plug-in, then has the library itself load the same adapter through its C++ bridge.
 #include "nixl_cpp_plugin_v2.hpp"
 
 #include "check.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 static const std::string adapters = std::string(NIXL_TEST_PLUGIN_DIR) + "/nixl/";
 
 static nixlTelemetryPlugin *
-open_like_nixl(const std::string &file) {
-    void *handle = dlopen((adapters + file).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+open_like_nixl(const std::string &file, const std::string &dir = adapters) {
+    void *handle = dlopen((dir + file).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     CHECK(handle != nullptr);
     using init_fn = nixlTelemetryPlugin *(*)();
     auto init = reinterpret_cast<init_fn>(dlsym(handle, "nixl_telemetry_plugin_init"));
@@ -90,6 +92,21 @@ a_missing_c_plugin_gives_no_plugin_object() {
 }
 
 static void
+an_untrusted_c_plugin_is_not_opened(const std::string &dir) {
+    // The CSV plug-in in a directory anyone may write to, the adapter below it in one that is
+    // fine: the adapter applies the library's checks to the file it would run.
+    namespace fs = std::filesystem;
+    const fs::path open_dir = fs::path(dir) / "world-writable";
+    fs::create_directories(open_dir / "nixl");
+    const std::string file = "libtelemetry_exporter_csv.so";
+    fs::copy_file(std::string(NIXL_TEST_PLUGIN_DIR) + "/" + file, open_dir / file);
+    fs::copy_file(adapters + file, open_dir / "nixl" / file);
+    CHECK(chmod(open_dir.c_str(), 0777) == 0);
+    CHECK(chmod((open_dir / "nixl").c_str(), 0755) == 0);
+    CHECK(open_like_nixl(file, (open_dir / "nixl").string() + "/") == nullptr);
+}
+
+static void
 the_library_loads_the_adapter_through_its_bridge(const std::string &dir) {
     CHECK(nixl_telemetry_add_plugin_dir(adapters.c_str()) == NIXL_TELEMETRY_SUCCESS);
     nixl_telemetry_options_t options{};
@@ -118,6 +135,7 @@ main() {
     nixls_manager_drives_a_c_plugin(dir);
     a_bind_collision_is_nixls_exception();
     a_missing_c_plugin_gives_no_plugin_object();
+    an_untrusted_c_plugin_is_not_opened(dir);
     the_library_loads_the_adapter_through_its_bridge(dir);
 
     rm_rf(dir.c_str());

@@ -3,6 +3,9 @@
 // this library's plain C plug-ins (API version 3). Nothing here throws into the Rust half.
 #include <dlfcn.h>
 
+#include <climits>
+#include <cstdlib>
+
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -22,6 +25,8 @@ const char *
 nixl_telemetry_nixl_adapter_event_name(uint32_t event_type);
 void
 nixl_telemetry_nixl_adapter_log(int32_t level, const char *message);
+int32_t
+nixl_telemetry_nixl_adapter_check(const char *path);
 nixlTelemetryPlugin *
 nixl_telemetry_nixl_adapter_init_impl(void) noexcept;
 }
@@ -60,13 +65,26 @@ locate(presentedPlugin &plugin, std::string &why) {
         return false;
     }
     plugin.name = file.substr(prefix.size(), file.size() - prefix.size() - 3);
-    plugin.path = dir + "/../" + file;
+    char real[PATH_MAX];
+    if (realpath(dir.c_str(), real) == nullptr) {
+        why = "cannot resolve the adapter's directory " + dir;
+        return false;
+    }
+    const std::string adapters = real;
+    const size_t up = adapters.rfind('/');
+    plugin.path = (up == 0 || up == std::string::npos ? std::string() : adapters.substr(0, up)) +
+                  "/" + file;
     return true;
 }
 
-/** Opens the C plug-in one directory up and checks its descriptor. */
+/** Opens the C plug-in one directory up, if it is trusted, and checks its descriptor. */
 bool
 open(presentedPlugin &plugin, std::string &why) {
+    // The library's own checks first: nothing of an untrusted file runs.
+    if (nixl_telemetry_nixl_adapter_check(plugin.path.c_str()) != NIXL_TELEMETRY_SUCCESS) {
+        why = "refused to load " + plugin.path + " (see the previous message)";
+        return false;
+    }
     void *handle = dlopen(plugin.path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == nullptr) {
         const char *e = dlerror();

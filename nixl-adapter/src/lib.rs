@@ -12,9 +12,11 @@
 //! This crate exports NIXL's entry points (a Rust `cdylib` exports only what Rust defines) and
 //! gives the C++ half this library's event names and logging.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
-use nixl_telemetry::{logging, EventType};
+use nixl_telemetry::{logging, plugin, EventType};
 
 extern "C" {
     fn nixl_telemetry_nixl_adapter_init_impl() -> *mut c_void;
@@ -36,6 +38,35 @@ pub extern "C" fn nixl_telemetry_plugin_fini() {}
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_nixl_adapter_event_name(event_type: u32) -> *const c_char {
     EventType::c_name_of(event_type).map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+/// Checks the plug-in at `path` as this library's loader does before it opens one (owner and
+/// mode of the file and its directory, and the entry point in its dynamic symbol table): 0, or
+/// the error's status with its message logged.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_check(path: *const c_char) -> i32 {
+    if path.is_null() {
+        return nixl_telemetry::Status::InvalidParam as i32;
+    }
+    // SAFETY: not NULL, and NUL-terminated by this function's contract.
+    let path = Path::new(OsStr::from_bytes(
+        unsafe { CStr::from_ptr(path) }.to_bytes(),
+    ));
+    match plugin::check_trusted(
+        path,
+        c"nixl_telemetry_plugin_init",
+        "telemetry exporter plug-in",
+    ) {
+        Ok(()) => 0,
+        Err(e) => {
+            logging::init();
+            log::error!(target: "plugin", "NIXL plug-in adapter: {}", e.message);
+            e.status as i32
+        }
+    }
 }
 
 /// Logs a message of the adapter or of the plug-in behind it through this library's logging

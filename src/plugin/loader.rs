@@ -228,12 +228,12 @@ pub(crate) fn dl_error() -> String {
     }
 }
 
-/// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
-/// table defines `entry` (nothing of it runs before both are known); never closed.
-pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut c_void> {
+/// What must hold before the shared library at `path` may be opened: it and its directory are
+/// trusted ([`trust`]: owned by this user or root, not writable by others) and its dynamic
+/// symbol table defines `entry` (`what` names the kind of library in messages). Used by the
+/// loader and by the NIXL adapter, which opens our plug-ins for NIXL's plug-in manager.
+pub fn check_trusted(path: &Path, entry: &CStr, what: &str) -> Result<()> {
     let shown = path.display();
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
     if let Some(dir) = path.parent() {
         trust::check_owner_and_mode(dir, "directory")?;
     }
@@ -258,7 +258,16 @@ pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut
         }
         Ok(true) => {}
     }
-    drop(bytes);
+    Ok(())
+}
+
+/// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
+/// table defines `entry` (nothing of it runs before both are known); never closed.
+pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut c_void> {
+    let shown = path.display();
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
+    check_trusted(path, entry, what)?;
     // SAFETY: dlopen of a path; the handle is deliberately never closed.
     let handle = unsafe {
         libc::dlopen(
@@ -283,9 +292,14 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     if init.is_null() {
         return Err(not_a_plugin(path));
     }
-    // SAFETY: the symbol has the documented signature.
-    let init: nixl_telemetry_plugin_init_fn = unsafe { std::mem::transmute(init) };
-    // SAFETY: calling the plug-in's entry point (C, no unwinding by contract).
+    // SAFETY: the symbol has the documented signature. Called as "C-unwind": a C plug-in never
+    // unwinds, but a C++ one (API version 2, same symbol) might throw from its init, and a
+    // foreign exception must not cross a frame the compiler assumed cannot unwind (with
+    // "C-unwind" it aborts the process at the next Rust boundary, a defined outcome; NIXL's own
+    // loader lets it end the process too).
+    let init: unsafe extern "C-unwind" fn() -> *const nixl_telemetry_plugin_desc_t =
+        unsafe { std::mem::transmute::<*mut c_void, _>(init) };
+    // SAFETY: calling the plug-in's entry point.
     let descriptor = unsafe { init() };
     if descriptor.is_null() {
         return Err(Error::new(

@@ -11,4 +11,4 @@ pub(crate) mod trust;
 
 pub(crate) use cpp_bridge::create as create_nixl_cpp;
 pub(crate) use loader::Creator;
-pub use loader::{add_plugin_dir, load, search_dirs, LoadedPlugin};
+pub use loader::{add_plugin_dir, check_trusted, load, search_dirs, LoadedPlugin};
