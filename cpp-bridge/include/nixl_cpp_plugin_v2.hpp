@@ -204,4 +204,12 @@ nixl_telemetry_plugin_fini();
 }
 #endif
 
+#if defined(_GLIBCXX_USE_CXX11_ABI) && _GLIBCXX_USE_CXX11_ABI && __SIZEOF_POINTER__ == 8
+// The sizes the documented layout gives on libstdc++ (its C++11 string ABI, 64-bit): an
+// argument against a member or base out of place on either side of the bridge.
+static_assert(sizeof(nixlTelemetryExporterInitParams) == 40, "NIXL's init parameters: 40 bytes");
+static_assert(sizeof(nixlTelemetryExporter) == 16, "NIXL's exporter base: vptr + size_t");
+static_assert(sizeof(nixlTelemetryPlugin) == 80, "NIXL's plug-in object: 80 bytes");
+#endif
+
 #endif /* NIXL_CPP_PLUGIN_V2_HPP */

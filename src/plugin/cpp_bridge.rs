@@ -8,8 +8,8 @@
 //! NIXL's init parameters, runs `exportEvent` per event inside NIXL's batch hooks, maps
 //! `nixlTelemetryBindFailed` to `NIXL_TELEMETRY_ERR_BIND_FAILED` and every other exception to
 //! an error with its message. It is opened once per process, on the first version-2 plug-in,
-//! with the same trust checks as a plug-in, and looked up in the plug-in directories and then
-//! beside this library. A version-2 plug-in's `nixl_telemetry_plugin_fini` is never called:
+//! with the same trust checks as a plug-in, and looked up where it is installed with this
+//! library (`<libdir>/plugins`) and then in the plug-in directories. A version-2 plug-in's `nixl_telemetry_plugin_fini` is never called:
 //! plug-ins stay loaded for the whole process.
 
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -81,11 +81,19 @@ unsafe impl Sync for NixlPlugin {}
 /// The bridge, once opened.
 static BRIDGE: Mutex<Option<&'static CppBridge>> = Mutex::new(None);
 
-/// Where the bridge is looked up: the plug-in directories, then beside this library.
+/// Where the bridge is looked up: first where it is installed with this library
+/// (`<its directory>/plugins`, then its directory, as in a cargo target directory), then the
+/// plug-in directories; duplicates once.
 fn bridge_dirs() -> Result<Vec<PathBuf>> {
-    let mut dirs = loader::search_dirs()?;
+    let mut dirs = Vec::new();
     if let Some(own) = loader::own_library_dir() {
+        dirs.push(own.join("plugins"));
         dirs.push(own);
+    }
+    for dir in loader::search_dirs()? {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
     }
     Ok(dirs)
 }
@@ -152,14 +160,38 @@ fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
         return Ok(b);
     }
     let dirs = bridge_dirs()?;
+    let mut problems = Vec::new();
     for dir in &dirs {
         let path = dir.join(BRIDGE_FILE);
-        if path.exists() {
-            let b = open_bridge(&path)?;
-            log::debug!("opened the C++ plug-in bridge {}", path.display());
-            *slot = Some(b);
-            return Ok(b);
+        if !path.exists() {
+            continue;
         }
+        match open_bridge(&path) {
+            Ok(b) => {
+                log::debug!("opened the C++ plug-in bridge {}", path.display());
+                if !problems.is_empty() {
+                    log::warn!(
+                        "the C++ plug-in bridge is {}, not an earlier candidate: {}",
+                        path.display(),
+                        problems.join("; ")
+                    );
+                }
+                *slot = Some(b);
+                return Ok(b);
+            }
+            Err(e) => problems.push(e.message),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::new(
+            Status::Mismatch,
+            format!(
+                "{} is a NIXL C++ telemetry plug-in (plug-in API version 2), and no usable \
+                 {BRIDGE_FILE} was found: {}",
+                plugin.display(),
+                problems.join("; ")
+            ),
+        ));
     }
     Err(Error::new(
         Status::NotFound,
