@@ -146,8 +146,9 @@ main(void) {
 
 #ifdef NIXL_TEST_LINKAGE_static
     /*
-     * Linked statically, this program has no <libdir>: the bridge comes from NIXL_PLUGIN_DIR.
-     * Without it, a version-2 plug-in is refused with the bridge's name and where it was sought.
+     * Linked statically, this program's own directory (and its plugins/) is the build
+     * directory, which has no bridge: it comes from NIXL_PLUGIN_DIR. Without that, a version-2
+     * plug-in is refused with the bridge's name and where it was sought.
      */
     {
         const char *plugin_dir = getenv("NIXL_PLUGIN_DIR");
