@@ -1,5 +1,6 @@
-//! Handing a message to C: the copy into a caller's buffer that `nixl_telemetry_last_error` and
-//! a Rust plug-in's `create` error buffer share.
+//! Messages across the C boundary: the copy into a caller's buffer that
+//! `nixl_telemetry_last_error` and a Rust plug-in's `create` error buffer share, and the text a
+//! C function (a plug-in, the C++ bridge) wrote into a buffer of ours.
 
 use std::ffi::c_char;
 
@@ -19,4 +20,15 @@ pub(crate) unsafe fn copy_c_string(text: &str, buf: *mut c_char, len: usize) -> 
         }
     }
     text.len()
+}
+
+/// The text a C function wrote into `buf`: up to its first NUL (all of `buf` if it has none),
+/// invalid UTF-8 replaced.
+pub(crate) fn text_in_c_buffer(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -16,7 +16,7 @@ use std::ffi::{c_char, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nixl_telemetry::{logging, plugin, EventType};
+use nixl_telemetry::{logging, plugin};
 
 extern "C" {
     fn nixl_telemetry_nixl_adapter_init_impl() -> *mut c_void;
@@ -34,10 +34,10 @@ pub extern "C" fn nixl_telemetry_plugin_init() -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_plugin_fini() {}
 
-/// The static name of an event type, or NULL (the host service plug-ins receive).
+/// The static name of an event type, or NULL: the library's host service.
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_nixl_adapter_event_name(event_type: u32) -> *const c_char {
-    EventType::c_name_of(event_type).map_or(std::ptr::null(), CStr::as_ptr)
+    plugin::host::host_event_name(event_type)
 }
 
 /// Checks the plug-in at `path` as this library's loader does before it opens one (owner and
@@ -70,17 +70,12 @@ pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_check(path: *const c_char) 
 }
 
 /// Logs a message of the adapter or of the plug-in behind it through this library's logging
-/// (stderr, threshold `NIXL_LOG_LEVEL`).
+/// (stderr, threshold `NIXL_LOG_LEVEL`): the library's host service.
 ///
 /// # Safety
 /// `message` is NULL or a NUL-terminated string valid for the call.
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_log(level: i32, message: *const c_char) {
-    if message.is_null() {
-        return;
-    }
-    logging::init();
-    // SAFETY: not NULL, and NUL-terminated by this function's contract.
-    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy();
-    log::log!(target: "plugin", logging::level_from_code(level), "{text}");
+    // SAFETY: the same contract.
+    unsafe { plugin::host::host_log(level, message) }
 }

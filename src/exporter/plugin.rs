@@ -1,33 +1,15 @@
 //! A loaded exporter plug-in as an [`Exporter`]: one agent's state inside the plug-in, created
 //! with the host services (logging, event names) and destroyed exactly once.
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CString};
 
+use crate::c_string::text_in_c_buffer;
 use crate::constants::*;
 use crate::error::{Error, Result, Status};
-use crate::event::{Event, EventType};
+use crate::event::Event;
 use crate::exporter::Exporter;
-use crate::logging;
+use crate::plugin::host::{host_event_name, host_log};
 use crate::plugin::{self, abi::nixl_telemetry_plugin_params_t, Creator, LoadedPlugin};
-
-/// Forwards a plug-in's log message into this library's logging.
-///
-/// # Safety
-/// `message` is NULL or a NUL-terminated string valid for the call (the plug-in ABI's contract).
-unsafe extern "C" fn host_log(level: i32, message: *const c_char) {
-    if message.is_null() {
-        return;
-    }
-    // SAFETY: not NULL, and NUL-terminated by the plug-in ABI's contract.
-    let text = unsafe { CStr::from_ptr(message) }.to_string_lossy();
-    let level = logging::level_from_code(level);
-    log::log!(target: "plugin", level, "{text}");
-}
-
-/// Gives plug-ins the static C name of an event type (NULL for an unknown one).
-extern "C" fn host_event_name(event_type: u32) -> *const c_char {
-    EventType::c_name_of(event_type).map_or(std::ptr::null(), CStr::as_ptr)
-}
 
 /// One agent's exporter inside a plug-in.
 pub struct PluginExporter {
@@ -94,11 +76,8 @@ impl PluginExporter {
                 &mut message,
             ),
         };
-        message[message.len() - 1] = 0;
-        // SAFETY: the buffer is NUL-terminated (its last byte was just set to 0).
-        let text = unsafe { CStr::from_ptr(message.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        // At most len - 1 bytes: a plug-in that filled the whole buffer left no room for its NUL.
+        let text = text_in_c_buffer(&message[..message.len() - 1]);
         let text = if text.is_empty() {
             "no message".to_owned()
         } else {

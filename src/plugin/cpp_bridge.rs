@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::loader::{self, Creator, LoadedPlugin};
+use crate::c_string::text_in_c_buffer;
 use crate::constants::NIXL_TELEMETRY_SUCCESS;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
@@ -160,38 +161,28 @@ fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
         return Ok(b);
     }
     let dirs = bridge_dirs()?;
-    let mut problems = Vec::new();
-    for dir in &dirs {
-        let path = dir.join(BRIDGE_FILE);
-        if !path.exists() {
-            continue;
+    match loader::first_that_opens(&dirs, BRIDGE_FILE, "the C++ plug-in bridge", open_bridge) {
+        Ok((b, path)) => {
+            log::debug!("opened the C++ plug-in bridge {}", path.display());
+            *slot = Some(b);
+            return Ok(b);
         }
-        match open_bridge(&path) {
-            Ok(b) => {
-                log::debug!("opened the C++ plug-in bridge {}", path.display());
-                if !problems.is_empty() {
-                    log::warn!(
-                        "the C++ plug-in bridge is {}, not an earlier candidate: {}",
-                        path.display(),
-                        problems.join("; ")
-                    );
-                }
-                *slot = Some(b);
-                return Ok(b);
-            }
-            Err(e) => problems.push(e.message),
+        Err(problems) if !problems.is_empty() => {
+            return Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "{} is a NIXL C++ telemetry plug-in (plug-in API version 2), and no usable \
+                     {BRIDGE_FILE} was found: {}",
+                    plugin.display(),
+                    problems
+                        .iter()
+                        .map(|e| e.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            ));
         }
-    }
-    if !problems.is_empty() {
-        return Err(Error::new(
-            Status::Mismatch,
-            format!(
-                "{} is a NIXL C++ telemetry plug-in (plug-in API version 2), and no usable \
-                 {BRIDGE_FILE} was found: {}",
-                plugin.display(),
-                problems.join("; ")
-            ),
-        ));
+        Err(_) => {}
     }
     Err(Error::new(
         Status::NotFound,
@@ -206,14 +197,6 @@ fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
                 .join(", ")
         ),
     ))
-}
-
-fn text(buf: &[c_char]) -> String {
-    // SAFETY: the bridge NUL-terminates what it writes, and the buffers start zeroed and end
-    // in a 0 it never overwrites (it writes at most len - 1 bytes and a NUL).
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// Makes the version-2 plug-in object `object`, found at `path`, a [`LoadedPlugin`].
@@ -242,17 +225,17 @@ pub(crate) fn adopt(path: &Path, object: *const c_void) -> Result<LoadedPlugin> 
                 "{} is a NIXL C++ telemetry plug-in (plug-in API version 2) that cannot be \
                  used: {}",
                 path.display(),
-                text(&error)
+                text_in_c_buffer(&error)
             ),
         ));
     }
     log::debug!(
         "{} is NIXL's C++ plug-in '{}': driven through the C++ bridge",
         path.display(),
-        text(&name)
+        text_in_c_buffer(&name)
     );
     Ok(LoadedPlugin::new(
-        text(&version),
+        text_in_c_buffer(&version),
         Creator::NixlCpp(NixlPlugin { object, bridge }),
         bridge.export,
         bridge.destroy,

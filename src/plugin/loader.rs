@@ -137,6 +137,45 @@ fn file_name(name: &str) -> String {
     format!("libtelemetry_exporter_{name}.so")
 }
 
+/// The first of `dirs` holding a `file` that `open` accepts, with its path. A candidate that
+/// exists but is refused is skipped and, when a later one is used, named with its reason in one
+/// warning (a different file than the one placed first then runs). `Err` holds the refusals,
+/// empty when no directory has `file`. `what` names the library in the warning.
+pub(crate) fn first_that_opens<T>(
+    dirs: &[PathBuf],
+    file: &str,
+    what: &str,
+    mut open: impl FnMut(&Path) -> Result<T>,
+) -> std::result::Result<(T, PathBuf), Vec<Error>> {
+    let mut problems: Vec<Error> = Vec::new();
+    for dir in dirs {
+        let path = dir.join(file);
+        if !path.exists() {
+            continue;
+        }
+        match open(&path) {
+            Ok(found) => {
+                if !problems.is_empty() {
+                    log::warn!(
+                        "{what} is loaded from {}, not from the {} earlier candidate(s) in the \
+                         search order: {}",
+                        path.display(),
+                        problems.len(),
+                        problems
+                            .iter()
+                            .map(|e| e.message.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                }
+                return Ok((found, path));
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    Err(problems)
+}
+
 /// Finds, opens and validates plug-in `name` (once per process).
 pub fn load(name: &str) -> Result<LoadedPlugin> {
     if name.is_empty() || name.contains('/') || name.contains('\0') {
@@ -150,42 +189,22 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
         return Ok(p.clone());
     }
     let dirs = search_dirs()?;
-    let mut problems = Vec::new();
-    for dir in &dirs {
-        let path = dir.join(file_name(name));
-        if !path.exists() {
-            continue;
+    let what = format!("telemetry plugin '{name}'");
+    match first_that_opens(&dirs, &file_name(name), &what, open) {
+        Ok((plugin, path)) => {
+            log::info!(
+                "Loaded telemetry plugin '{name}' (version {}) from {}",
+                plugin.version(),
+                path.display()
+            );
+            loaded.insert(name.to_owned(), plugin.clone());
+            return Ok(plugin);
         }
-        match open(&path) {
-            Ok(plugin) => {
-                log::info!(
-                    "Loaded telemetry plugin '{name}' (version {}) from {}",
-                    plugin.version(),
-                    path.display()
-                );
-                // A candidate earlier in the search order could not be used: say so, since a
-                // different file than the one the user placed first is now running.
-                if !problems.is_empty() {
-                    log::warn!(
-                        "telemetry plugin '{name}' is loaded from {}, not from the {} earlier \
-                         candidate(s) in the search order: {}",
-                        path.display(),
-                        problems.len(),
-                        problems
-                            .iter()
-                            .map(|e: &Error| e.message.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
-                loaded.insert(name.to_owned(), plugin.clone());
-                return Ok(plugin);
+        Err(problems) => {
+            if let Some(first) = problems.into_iter().next() {
+                return Err(first);
             }
-            Err(e) => problems.push(e),
         }
-    }
-    if let Some(first) = problems.into_iter().next() {
-        return Err(first);
     }
     Err(Error::new(
         Status::NotFound,
