@@ -29,17 +29,13 @@ open_like_nixl(const std::string &file, const std::string &dir = adapters) {
     return init();
 }
 
+/** The file's contents, empty when it is missing (check.h's read_file). */
 static std::string
 read_all(const std::string &path) {
-    std::string text;
-    if (FILE *f = std::fopen(path.c_str(), "r")) {
-        char buf[4096];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-            text.append(buf, n);
-        }
-        std::fclose(f);
-    }
+    size_t len = 0;
+    unsigned char *data = read_file(path.c_str(), &len);
+    const std::string text = data != nullptr ? std::string(reinterpret_cast<char *>(data), len) : "";
+    std::free(data);
     return text;
 }
 
