@@ -4,7 +4,7 @@
 //! `const nixl_telemetry_plugin_desc_t *nixl_telemetry_plugin_init(void)`. The descriptor it returns
 //! is static and C-only:
 //! its first field is the API version, so a NIXL C++ plug-in (version 2 at the same offset) is
-//! recognised and driven through the C++ bridge (`cpp_bridge`). Batches of events, not single
+//! recognised and driven through the C++ plug-in host (`nixl_cpp`). Batches of events, not single
 //! events, cross the boundary.
 #![allow(non_camel_case_types)]
 

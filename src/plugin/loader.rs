@@ -1,4 +1,6 @@
-//! Finding, opening and validating plug-ins (the exporter around a loaded plug-in is
+//! Loading exporter plug-ins by name: `libtelemetry_exporter_<NAME>.so` is found and opened
+//! through [`super::library`], its descriptor validated, and a NIXL C++ plug-in (API version
+//! 2) handed to [`super::nixl_cpp`] (the exporter around a loaded plug-in is
 //! [`crate::exporter::PluginExporter`]).
 //!
 //! Search order for `libtelemetry_exporter_<NAME>.so`: directories added at run time (most
@@ -7,18 +9,16 @@
 //! unloaded: its threads and thread-locals may outlive any agent.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_void, CStr, CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::ffi::{c_char, c_void, CStr};
+use std::path::Path;
 use std::sync::Mutex;
 
 use super::abi::*;
-use super::{cpp_bridge, trust};
+use super::library::{first_that_opens, open_trusted, search_dirs};
+use super::nixl_cpp;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
-/// Directories added with [`add_plugin_dir`], most recent first.
-static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Plug-ins opened so far, by name.
 static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
 
@@ -34,8 +34,8 @@ pub(crate) enum Creator {
             usize,
         ) -> nixl_telemetry_status_t,
     ),
-    /// One of NIXL's C++ plug-ins (API version 2), through the C++ bridge.
-    NixlCpp(cpp_bridge::NixlPlugin),
+    /// One of NIXL's C++ plug-ins (API version 2), through the C++ plug-in host.
+    NixlCpp(nixl_cpp::NixlPlugin),
 }
 
 /// A validated plug-in of a library that stays loaded for the whole process.
@@ -80,100 +80,8 @@ fn c_str(p: *const c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// Adds a directory to search first (it must exist). Adding one twice warns and changes
-/// nothing.
-pub fn add_plugin_dir(dir: &Path) -> Result<()> {
-    if !dir.is_dir() {
-        return Err(Error::new(
-            Status::NotFound,
-            format!("plug-in directory {} does not exist", dir.display()),
-        ));
-    }
-    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner());
-    if dirs.iter().any(|d| d == dir) {
-        log::warn!("plug-in directory {} was already added", dir.display());
-        return Ok(());
-    }
-    dirs.insert(0, dir.to_owned());
-    Ok(())
-}
-
-/// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused
-/// (see [`crate::plugin::trust`]).
-pub fn search_dirs() -> Result<Vec<PathBuf>> {
-    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    match std::env::var_os("NIXL_PLUGIN_DIR") {
-        Some(d) if !d.is_empty() => {
-            let d = PathBuf::from(d);
-            trust::check_plugin_dir_var(&d)?;
-            dirs.push(d);
-        }
-        _ => {}
-    }
-    if let Some(own) = own_library_dir() {
-        dirs.push(own.join("plugins"));
-    }
-    Ok(dirs)
-}
-
-/// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
-/// executable when linked statically).
-pub(crate) fn own_library_dir() -> Option<PathBuf> {
-    // SAFETY: Dl_info is a plain C struct of pointers, for which all-zero is a valid value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads the address; `info` is a valid out-parameter.
-    let found = unsafe { libc::dladdr(own_library_dir as *const c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
-    let file = unsafe { CStr::from_ptr(info.dli_fname) };
-    let path = Path::new(OsStr::from_bytes(file.to_bytes()));
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    path.parent().map(Path::to_owned)
-}
-
 fn file_name(name: &str) -> String {
     format!("libtelemetry_exporter_{name}.so")
-}
-
-/// The first of `dirs` holding a `file` that `open` accepts, with its path. A candidate that
-/// exists but is refused is skipped and, when a later one is used, named with its reason in one
-/// warning (a different file than the one placed first then runs). `Err` holds the refusals,
-/// empty when no directory has `file`. `what` names the library in the warning.
-pub(crate) fn first_that_opens<T>(
-    dirs: &[PathBuf],
-    file: &str,
-    what: &str,
-    mut open: impl FnMut(&Path) -> Result<T>,
-) -> std::result::Result<(T, PathBuf), Vec<Error>> {
-    let mut problems: Vec<Error> = Vec::new();
-    for dir in dirs {
-        let path = dir.join(file);
-        if !path.exists() {
-            continue;
-        }
-        match open(&path) {
-            Ok(found) => {
-                if !problems.is_empty() {
-                    log::warn!(
-                        "{what} is loaded from {}, not from the {} earlier candidate(s) in the \
-                         search order: {}",
-                        path.display(),
-                        problems.len(),
-                        problems
-                            .iter()
-                            .map(|e| e.message.as_str())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    );
-                }
-                return Ok((found, path));
-            }
-            Err(e) => problems.push(e),
-        }
-    }
-    Err(problems)
 }
 
 /// Finds, opens and validates plug-in `name` (once per process).
@@ -235,74 +143,6 @@ fn not_a_plugin(path: &Path) -> Error {
     )
 }
 
-pub(crate) fn dl_error() -> String {
-    // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dynamic loader error".into()
-    } else {
-        // SAFETY: not NULL: a NUL-terminated message owned by the loader, valid until the next
-        // dlerror call on this thread.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
-/// What must hold before the shared library at `path` may be opened: it and its directory are
-/// trusted ([`trust`]: owned by this user or root, not writable by others) and its dynamic
-/// symbol table defines `entry` (`what` names the kind of library in messages). Used by the
-/// loader and by the NIXL adapter, which opens our plug-ins for NIXL's plug-in manager.
-pub fn check_trusted(path: &Path, entry: &CStr, what: &str) -> Result<()> {
-    let shown = path.display();
-    if let Some(dir) = path.parent() {
-        trust::check_owner_and_mode(dir, "directory")?;
-    }
-    trust::check_owner_and_mode(path, "file")?;
-    let bytes =
-        std::fs::read(path).map_err(|e| Error::io(format!("cannot read {what} {shown}"), &e))?;
-    match trust::defines_symbol(&bytes, entry) {
-        Err(why) => {
-            return Err(Error::new(
-                Status::Backend,
-                format!("cannot load {what} {shown}: {why}"),
-            ))
-        }
-        Ok(false) => {
-            return Err(Error::new(
-                Status::Mismatch,
-                format!(
-                    "{shown} is not a {what}: it has no {}",
-                    entry.to_string_lossy()
-                ),
-            ))
-        }
-        Ok(true) => {}
-    }
-    Ok(())
-}
-
-/// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
-/// table defines `entry` (nothing of it runs before both are known); never closed.
-pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut c_void> {
-    let shown = path.display();
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
-    check_trusted(path, entry, what)?;
-    // SAFETY: dlopen of a path; the handle is deliberately never closed.
-    let handle = unsafe {
-        libc::dlopen(
-            c_path.as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
-        )
-    };
-    if handle.is_null() {
-        return Err(Error::new(
-            Status::Backend,
-            format!("cannot load {what} {shown}: {}", dl_error()),
-        ));
-    }
-    Ok(handle)
-}
-
 fn open(path: &Path) -> Result<LoadedPlugin> {
     let shown = path.display();
     let handle = open_trusted(path, INIT_SYMBOL, "telemetry exporter plug-in")?;
@@ -330,7 +170,13 @@ fn open(path: &Path) -> Result<LoadedPlugin> {
     // SAFETY: every descriptor version starts with a u32 API version.
     let version = unsafe { (descriptor as *const u32).read() };
     if version == NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP {
-        return cpp_bridge::adopt(path, descriptor.cast());
+        let (plugin, version) = nixl_cpp::adopt(path, descriptor.cast())?;
+        return Ok(LoadedPlugin::new(
+            version,
+            Creator::NixlCpp(plugin),
+            plugin.bridge.export,
+            plugin.bridge.destroy,
+        ));
     }
     if version != NIXL_TELEMETRY_PLUGIN_API_VERSION {
         return Err(Error::new(

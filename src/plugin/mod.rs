@@ -1,15 +1,24 @@
-//! Exporter plug-ins: the C ABI types (`abi`), the loader that finds and opens
-//! `libtelemetry_exporter_<NAME>.so` by name, what makes a file trusted enough to load
-//! (`trust`), the services hosts give plug-ins (`host`), the bridge to NIXL's own C++ plug-ins (`cpp_bridge`), and the helpers for writing plug-ins in Rust (`author`). The exporter around a
-//! loaded plug-in is [`crate::exporter::PluginExporter`].
+//! Exporter plug-ins, in layers:
+//! - [`library`] (bottom): the search directories, the trust checks ([`trust`]) and `dlopen`
+//!   of a shared library;
+//! - [`nixl_cpp`]: NIXL's own C++ plug-ins (API version 2), driven through the C++ plug-in
+//!   host library;
+//! - [`loader`]: finds `libtelemetry_exporter_<NAME>.so` by name, validates its descriptor
+//!   (`abi`: the C ABI types) and hands a version-2 plug-in to `nixl_cpp`.
+//!
+//! Beside them: the services hosts give plug-ins ([`host`]) and the helpers for writing
+//! plug-ins in Rust ([`author`]). The exporter around a loaded plug-in is
+//! [`crate::exporter::PluginExporter`].
 
 pub mod abi;
 pub mod author;
-mod cpp_bridge;
 pub mod host;
+mod library;
 mod loader;
+mod nixl_cpp;
 pub(crate) mod trust;
 
-pub(crate) use cpp_bridge::create as create_nixl_cpp;
+pub use library::{add_plugin_dir, check_trusted, search_dirs};
 pub(crate) use loader::Creator;
-pub use loader::{add_plugin_dir, check_trusted, load, search_dirs, LoadedPlugin};
+pub use loader::{load, LoadedPlugin};
+pub(crate) use nixl_cpp::create as create_nixl_cpp;

@@ -16,7 +16,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::loader::{self, Creator, LoadedPlugin};
+use super::library::{first_that_opens, open_trusted, own_library_dir, search_dirs};
 use crate::c_string::text_in_c_buffer;
 use crate::constants::NIXL_TELEMETRY_SUCCESS;
 use crate::error::{Error, Result, Status};
@@ -60,8 +60,10 @@ type DestroyFn = unsafe extern "C" fn(*mut c_void);
 pub(crate) struct CppBridge {
     inspect: InspectFn,
     create: CreateFn,
-    export: ExportFn,
-    destroy: DestroyFn,
+    /// Exports a batch to one exporter.
+    pub(crate) export: ExportFn,
+    /// Destroys one exporter.
+    pub(crate) destroy: DestroyFn,
 }
 
 /// A version-2 plug-in object and the bridge that drives it.
@@ -87,11 +89,11 @@ static BRIDGE: Mutex<Option<&'static CppBridge>> = Mutex::new(None);
 /// plug-in directories; duplicates once.
 fn bridge_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
-    if let Some(own) = loader::own_library_dir() {
+    if let Some(own) = own_library_dir() {
         dirs.push(own.join("plugins"));
         dirs.push(own);
     }
-    for dir in loader::search_dirs()? {
+    for dir in search_dirs()? {
         if !dirs.contains(&dir) {
             dirs.push(dir);
         }
@@ -116,7 +118,7 @@ fn symbol(handle: *mut c_void, name: &CStr, path: &Path) -> Result<*mut c_void> 
 }
 
 fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
-    let handle = loader::open_trusted(
+    let handle = open_trusted(
         path,
         c"nixl_telemetry_cpp_bridge_abi",
         "nixl-telemetry C++ bridge",
@@ -161,7 +163,7 @@ fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
         return Ok(b);
     }
     let dirs = bridge_dirs()?;
-    match loader::first_that_opens(&dirs, BRIDGE_FILE, "the C++ plug-in bridge", open_bridge) {
+    match first_that_opens(&dirs, BRIDGE_FILE, "the C++ plug-in bridge", open_bridge) {
         Ok((b, path)) => {
             log::debug!("opened the C++ plug-in bridge {}", path.display());
             *slot = Some(b);
@@ -199,8 +201,9 @@ fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
     ))
 }
 
-/// Makes the version-2 plug-in object `object`, found at `path`, a [`LoadedPlugin`].
-pub(crate) fn adopt(path: &Path, object: *const c_void) -> Result<LoadedPlugin> {
+/// The version-2 plug-in object `object`, found at `path`, ready to be driven through the
+/// bridge, with the version it reports.
+pub(crate) fn adopt(path: &Path, object: *const c_void) -> Result<(NixlPlugin, String)> {
     let bridge = bridge(path)?;
     let mut name = [0 as c_char; 256];
     let mut version = [0 as c_char; 256];
@@ -234,12 +237,7 @@ pub(crate) fn adopt(path: &Path, object: *const c_void) -> Result<LoadedPlugin> 
         path.display(),
         text_in_c_buffer(&name)
     );
-    Ok(LoadedPlugin::new(
-        text_in_c_buffer(&version),
-        Creator::NixlCpp(NixlPlugin { object, bridge }),
-        bridge.export,
-        bridge.destroy,
-    ))
+    Ok((NixlPlugin { object, bridge }, text_in_c_buffer(&version)))
 }
 
 /// Creates `agent`'s exporter in a version-2 plug-in: the status and, on failure, the message.
