@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::{self, Config};
 use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
-use crate::exporter::Exporter;
+use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
 use crate::staging::StagingQueue;
 use crate::worker::Worker;
@@ -220,6 +220,23 @@ impl Collector {
         bytes: u64,
         post_time_us: u64,
     ) -> Recorded {
+        if self.xfer_deactivated(is_write) {
+            return Recorded::Deactivated;
+        }
+        self.stage_xfer_stats(xfer_time_us, is_write, bytes, post_time_us)
+    }
+
+    /// [`Collector::add_xfer_stats`] after its gate: the caller has checked that
+    /// [`Collector::xfer_deactivated`] is false for `is_write` (the C entry point runs that
+    /// gate before its panic boundary).
+    #[inline]
+    pub(crate) fn stage_xfer_stats(
+        &self,
+        xfer_time_us: u64,
+        is_write: bool,
+        bytes: u64,
+        post_time_us: u64,
+    ) -> Recorded {
         let (bytes_type, requests_type) = if is_write {
             (EventType::AgentTxBytes, EventType::AgentTxRequestsNum)
         } else {
@@ -231,9 +248,6 @@ impl Collector {
             Event::new(bytes_type, bytes),
             Event::new(requests_type, 1),
         ];
-        if self.xfer_deactivated(is_write) {
-            return Recorded::Deactivated;
-        }
         let mask = self.mask;
         let pushed = if mask == MetricMask::ALL {
             self.inner.queue.try_push_batch(&all)
@@ -327,52 +341,39 @@ impl Inner {
         if report.is_some() {
             self.drop_reports.fetch_add(1, Ordering::Relaxed);
         }
-        let (len, kept) = self.queue.drain(|runs| {
+        let (len, outcome) = self.queue.drain(|runs| {
             let len = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
-            let kept = match len {
-                0 => {
-                    exporter.tick();
-                    0
-                }
-                _ => exporter.export_flush(runs, report, scratch).min(len),
-            };
-            (len, kept)
+            (len, exporter.export_flush(runs, report, scratch))
         });
+        let kept = outcome.kept.min(len);
         self.exported.fetch_add(kept as u64, Ordering::Relaxed);
-        self.count_late_losses(exporter.as_mut());
+        self.count_late_losses(outcome.lost_since);
         let lost = (len - kept) as u64;
         if lost > 0 {
             self.lost.fetch_add(lost, Ordering::Relaxed);
             // A ring nobody reads is the normal state of telemetry left on without a reader:
             // said once at INFO. Any other loss warns once. Both stay counted in `events_lost`.
-            let no_reader = exporter.loss_has_no_reader();
-            let said = match no_reader {
-                true => informed_no_reader,
-                false => warned_loss,
+            let message = match outcome.loss {
+                LossCause::NoReader(reason) => Some((informed_no_reader, log::Level::Info, reason)),
+                LossCause::Refused(reason) => Some((warned_loss, log::Level::Warn, reason)),
+                LossCause::AlreadyReported => None,
             };
-            if !*said {
-                if let Some(reason) = exporter.loss_reason() {
-                    *said = true;
-                    let level = match no_reader {
-                        true => log::Level::Info,
-                        false => log::Level::Warn,
-                    };
-                    log::log!(
-                        level,
-                        "telemetry exporter {} for agent '{}' could not keep {lost} events \
-                         ({reason}); further losses are counted silently in the collector stats",
-                        exporter.name(),
-                        self.agent,
-                    );
-                }
+            if let Some((said, level, reason)) = message.filter(|(said, ..)| !**said) {
+                *said = true;
+                log::log!(
+                    level,
+                    "telemetry exporter {} for agent '{}' could not keep {lost} events \
+                     ({reason}); further losses are counted silently in the collector stats",
+                    exporter.name(),
+                    self.agent,
+                );
             }
         }
         self.flushes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Moves the events the exporter lost after keeping them from exported to lost.
-    fn count_late_losses(&self, exporter: &mut dyn Exporter) {
-        let late = exporter.take_late_losses();
+    /// Moves `late` events the exporter lost after keeping them from exported to lost.
+    fn count_late_losses(&self, late: u64) {
         if late > 0 {
             let before = self
                 .exported
@@ -387,8 +388,8 @@ impl Inner {
     /// The exporter's last writes, then their losses (after the final flush).
     fn finish_exporter(&self) {
         let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
-        state.exporter.finish();
-        self.count_late_losses(state.exporter.as_mut());
+        let late = state.exporter.finish();
+        self.count_late_losses(late);
     }
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::event::Event;
-use crate::exporter::Exporter;
+use crate::exporter::{Exporter, FlushOutcome, LossCause};
 use crate::ring::RingWriter;
 
 /// The shared-memory ring exporter, writing `NIXL_TELEMETRY_DIR/<agent name>`.
@@ -30,7 +30,7 @@ pub struct BufferExporter {
     dir: PathBuf,
     agent: String,
     capacity: usize,
-    /// Why the last lossy flush lost events (see [`Exporter::loss_reason`]).
+    /// Why the last lossy flush lost events (see [`BufferExporter::loss_cause`]).
     last_loss: Loss,
     warned_recreate: bool,
     /// When the file was last checked with system calls.
@@ -115,17 +115,37 @@ impl BufferExporter {
 
 impl Exporter for BufferExporter {
     fn export_batch(&mut self, events: &[Event]) -> usize {
-        self.export_flush(&[events], None, &mut Vec::new())
+        self.push_flush(&[events], None)
     }
 
     /// Copies the runs straight into the ring (no intermediate batch), keeping one slot for the
-    /// drop report when the ring cannot take everything.
+    /// drop report when the ring cannot take everything. An idle flush touches nothing.
     fn export_flush(
         &mut self,
         runs: &[&[Event]],
         report: Option<Event>,
         _: &mut Vec<Event>,
-    ) -> usize {
+    ) -> FlushOutcome {
+        if report.is_none() && runs.iter().all(|r| r.is_empty()) {
+            return FlushOutcome::kept(0);
+        }
+        let kept = self.push_flush(runs, report);
+        FlushOutcome {
+            kept,
+            loss: self.loss_cause(),
+            lost_since: 0,
+        }
+    }
+
+    fn name(&self) -> &str {
+        "BUFFER"
+    }
+}
+
+impl BufferExporter {
+    /// Pushes one flush into the ring and returns how many events it kept, noting the cause of
+    /// any loss.
+    fn push_flush(&mut self, runs: &[&[Event]], report: Option<Event>) -> usize {
         let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
         let Some(ring) = self.intact_ring() else {
             self.last_loss = Loss::Damaged;
@@ -150,25 +170,22 @@ impl Exporter for BufferExporter {
         kept
     }
 
-    fn name(&self) -> &str {
-        "BUFFER"
-    }
-
-    fn loss_has_no_reader(&self) -> bool {
-        self.last_loss == Loss::NoReader
-    }
-
-    fn loss_reason(&self) -> Option<String> {
-        Some(match self.last_loss {
-            Loss::Oversize => format!(
+    /// Why the last lossy flush lost events, for the collector's message.
+    fn loss_cause(&self) -> LossCause {
+        match self.last_loss {
+            Loss::Oversize => LossCause::Refused(format!(
                 "the ring was empty, but one flush had more events than its {} usable slots: \
                  raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
                 self.capacity - 1
-            ),
-            Loss::ReaderBehind => "the ring is full: its reader is not keeping up".into(),
-            Loss::NoReader => "no reader has read from the ring since it was created".into(),
+            )),
+            Loss::ReaderBehind => {
+                LossCause::Refused("the ring is full: its reader is not keeping up".into())
+            }
+            Loss::NoReader => {
+                LossCause::NoReader("no reader has read from the ring since it was created".into())
+            }
             // The recreation warning says it.
-            Loss::Damaged => return None,
-        })
+            Loss::Damaged => LossCause::AlreadyReported,
+        }
     }
 }

@@ -24,6 +24,54 @@ pub const ENV_EXPORTER: &str = "NIXL_TELEMETRY_EXPORTER";
 /// `NIXL_TELEMETRY_DIR`: directory of the BUFFER ring files.
 pub const ENV_DIR: &str = "NIXL_TELEMETRY_DIR";
 
+/// What one flush of a collector did, returned once by [`Exporter::export_flush`]: how many of
+/// its events the exporter kept, why the rest were lost, and how many events that earlier
+/// flushes kept were lost since.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlushOutcome {
+    /// Events of this flush the exporter kept (the rest of the flush was lost).
+    pub kept: usize,
+    /// Why the events of this flush that were not kept were lost (unused when all were kept).
+    pub loss: LossCause,
+    /// Events that earlier flushes counted as kept but that were lost since: an exporter that
+    /// writes later than it accepts (`TRACE` writes its batch once a second) reports here what
+    /// a failed write lost. The collector moves them from `events_exported` to `events_lost`,
+    /// so that after its final flush `events_exported + events_lost == events_accepted +
+    /// drop_reports` still holds. The exporter logs such losses itself.
+    pub lost_since: u64,
+}
+
+impl FlushOutcome {
+    /// `kept` events kept; any loss is explained by the default [`LossCause`].
+    pub fn kept(kept: usize) -> FlushOutcome {
+        FlushOutcome {
+            kept,
+            loss: LossCause::default(),
+            lost_since: 0,
+        }
+    }
+}
+
+/// Why events of a flush were lost, for the collector's one message about losses (every loss
+/// is counted in `events_lost` whatever the cause).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LossCause {
+    /// The exporter did not take them, for this reason: the collector warns once.
+    Refused(String),
+    /// Nobody reads what the exporter writes (a `BUFFER` ring that no reader has consumed
+    /// from since it was created): the common case of telemetry left on with no reader
+    /// attached, which the collector reports once at INFO instead of warning.
+    NoReader(String),
+    /// The exporter has reported this loss itself.
+    AlreadyReported,
+}
+
+impl Default for LossCause {
+    fn default() -> LossCause {
+        LossCause::Refused("the exporter did not accept them".into())
+    }
+}
+
 /// A sink for flushed event batches. Called from one thread at a time (the collector
 /// serialises flushes).
 pub trait Exporter: Send {
@@ -34,58 +82,51 @@ pub trait Exporter: Send {
     /// Short name for messages (`BUFFER`, `NOP`, plug-in name).
     fn name(&self) -> &str;
 
-    /// Exports one flush: the staged `runs` in order, then the collector's drop `report` (if
-    /// any), and returns how many of these events were kept. The default joins them into one
-    /// batch (in `scratch`, reused across flushes) for [`Exporter::export_batch`].
+    /// Exports one flush of the collector, which calls it once per flush, also when the flush
+    /// has nothing to export: the staged `runs` in order, then the collector's drop `report`
+    /// (if any). The default is [`export_joined`].
     fn export_flush(
         &mut self,
         runs: &[&[Event]],
         report: Option<Event>,
         scratch: &mut Vec<Event>,
-    ) -> usize {
-        scratch.clear();
-        for run in runs {
-            scratch.extend_from_slice(run);
-        }
-        scratch.extend(report);
-        self.export_batch(scratch)
+    ) -> FlushOutcome {
+        FlushOutcome::kept(export_joined(self, runs, report, scratch))
     }
 
-    /// Why events this exporter did not keep were lost, for the collector's one warning about
-    /// losses; `None` when the exporter has reported this loss itself (it is still counted).
-    fn loss_reason(&self) -> Option<String> {
-        Some("the exporter did not accept them".into())
-    }
-
-    /// Whether the last loss happened only because nobody reads what the exporter writes (a
-    /// `BUFFER` ring that no reader has consumed from since it was created): the common case of
-    /// telemetry left on with no reader attached, which the collector reports once at INFO
-    /// instead of warning (the events are still counted as lost). The default is `false`.
-    fn loss_has_no_reader(&self) -> bool {
-        false
-    }
-
-    /// Called instead of an export by a flush that had nothing to export (every run interval
-    /// of an idle agent, on the flush thread), so an exporter can do periodic work without
-    /// events. The default does nothing.
+    /// Called by [`export_joined`] instead of an export when a flush had nothing to export
+    /// (every run interval of an idle agent, on the flush thread), so an exporter can do
+    /// periodic work without events. The default does nothing.
     fn tick(&mut self) {}
 
-    /// Events that earlier exports counted as kept but that were lost afterwards, since the
-    /// last call: an exporter that writes later than it accepts (`TRACE` writes its batch once
-    /// a second) reports here what a failed write lost. The collector calls it after every
-    /// flush and after [`Exporter::finish`], and moves that many events from `events_exported`
-    /// to `events_lost`, so that after its final flush `events_exported + events_lost ==
-    /// events_accepted + drop_reports` still holds. The exporter logs such losses itself. The
-    /// default reports none.
-    fn take_late_losses(&mut self) -> u64 {
+    /// Called once by the collector after its final flush, before its final accounting: write
+    /// what is still buffered, and return how many events earlier flushes kept that were lost
+    /// since (as [`FlushOutcome::lost_since`]). The exporter is dropped afterwards. The default
+    /// does nothing and returns 0.
+    fn finish(&mut self) -> u64 {
         0
     }
+}
 
-    /// Called once by the collector after its final flush, before its final accounting: write
-    /// what is still buffered (a loss then is reported by the next
-    /// [`Exporter::take_late_losses`]). The exporter is dropped afterwards. The default does
-    /// nothing.
-    fn finish(&mut self) {}
+/// The default export of one flush: nothing to export calls [`Exporter::tick`] and keeps 0;
+/// otherwise the runs and the report are joined into one batch (in `scratch`, reused across
+/// flushes) for [`Exporter::export_batch`]. Returns how many events were kept.
+pub fn export_joined<E: Exporter + ?Sized>(
+    exporter: &mut E,
+    runs: &[&[Event]],
+    report: Option<Event>,
+    scratch: &mut Vec<Event>,
+) -> usize {
+    if report.is_none() && runs.iter().all(|r| r.is_empty()) {
+        exporter.tick();
+        return 0;
+    }
+    scratch.clear();
+    for run in runs {
+        scratch.extend_from_slice(run);
+    }
+    scratch.extend(report);
+    exporter.export_batch(scratch)
 }
 
 /// Where the collector sends its events.

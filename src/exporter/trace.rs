@@ -28,7 +28,7 @@
 //! an idle agent's last rows reach the disk within about a second; destroying the collector
 //! writes the rest ([`Exporter::finish`]). A batch lost to a write error (a full disk) is
 //! logged, counted in [`TraceExporter::stats`] and reported to the collector
-//! ([`Exporter::take_late_losses`]), which moves those events from `events_exported` to
+//! ([`FlushOutcome::lost_since`]), which moves those events from `events_exported` to
 //! `events_lost` at its next flush (or at its final accounting on destroy), so
 //! `nixl_telemetry_get_stats` shows them.
 
@@ -41,7 +41,7 @@ use serde::Serialize;
 use crate::env::{parse_u64, Lookup};
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
-use crate::exporter::Exporter;
+use crate::exporter::{export_joined, Exporter, FlushOutcome};
 use crate::segments::writer::{WriterCounters, DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
 use crate::segments::{
     Clock, GuardError, PrefixGuard, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
@@ -150,6 +150,15 @@ fn lock(writer: &Mutex<SegmentWriter>) -> MutexGuard<'_, SegmentWriter> {
 }
 
 impl TraceExporter {
+    /// The rows lost to write errors since the last call (the collector counted them as
+    /// exported when this exporter accepted them).
+    fn take_rows_lost(&mut self) -> u64 {
+        let lost = self.counters.snapshot().rows_lost;
+        let late = lost.saturating_sub(self.reported_lost);
+        self.reported_lost = lost;
+        late
+    }
+
     /// Creates the exporter of `agent`, with a flusher thread on the system clock.
     pub fn create(config: &TraceExporterConfig, agent: &str) -> Result<TraceExporter> {
         let mut exporter = TraceExporter::with_clock(config, agent, Arc::new(SystemClock::new()))?;
@@ -250,18 +259,25 @@ impl Exporter for TraceExporter {
         "TRACE"
     }
 
-    /// The rows lost to write errors since the last call (the collector counted them as
-    /// exported when this exporter accepted them).
-    fn take_late_losses(&mut self) -> u64 {
-        let lost = self.counters.snapshot().rows_lost;
-        let late = lost.saturating_sub(self.reported_lost);
-        self.reported_lost = lost;
-        late
+    /// The default export, with the rows that write errors lost since the last flush (the
+    /// collector counted them as exported when this exporter accepted them).
+    fn export_flush(
+        &mut self,
+        runs: &[&[Event]],
+        report: Option<Event>,
+        scratch: &mut Vec<Event>,
+    ) -> FlushOutcome {
+        FlushOutcome {
+            lost_since: self.take_rows_lost(),
+            ..FlushOutcome::kept(export_joined(self, runs, report, scratch))
+        }
     }
 
-    /// Stops the flusher thread and writes every buffered row.
-    fn finish(&mut self) {
+    /// Stops the flusher thread, writes every buffered row and returns the rows lost since the
+    /// last flush.
+    fn finish(&mut self) -> u64 {
         self.stop_and_flush();
+        self.take_rows_lost()
     }
 }
 

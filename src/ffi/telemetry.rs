@@ -225,7 +225,8 @@ pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
     post_time_us: u64,
 ) -> nixl_telemetry_status_t {
     // The deactivated-metric gate is a load and a branch: it cannot panic, so it runs before
-    // (and outside the stack frame of) the panic boundary.
+    // (and outside the stack frame of) the panic boundary, once: inside, the transfer is
+    // staged without repeating it (`Collector::stage_xfer_stats`).
     // SAFETY: the caller's contract: NULL or a live handle.
     if let Some(h) = unsafe { t.as_ref() } {
         if h.collector.xfer_deactivated(is_write) {
@@ -252,7 +253,7 @@ unsafe fn add_xfer_stats_guarded(
     entry(F, || {
         // SAFETY: the caller's contract: NULL or a live handle.
         let t = unsafe { handle(F, "t", t) }?;
-        Ok(recorded_status(t.collector.add_xfer_stats(
+        Ok(recorded_status(t.collector.stage_xfer_stats(
             xfer_time_us,
             is_write,
             bytes,

@@ -173,4 +173,3 @@ pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut
     }
     Ok(handle)
 }
-
