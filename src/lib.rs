@@ -20,7 +20,6 @@ pub mod env;
 pub mod error;
 pub mod event;
 pub mod exporter;
-mod fault_guard;
 pub mod ffi;
 pub mod file_lock;
 pub mod filter;

@@ -103,6 +103,20 @@ fn fuzz_the_segment_reader_on_mutated_gzip() {
         }) {
             assert_eq!(outcome.rows, rows);
         }
+        // A small bound, so that mutations reach the row-length check: no row longer than it
+        // is ever returned.
+        let mut rows = 0u64;
+        if let Ok(outcome) = SegmentReader::for_each_row_bounded(&path, 16, |row| {
+            assert!(
+                row.len() <= 16,
+                "a row of {} bytes passed a bound of 16",
+                row.len()
+            );
+            rows += 1;
+            Ok(())
+        }) {
+            assert_eq!(outcome.rows, rows);
+        }
     });
 }
 

@@ -14,8 +14,8 @@
 //! argument naming no segment, an unreadable file, a file that is not gzip, a row longer than
 //! 16 MiB, a failed write to stdout other than a closed pipe); 2 for bad usage.
 //!
-//! Rows are read with a bound on their length ([`crate::segrows`]), so a hostile segment
-//! cannot exhaust memory.
+//! Rows are read with a bound on their length ([`nixl_telemetry::segments::reader`]), so a
+//! hostile segment cannot exhaust memory.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, BufWriter, Write};
@@ -24,12 +24,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
-use nixl_telemetry::segments::reader::ReadOutcome;
-use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::segments::{segments_of, ReadOutcome, SegmentReader};
 use serde_json::{json, Value};
 
 use crate::output::Format;
-use crate::segrows;
 
 /// Exit status when some file ended in a truncated or damaged member.
 const EXIT_TRUNCATED: u8 = 3;
@@ -122,14 +120,13 @@ fn expand(paths: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
 fn read_all(files: &[PathBuf], mut row: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
     let mut complete = true;
     for file in files {
-        let outcome =
-            segrows::for_each_row(file, segrows::MAX_ROW_BYTES, &mut row).map_err(|e| {
-                if e.kind() == io::ErrorKind::BrokenPipe {
-                    e
-                } else {
-                    io::Error::new(e.kind(), format!("{}: {e}", file.display()))
-                }
-            })?;
+        let outcome = SegmentReader::for_each_row(file, &mut row).map_err(|e| {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                e
+            } else {
+                io::Error::new(e.kind(), format!("{}: {e}", file.display()))
+            }
+        })?;
         complete &= report(file, &outcome);
     }
     Ok(complete)

@@ -7,7 +7,6 @@ mod output;
 mod read;
 mod rings;
 mod scrape;
-mod segrows;
 mod serve;
 mod sketch;
 mod stats;

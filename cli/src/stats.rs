@@ -8,14 +8,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
-use nixl_telemetry::segments::segments_of;
+use nixl_telemetry::segments::{segments_of, SegmentReader};
 use nixl_telemetry::{Event, EventType};
 use serde_json::{json, Value};
 
 use crate::filter::EventFilter;
 use crate::output::{CliError, CliResult, Format};
 use crate::rings::{Mode, RingSet};
-use crate::segrows;
 use crate::sketch::Sketch;
 
 /// Options of `stats`.
@@ -216,7 +215,7 @@ fn read_segments(
         })?;
         for file in files {
             let source = format!("TRACE {}", file.display());
-            let outcome = segrows::for_each_row(&file, segrows::MAX_ROW_BYTES, |row| {
+            let outcome = SegmentReader::for_each_row(&file, |row| {
                 let row: Option<Value> = serde_json::from_slice(row).ok();
                 let event = row.as_ref().map(|r| &r["event"]);
                 let parsed = event

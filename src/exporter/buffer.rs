@@ -1,8 +1,8 @@
 //! `BUFFER`: the shared-memory ring `NIXL_TELEMETRY_DIR/<agent name>` ([`crate::ring`]).
 //!
 //! A ring file that another process truncates, deletes or replaces while the agent runs never
-//! stops the agent: a write past the end of a truncated file is absorbed by
-//! [`crate::fault_guard`] and noticed right after the flush; the file itself is checked
+//! stops the agent: a write past the end of a truncated file is absorbed by the ring's SIGBUS
+//! protection ([`crate::ring`]) and noticed right after the flush; the file itself is checked
 //! ([`RingWriter::is_intact`]: its size and that its path still names it) at most once per
 //! second, so a flush costs no system call. A damaged ring is recreated with one warning;
 //! events written into it are counted as lost.

@@ -3,7 +3,8 @@
 //!
 //! - [`naming`]: file names `<prefix>.<producer>.<index>.jsonl.gz` and finding them again.
 //! - [`writer`]: batching rows into one gzip member per flush, rolling, retention.
-//! - [`reader`]: reading every complete row back, a damaged final member reported.
+//! - [`reader`]: reading every complete row back, a damaged final member reported, rows
+//!   bounded in length: the one reader of segments (the CLI's, and the one the fuzz target runs).
 //! - [`row`]: the row envelope `{"timestamp":..,"event":..}`.
 //! - [`guard`]: one writer per prefix, in the process and across processes.
 //! - [`files`]: private modes (0700 directories, 0600 files, whatever the umask) and which files
@@ -28,5 +29,5 @@ pub mod writer;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use guard::{GuardError, PrefixGuard};
 pub use naming::{segments_of, SegmentNaming};
-pub use reader::{SegmentReader, TruncatedMember};
+pub use reader::{ReadOutcome, SegmentReader, TruncatedMember};
 pub use writer::{SegmentWriter, WriterOptions, WriterStats};

@@ -3,12 +3,25 @@
 //! complete row before the cut is returned, the partial row at the cut is not, and the damage is
 //! reported with the file and the byte offset where the damaged member starts.
 //!
+//! This is the one reader of segments: the CLI (`nixl-telemetry stats`, `nixl-telemetry fpm`)
+//! reads with it and the fuzz target fuzzes it. It refuses, with an error:
+//! - a file that is not gzip at all (it does not start with the gzip magic bytes);
+//! - a row longer than a bound ([`MAX_ROW_BYTES`] unless given): a hostile or corrupt segment
+//!   (one 1 GiB line compresses to a few MB) cannot exhaust memory.
+//!
 //! An empty (0-byte) segment, which a crash between creating a file and writing its first member
 //! can leave, reads as zero rows without a warning.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
+
+/// Longest row accepted by [`SegmentReader::for_each_row`], newline excluded: 16 MiB. The
+/// writers' rows are under a few KiB.
+pub const MAX_ROW_BYTES: usize = 16 << 20;
+
+/// The gzip magic bytes every segment starts with.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// A member that could not be decoded to its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,28 +45,49 @@ pub struct ReadOutcome {
     pub truncated: Option<TruncatedMember>,
 }
 
-/// Counts the bytes consumed from a buffered reader.
-struct Counting<R> {
-    inner: R,
-    pos: u64,
+/// Why one row could not be read.
+enum RowError {
+    /// The decoder failed: a truncated or damaged member.
+    Damaged(io::Error),
+    /// The row exceeds the bound.
+    TooLong,
 }
 
-impl<R: BufRead> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
+/// How a row read by [`next_row`] ended.
+#[derive(PartialEq, Eq)]
+enum RowEnd {
+    /// At its newline.
+    Newline,
+    /// At the clean end of its member: the bytes after the member's last newline.
+    MemberEnd,
 }
 
-impl<R: BufRead> BufRead for Counting<R> {
-    fn fill_buf(&mut self) -> io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-
-    fn consume(&mut self, amt: usize) {
-        self.pos += amt as u64;
-        self.inner.consume(amt);
+/// Reads the next row of a member into `line` (cleared first), without its newline:
+/// `Ok(None)` at the end of the member. A row is never longer than `max` bytes.
+fn next_row(
+    member: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> Result<Option<RowEnd>, RowError> {
+    line.clear();
+    loop {
+        // The decoder reports a cut or damaged member as an error, never as its end.
+        let buf = member.fill_buf().map_err(RowError::Damaged)?;
+        if buf.is_empty() {
+            return Ok((!line.is_empty()).then_some(RowEnd::MemberEnd));
+        }
+        let (take, ended) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > max {
+            return Err(RowError::TooLong);
+        }
+        line.extend_from_slice(&buf[..take]);
+        member.consume(take + usize::from(ended));
+        if ended {
+            return Ok(Some(RowEnd::Newline));
+        }
     }
 }
 
@@ -61,61 +95,68 @@ impl<R: BufRead> BufRead for Counting<R> {
 pub struct SegmentReader;
 
 impl SegmentReader {
-    /// Calls `row` with every complete row of `path` (without its newline), in order. Errors
-    /// opening or reading the file, and errors returned by `row`, are returned; a damaged final
-    /// member is reported in the outcome instead.
+    /// Calls `row` with every complete row of `path` (without its newline), in order, with rows
+    /// bounded by [`MAX_ROW_BYTES`]. See [`SegmentReader::for_each_row_bounded`].
     pub fn for_each_row(
         path: &Path,
+        row: impl FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<ReadOutcome> {
+        SegmentReader::for_each_row_bounded(path, MAX_ROW_BYTES, row)
+    }
+
+    /// Calls `row` with every complete row of `path` (without its newline), in order. Errors:
+    /// the file cannot be read, it is not gzip, a row is longer than `max_row` bytes, or `row`
+    /// failed (its error is returned as is). A damaged final member is reported in the outcome
+    /// instead.
+    pub fn for_each_row_bounded(
+        path: &Path,
+        max_row: usize,
         mut row: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<ReadOutcome> {
-        let file = File::open(path)?;
-        let mut source = Counting {
-            inner: BufReader::with_capacity(64 * 1024, file),
-            pos: 0,
-        };
+        let mut source = BufReader::with_capacity(64 * 1024, File::open(path)?);
         let mut outcome = ReadOutcome::default();
+        let head = source.fill_buf()?;
+        if !head.is_empty() && !head.starts_with(&GZIP_MAGIC) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a gzip JSONL segment (it does not start with the gzip magic bytes)",
+            ));
+        }
         let mut line = Vec::new();
-        let cut = |offset: u64, e: &io::Error| TruncatedMember {
-            path: path.to_owned(),
-            offset,
-            error: e.to_string(),
-        };
         loop {
             if source.fill_buf()?.is_empty() {
                 return Ok(outcome);
             }
-            let start = source.pos;
-            let mut member = BufReader::new(flate2::bufread::GzDecoder::new(&mut source));
+            let start = source.stream_position()?;
+            let mut member =
+                BufReader::with_capacity(64 * 1024, flate2::bufread::GzDecoder::new(&mut source));
             loop {
-                line.clear();
-                match member.read_until(b'\n', &mut line) {
-                    Ok(0) => break,
-                    Ok(_) => {
-                        if line.last() == Some(&b'\n') {
-                            line.pop();
-                            outcome.rows += 1;
-                            row(&line)?;
-                        } else {
-                            // A row without its newline is complete only if the member ends
-                            // cleanly right after it.
-                            let pending = std::mem::take(&mut line);
-                            match member.read_until(b'\n', &mut line) {
-                                Ok(0) => {
-                                    outcome.rows += 1;
-                                    row(&pending)?;
-                                    break;
-                                }
-                                Ok(_) => unreachable!("read_until stops only at a newline or EOF"),
-                                Err(e) => {
-                                    outcome.truncated = Some(cut(start, &e));
-                                    return Ok(outcome);
-                                }
-                            }
+                match next_row(&mut member, &mut line, max_row) {
+                    Ok(None) => break,
+                    Ok(Some(end)) => {
+                        outcome.rows += 1;
+                        row(&line)?;
+                        if end == RowEnd::MemberEnd {
+                            break;
                         }
                     }
-                    Err(e) => {
-                        outcome.truncated = Some(cut(start, &e));
+                    Err(RowError::Damaged(e)) => {
+                        outcome.truncated = Some(TruncatedMember {
+                            path: path.to_owned(),
+                            offset: start,
+                            error: e.to_string(),
+                        });
                         return Ok(outcome);
+                    }
+                    Err(RowError::TooLong) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "row {} (in the gzip member at byte {start}) is longer than \
+                                 {max_row} bytes: not a segment the trace writers produce",
+                                outcome.rows + 1
+                            ),
+                        ))
                     }
                 }
             }
@@ -139,18 +180,31 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn member(text: &str) -> Vec<u8> {
+    fn member(text: &[u8]) -> Vec<u8> {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-        e.write_all(text.as_bytes()).unwrap();
+        e.write_all(text).unwrap();
         e.finish().unwrap()
+    }
+
+    /// The rows of a file holding `bytes`, read with rows bounded by `max`.
+    fn rows_of(bytes: &[u8], max: usize) -> io::Result<(Vec<String>, ReadOutcome)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl.gz");
+        std::fs::write(&path, bytes).unwrap();
+        let mut rows = Vec::new();
+        let outcome = SegmentReader::for_each_row_bounded(&path, max, |r| {
+            rows.push(String::from_utf8_lossy(r).into_owned());
+            Ok(())
+        })?;
+        Ok((rows, outcome))
     }
 
     #[test]
     fn reads_every_member_and_reports_the_cut() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.jsonl.gz");
-        let first = member("{\"a\":1}\n{\"a\":2}\n");
-        let second = member("{\"a\":3}\n{\"a\":4}\n");
+        let first = member(b"{\"a\":1}\n{\"a\":2}\n");
+        let second = member(b"{\"a\":3}\n{\"a\":4}\n");
         let mut bytes = first.clone();
         bytes.extend_from_slice(&second);
         std::fs::write(&path, &bytes).unwrap();
@@ -170,17 +224,48 @@ mod tests {
         let (rows, out) = SegmentReader::read_rows(&path).unwrap();
         assert!(rows.is_empty() && out.truncated.is_none());
 
-        std::fs::write(&path, b"garbage!").unwrap();
+        // A damaged first member (gzip magic bytes, then garbage) is reported at byte 0.
+        std::fs::write(&path, b"\x1f\x8bgarbage!").unwrap();
         let (_, out) = SegmentReader::read_rows(&path).unwrap();
         assert_eq!(out.truncated.unwrap().offset, 0);
+        // Not gzip at all: an error, not a damaged member.
+        std::fs::write(&path, b"garbage!").unwrap();
+        let e = SegmentReader::read_rows(&path).unwrap_err();
+        assert!(e.to_string().contains("not a gzip"), "{e}");
     }
 
     #[test]
     fn a_final_row_without_newline_counts_only_in_a_complete_member() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.jsonl.gz");
-        std::fs::write(&path, member("1\n2")).unwrap();
+        std::fs::write(&path, member(b"1\n2")).unwrap();
         let (rows, _) = SegmentReader::read_rows(&path).unwrap();
         assert_eq!(rows, [b"1".to_vec(), b"2".to_vec()]);
+    }
+
+    #[test]
+    fn members_rows_and_a_cut() {
+        let mut bytes = member(b"a\nb\n");
+        bytes.extend(member(b"c\nd"));
+        let (rows, outcome) = rows_of(&bytes, 100).unwrap();
+        assert_eq!(rows, ["a", "b", "c", "d"]);
+        assert_eq!((outcome.members, outcome.truncated), (2, None));
+        let good = member(b"x\n");
+        let mut cut = good.clone();
+        cut.extend(&member(b"y\nzzzzzzzzzzzz\n")[..10]);
+        let (rows, outcome) = rows_of(&cut, 100).unwrap();
+        assert_eq!(rows, ["x"]);
+        assert_eq!(outcome.truncated.unwrap().offset, good.len() as u64);
+        assert_eq!(rows_of(b"", 100).unwrap().0.len(), 0);
+    }
+
+    #[test]
+    fn long_rows_and_foreign_files_are_errors() {
+        let long = member(&[b'z'; 5000]);
+        let e = rows_of(&long, 4096).unwrap_err();
+        assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
+        assert_eq!(rows_of(&long, 5000).unwrap().0[0].len(), 5000);
+        let e = rows_of(b"root:x:0:0:root:/root:/bin/bash\n", 100).unwrap_err();
+        assert!(e.to_string().contains("not a gzip"), "{e}");
     }
 }

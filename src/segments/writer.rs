@@ -488,3 +488,6 @@ fn compress(data: &[u8], mut out: Vec<u8>) -> Vec<u8> {
         .expect("writing into memory cannot fail");
     encoder.finish().expect("writing into memory cannot fail")
 }
+
+#[cfg(test)]
+mod tests;

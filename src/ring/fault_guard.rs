@@ -53,13 +53,13 @@ unsafe impl Sync for Previous {}
 static PREVIOUS: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
 
 /// A registered mapping; unregistered when dropped (drop it before unmapping).
-pub(crate) struct FaultGuard {
+pub(super) struct FaultGuard {
     region: Option<&'static Region>,
 }
 
 impl FaultGuard {
     /// Guards the mapping of `len` bytes at `start` (installing the handler on first use).
-    pub(crate) fn new(start: *const u8, len: usize) -> FaultGuard {
+    pub(super) fn new(start: *const u8, len: usize) -> FaultGuard {
         install();
         let free = REGIONS.iter().find(|r| {
             r.used
@@ -86,7 +86,7 @@ impl FaultGuard {
     }
 
     /// Whether an access to the mapping faulted (its file shrank) since it was guarded.
-    pub(crate) fn faulted(&self) -> bool {
+    pub(super) fn faulted(&self) -> bool {
         self.region
             .is_some_and(|r| r.faulted.load(Ordering::Acquire))
     }

@@ -1,0 +1,64 @@
+//! A mapped ring file, shared by the writer and the reader: typed views of the header words and
+//! the records over a mapping guarded against its file shrinking.
+
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+use memmap2::MmapRaw;
+
+use super::fault_guard::FaultGuard;
+use super::layout;
+
+/// A mapped ring file with validated geometry, guarded against the file shrinking under it
+/// ([`super::fault_guard`]).
+pub(super) struct Mapped {
+    /// Declared before `map`, so it is unregistered before the map is unmapped.
+    pub(super) guard: FaultGuard,
+    /// The whole file: the header, then the records.
+    pub(super) map: MmapRaw,
+    /// `capacity - 1`.
+    pub(super) mask: u64,
+}
+
+impl Mapped {
+    /// Guards `map`, a validated ring of `mask + 1` records.
+    pub(super) fn new(map: MmapRaw, mask: u64) -> Mapped {
+        Mapped {
+            guard: FaultGuard::new(map.as_ptr(), map.len()),
+            map,
+            mask,
+        }
+    }
+
+    /// The header's u64 word at `offset`.
+    pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset % 8 == 0);
+        // SAFETY: the map is page-aligned and at least HEADER_SIZE bytes long; `offset` is a
+        // multiple of 8 inside the header. Other processes only access these words atomically
+        // (or with aligned 8-byte loads and stores), so an atomic view is sound.
+        unsafe { &*(self.map.as_mut_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    /// The header's `version`.
+    pub(super) fn version(&self) -> &AtomicI32 {
+        // SAFETY: as for `word`; offset 16 is 4-byte aligned inside the header.
+        unsafe { &*(self.map.as_mut_ptr().add(layout::VERSION_OFFSET) as *const AtomicI32) }
+    }
+
+    /// The record of position `index` (masked).
+    pub(super) fn slot(&self, index: u64) -> *mut u8 {
+        let index = (index & self.mask) as usize;
+        // SAFETY: index <= mask < capacity and the map covers HEADER_SIZE + capacity records.
+        unsafe {
+            self.map
+                .as_mut_ptr()
+                .add(layout::HEADER_SIZE + index * layout::RECORD_SIZE)
+        }
+    }
+
+    /// `(write_pos, read_pos)`, masked, with acquire loads.
+    pub(super) fn positions(&self) -> (u64, u64) {
+        let w = self.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & self.mask;
+        let r = self.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & self.mask;
+        (w, r)
+    }
+}

@@ -1,0 +1,24 @@
+//! The shared-memory cyclic buffer (BUFFER exporter's file), byte-compatible with NIXL's
+//! version-4 `sharedRingBuffer`: a 40-byte header then `capacity` 16-byte event records.
+//!
+//! One producer (our flush thread) and one consumer (a reader, possibly another process or
+//! NIXL's own C++/Python reader) share the file. Positions are stored masked; the ring is full
+//! when `(write_pos + 1) & mask == read_pos`, so `capacity - 1` slots are usable. The producer
+//! writes the records before a release store of `write_pos`; the consumer reads a record before
+//! a release store of `read_pos`.
+//!
+//! - [`layout`]: the version-4 header and record layout, the one place for its constants.
+//! - `writer`: [`RingWriter`], creating the file and appending events.
+//! - `reader`: [`RingReader`], validating the file, popping and peeking events.
+//! - `mapped`: the mapping both share, typed views of its header words and records.
+//! - `fault_guard`: the SIGBUS protection of every ring mapping, so that a file truncated
+//!   under a writer or a reader is noticed instead of killing the process.
+
+mod fault_guard;
+pub mod layout;
+mod mapped;
+mod reader;
+mod writer;
+
+pub use reader::{Peeked, RingHeader, RingReader, MAX_READER_CAPACITY};
+pub use writer::{validate_file_name, Pushed, RingWriter};

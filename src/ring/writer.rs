@@ -1,0 +1,443 @@
+//! The producer side of a ring: creating (or resetting) the file, owner-only and locked against
+//! a second writer, and appending events published with one release store.
+
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use memmap2::MmapOptions;
+
+use super::layout;
+use super::mapped::Mapped;
+use crate::error::{Error, Result, Status};
+use crate::event::Event;
+use crate::file_lock;
+
+/// Checks that `name` can safely be used as the ring's file name inside the telemetry
+/// directory: not empty, no `/` or NUL, not `.` or `..`.
+pub fn validate_file_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        "it is empty"
+    } else if name.contains('/') {
+        "it contains '/'"
+    } else if name.contains('\0') {
+        "it contains a NUL byte"
+    } else if name == "." || name == ".." {
+        "it is a directory reference"
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(format!(
+        "agent name {name:?} cannot name a telemetry ring file: {reason}"
+    )))
+}
+
+/// What [`RingWriter::push_runs`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// Events written.
+    pub kept: usize,
+    /// Whether the ring was empty before (its reader had caught up): a loss then means the
+    /// batch was larger than the ring, not that the reader is behind.
+    pub was_empty: bool,
+    /// The reader's position (masked) as this push saw it: a producer that compares it between
+    /// pushes learns whether any reader has ever consumed from the ring.
+    pub read_pos: u64,
+}
+
+/// The producer side: creates (or resets) the ring file and appends events.
+pub struct RingWriter {
+    /// The mapped file (the reader's tests change its header in place through it).
+    pub(super) mapped: Mapped,
+    path: PathBuf,
+    /// Held for the writer's lifetime: the file's flock marks it as owned.
+    _file: File,
+    /// `(st_dev, st_ino)` of that file, to notice the path naming another file.
+    file_id: (u64, u64),
+}
+
+impl RingWriter {
+    /// Creates the ring `dir/name` with `capacity` records (a power of two), owner-only
+    /// (mode 0600), refusing symbolic links and files already owned by another live writer.
+    /// An existing file of a previous run is reset.
+    pub fn create(dir: &Path, name: &str, capacity: usize) -> Result<RingWriter> {
+        validate_file_name(name)?;
+        if capacity == 0 || !capacity.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "Telemetry buffer size must be a power of 2 for the BUFFER exporter \
+                 (NIXL_TELEMETRY_BUFFER_SIZE={capacity})"
+            )));
+        }
+        let path = dir.join(name);
+        let size = layout::file_size(capacity as u64)
+            .ok_or_else(|| Error::invalid(format!("ring capacity {capacity} is too large")))?;
+        let mut file = open_for_writing(&path, false)?;
+        let existing = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?
+            .len();
+        if existing != 0 && existing != size {
+            // A ring of another size (an earlier run with another BUFFER_SIZE): replace the
+            // file rather than truncate it, so a reader still mapping the old one never
+            // touches pages past its end. A ring of the same size is reset in place, as NIXL
+            // does, so a reader following it sees the new events.
+            std::fs::remove_file(&path)
+                .map_err(|e| Error::io(format!("cannot replace {}", path.display()), &e))?;
+            drop(file);
+            file = open_for_writing(&path, true)?;
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?;
+        let file_id = (meta.dev(), meta.ino());
+        let mapped_file = file
+            .set_len(size)
+            .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file));
+        let map = match mapped_file {
+            Ok(map) => map,
+            Err(e) => {
+                // Leave no unusable file behind.
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io(
+                    format!(
+                        "cannot size and map telemetry ring {} ({size} bytes)",
+                        path.display()
+                    ),
+                    &e,
+                ));
+            }
+        };
+        let mapped = Mapped::new(map, capacity as u64 - 1);
+        // Invalidate first so a reader never trusts a half-written header, reset, then publish.
+        mapped.version().store(0, Ordering::Release);
+        // SAFETY: the map covers `size` bytes; no other writer exists (flock held).
+        unsafe {
+            std::ptr::write_bytes(
+                mapped.map.as_mut_ptr().add(layout::HEADER_SIZE),
+                0,
+                size as usize - layout::HEADER_SIZE,
+            );
+            let base = mapped.map.as_mut_ptr();
+            (base.add(layout::EXPECTED_VERSION_OFFSET) as *mut i32).write(layout::VERSION);
+        }
+        mapped
+            .word(layout::CAPACITY_OFFSET)
+            .store(capacity as u64, Ordering::Relaxed);
+        mapped
+            .word(layout::MASK_OFFSET)
+            .store(capacity as u64 - 1, Ordering::Relaxed);
+        mapped
+            .word(layout::WRITE_POS_OFFSET)
+            .store(0, Ordering::Relaxed);
+        mapped
+            .word(layout::READ_POS_OFFSET)
+            .store(0, Ordering::Relaxed);
+        mapped.version().store(layout::VERSION, Ordering::Release);
+        log::info!(
+            "Creating file-based shared memory on path: {} with size: {capacity}",
+            path.display()
+        );
+        Ok(RingWriter {
+            mapped,
+            path,
+            _file: file,
+            file_id,
+        })
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the ring is still what readers open: no write went past the end of the file,
+    /// the file still has the ring's size, and its path still names it. False when another
+    /// process truncated, deleted or replaced it (writes would reach no reader). One system
+    /// call (the path's `lstat`: when it names our file, its size is our file's);
+    /// [`RingWriter::faulted`] is the free part of the check.
+    pub fn is_intact(&self) -> bool {
+        let size = self.mapped.map.len() as u64;
+        let Ok(named) = std::fs::symlink_metadata(&self.path) else {
+            return false;
+        };
+        !self.faulted() && (named.dev(), named.ino()) == self.file_id && named.len() == size
+    }
+
+    /// Whether a write went past the end of the file (it was truncated under the writer): those
+    /// events reached no reader.
+    pub fn faulted(&self) -> bool {
+        self.mapped.guard.faulted()
+    }
+
+    /// Number of records (one fewer is usable).
+    pub fn capacity(&self) -> u64 {
+        self.mapped.mask + 1
+    }
+
+    /// Appends as many of `events` as fit, in order, and publishes them with one release
+    /// store. Returns how many were written; the rest were lost because the ring is full.
+    pub fn push_batch(&self, events: &[Event]) -> usize {
+        self.push_runs(&[events], None).kept
+    }
+
+    /// Appends the `runs` in order, then `last`, as one batch published with one release store.
+    /// When not everything fits, one free slot is kept for `last` (the collector's drop report:
+    /// the report of losses is never itself what is lost) and the events of `runs` that do not
+    /// fit are lost.
+    pub fn push_runs(&self, runs: &[&[Event]], last: Option<Event>) -> Pushed {
+        let m = &self.mapped;
+        let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
+        let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
+        let free = (r.wrapping_sub(w).wrapping_sub(1) & m.mask) as usize;
+        let last = last.filter(|_| free > 0);
+        let mut budget = free - last.is_some() as usize;
+        let mut pos = w;
+        let mut kept = 0;
+        let mut write = |events: &[Event]| {
+            self.write_at(pos, events);
+            pos = (pos + events.len() as u64) & m.mask;
+            kept += events.len();
+        };
+        for run in runs {
+            let n = run.len().min(budget);
+            budget -= n;
+            write(&run[..n]);
+        }
+        if let Some(report) = last {
+            // SAFETY: one free slot was kept for the report (`budget` excluded it): it lies in
+            // the data array, records are 8-byte aligned, and the reader does not read it
+            // before write_pos is published below.
+            unsafe { report.write_record(m.slot(pos).cast()) };
+            pos = (pos + 1) & m.mask;
+            kept += 1;
+        }
+        if kept > 0 {
+            m.word(layout::WRITE_POS_OFFSET)
+                .store(pos, Ordering::Release);
+        }
+        Pushed {
+            kept,
+            was_empty: w == r,
+            read_pos: r,
+        }
+    }
+
+    /// Copies `events` (at most the free slots) into the data array from position `pos`,
+    /// wrapping at its end, without publishing them.
+    fn write_at(&self, pos: u64, events: &[Event]) {
+        let m = &self.mapped;
+        // Two contiguous runs: up to the end of the data array, then from its start.
+        let first = events.len().min((m.mask + 1 - pos) as usize);
+        // SAFETY: both runs lie inside the data array (pos + first <= capacity, and the rest
+        // fits before pos because the caller writes at most the free slots), the records are
+        // 8-byte aligned, and the consumer does not read them until write_pos is published.
+        unsafe {
+            write_records(m.slot(pos), &events[..first]);
+            write_records(m.slot(0), &events[first..]);
+        }
+    }
+
+    /// Number of unread events.
+    pub fn len(&self) -> u64 {
+        let (w, r) = self.mapped.positions();
+        w.wrapping_sub(r) & self.mapped.mask
+    }
+
+    /// Whether a reader has consumed everything.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for RingWriter {
+    fn drop(&mut self) {
+        if let Err(e) = self.mapped.map.flush() {
+            log::warn!("cannot sync telemetry ring {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Copies `events` as consecutive 16-byte records to `dst`: `Event` has exactly the record
+/// layout, so this is one memcpy. The 4 padding bytes of each record are unspecified, as in
+/// files written by NIXL (readers ignore them).
+///
+/// # Safety
+/// `dst` must be writable for `16 * events.len()` bytes and not overlap `events`.
+unsafe fn write_records(dst: *mut u8, events: &[Event]) {
+    // SAFETY: the caller's contract: `dst` is writable for the size of `events` and does not
+    // overlap it; `events` is a valid slice.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            events.as_ptr() as *const u8,
+            dst,
+            std::mem::size_of_val(events),
+        )
+    };
+}
+
+/// Opens (or, with `create_new`, exclusively creates) the ring file for writing: owner-only,
+/// never through a symbolic link, only a regular file with a single link owned by this user,
+/// and locked against a second writer.
+fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
+    let shown = path.display();
+    let refuse = |why: &str| {
+        Error::new(
+            Status::NotAllowed,
+            format!("refusing to use {shown} as a telemetry ring: {why}"),
+        )
+    };
+    let file = file_lock::open_owner_only(path, create_new).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            refuse("it is a symbolic link")
+        } else {
+            Error::io(format!("cannot create telemetry ring {shown}"), &e)
+        }
+    })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot stat {shown}"), &e))?;
+    if !meta.file_type().is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    if meta.nlink() != 1 {
+        return Err(refuse("it has other hard links"));
+    }
+    if !file_lock::is_mine(&meta) {
+        return Err(refuse("it belongs to another user"));
+    }
+    lock_exclusive(&file, path)?;
+    if meta.mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
+    }
+    Ok(file)
+}
+
+fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
+    match file_lock::try_lock_exclusive(file) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::new(
+            Status::NotAllowed,
+            format!(
+                "telemetry ring {} is already being written by another agent (agent names must \
+                 be unique per NIXL_TELEMETRY_DIR)",
+                path.display()
+            ),
+        )),
+        Err(err) => Err(Error::io(
+            format!("cannot lock telemetry ring {}", path.display()),
+            &err,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+    use crate::ring::RingReader;
+
+    fn ev(v: u64) -> Event {
+        Event::new(EventType::AgentRxBytes, v)
+    }
+
+    #[test]
+    fn header_bytes_match_nixl_v4() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "agent", 16).unwrap();
+        assert_eq!(
+            w.push_batch(&[Event::new(EventType::AgentTxBytes, 0x1122)]),
+            1
+        );
+        let bytes = std::fs::read(dir.path().join("agent")).unwrap();
+        assert_eq!(bytes.len(), 40 + 16 * 16);
+        let u64_at = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
+        let i32_at = |o: usize| i32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!(u64_at(0), 1, "write_pos");
+        assert_eq!(u64_at(8), 0, "read_pos");
+        assert_eq!((i32_at(16), i32_at(20)), (4, 4));
+        assert_eq!((u64_at(24), u64_at(32)), (16, 15));
+        // Type @0 and value @8; bytes 4..8 are padding, unspecified (as in NIXL's files).
+        assert_eq!(&bytes[40..44], &[0, 0, 0, 0]);
+        assert_eq!(&bytes[48..56], &[0x22, 0x11, 0, 0, 0, 0, 0, 0]);
+        let mode = std::fs::metadata(dir.path().join("agent")).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn keeps_capacity_minus_one_and_wraps() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(dir.path(), "a", 8).unwrap();
+        let mut r = RingReader::open(dir.path().join("a")).unwrap();
+        assert_eq!(w.push_batch(&(0..10).map(ev).collect::<Vec<_>>()), 7);
+        assert_eq!(r.len(), 7);
+        let got: Vec<u64> = r.by_ref().take(5).map(|e| e.value).collect();
+        assert_eq!(got, [0, 1, 2, 3, 4]);
+        assert_eq!(w.push_batch(&(100..110).map(ev).collect::<Vec<_>>()), 5);
+        let got: Vec<u64> = r.by_ref().map(|e| e.value).collect();
+        assert_eq!(got, [5, 6, 100, 101, 102, 103, 104]);
+        assert!(r.pop().is_none());
+    }
+
+    #[test]
+    fn refuses_bad_names_sizes_links_and_second_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["", ".", "..", "a/b", "../x", "a\0b"] {
+            let e = RingWriter::create(dir.path(), name, 16).err().unwrap();
+            assert_eq!(e.status, Status::InvalidParam, "{name:?}");
+        }
+        let e = RingWriter::create(dir.path(), "x", 12).err().unwrap();
+        assert!(e.message.contains("power of 2"), "{}", e.message);
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link")).unwrap();
+        let e = RingWriter::create(dir.path(), "link", 16).err().unwrap();
+        assert!(e.message.contains("symbolic link"), "{}", e.message);
+        let _first = RingWriter::create(dir.path(), "dup", 16).unwrap();
+        let e = RingWriter::create(dir.path(), "dup", 16).err().unwrap();
+        assert_eq!(e.status, Status::NotAllowed);
+        assert!(e.message.contains("already being written"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_ring_of_another_size_is_replaced_not_truncated_under_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = RingWriter::create(dir.path(), "a", 1024).unwrap();
+        old.push_batch(&(0..3).map(ev).collect::<Vec<_>>());
+        let mut reader = RingReader::open(dir.path().join("a")).unwrap();
+        drop(old);
+        // The agent restarts with a smaller ring and wraps it many times.
+        let new = RingWriter::create(dir.path(), "a", 16).unwrap();
+        for round in 0..100 {
+            new.push_batch(&(0..15).map(|i| ev(round * 100 + i)).collect::<Vec<_>>());
+            let mut fresh = RingReader::open(dir.path().join("a")).unwrap();
+            assert_eq!(fresh.by_ref().count(), 15);
+        }
+        // The old reader still reads its own, complete mapping: no SIGBUS, no garbage.
+        let old_events: Vec<u64> = reader.by_ref().map(|e| e.value).collect();
+        assert_eq!(old_events, [0, 1, 2]);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("a")).unwrap().len(),
+            40 + 16 * 16
+        );
+        // The same size is reset in place: a following reader sees the next run's events.
+        drop(new);
+        let mut follower = RingReader::open(dir.path().join("a")).unwrap();
+        let again = RingWriter::create(dir.path(), "a", 16).unwrap();
+        again.push_batch(&[ev(7)]);
+        assert_eq!(follower.pop(), Some(ev(7)));
+    }
+
+    #[test]
+    fn hard_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("target"), b"precious").unwrap();
+        std::fs::hard_link(dir.path().join("target"), dir.path().join("linked")).unwrap();
+        let e = RingWriter::create(dir.path(), "linked", 16).err().unwrap();
+        assert_eq!(e.status, Status::NotAllowed);
+        assert!(e.message.contains("hard links"), "{}", e.message);
+        assert_eq!(
+            std::fs::read(dir.path().join("target")).unwrap(),
+            b"precious"
+        );
+    }
+}

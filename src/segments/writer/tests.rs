@@ -1,0 +1,366 @@
+//! The segment writer's own tests: rolling, restart, retention, symlinks planted at the next
+//! name, the periodic flush, the row timestamp and write errors. How the FPM trace and the
+//! `TRACE` exporter use the store, other readers of its files, other users' files and full
+//! disks are tested through the public API in `tests/segments.rs`.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{SegmentWriter, WriterOptions};
+use crate::segments::{segments_of, ManualClock, SegmentNaming, SegmentReader};
+
+fn writer(prefix: &Path, producer: &str, roll_bytes: u64, max_segments: usize) -> SegmentWriter {
+    SegmentWriter::open(
+        SegmentNaming::new(prefix, producer),
+        WriterOptions {
+            roll_bytes,
+            max_segments,
+            buffer_bytes: 1 << 20,
+            flush_interval: Duration::from_secs(1),
+        },
+        Arc::new(ManualClock::new(0)),
+    )
+    .unwrap()
+}
+
+/// An event whose row (`{"timestamp":0,"event":"..."}\n`) is exactly `len` bytes.
+fn event_of_row_len(len: usize) -> String {
+    let overhead = r#"{"timestamp":0,"event":""}"#.len() + 1;
+    "x".repeat(len - overhead)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+fn rows(path: &Path) -> Vec<String> {
+    let (rows, outcome) = SegmentReader::read_rows(path).unwrap();
+    assert_eq!(outcome.truncated, None, "{}", path.display());
+    rows.into_iter()
+        .map(|r| String::from_utf8(r).unwrap())
+        .collect()
+}
+
+fn segment(dir: &Path, producer: &str, index: u64) -> PathBuf {
+    dir.join(format!("fpm.{producer}.{index:06}.jsonl.gz"))
+}
+
+/// One gzip member holding the row `{"timestamp":0,"event":<text>}`.
+fn member_of(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+    writeln!(e, r#"{{"timestamp":0,"event":"{text}"}}"#).unwrap();
+    e.finish().unwrap()
+}
+
+/// The regular files of `prefix`'s segments, by index, with their sizes.
+fn segment_sizes(dir: &Path, producer: &str) -> Vec<(u64, u64)> {
+    let naming = SegmentNaming::new(&dir.join("fpm"), producer);
+    let mut v: Vec<(u64, u64)> = fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let index = naming.parse_index(&e.file_name())?;
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            m.is_file().then_some((index, m.len()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_row_landing_exactly_on_the_limit_stays_one_byte_more_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("a"), "p", 100, 10);
+    w.push(&event_of_row_len(50));
+    w.push(&event_of_row_len(50));
+    assert_eq!(w.close().segments_rolled, 0);
+    assert_eq!(names(dir.path()), ["a.p.000000.jsonl.gz"]);
+    assert_eq!(rows(&dir.path().join("a.p.000000.jsonl.gz")).len(), 2);
+
+    let mut w = writer(&dir.path().join("b"), "p", 100, 10);
+    w.push(&event_of_row_len(50));
+    w.push(&event_of_row_len(51));
+    let stats = w.close();
+    assert_eq!((stats.segments_rolled, stats.rows_written), (1, 2));
+    let b: Vec<String> = names(dir.path())
+        .into_iter()
+        .filter(|n| n.starts_with("b."))
+        .collect();
+    assert_eq!(b, ["b.p.000000.jsonl.gz", "b.p.000001.jsonl.gz"]);
+    assert_eq!(rows(&dir.path().join("b.p.000000.jsonl.gz"))[0].len(), 49);
+    assert_eq!(rows(&dir.path().join("b.p.000001.jsonl.gz"))[0].len(), 50);
+}
+
+#[test]
+fn an_oversized_row_sits_alone_in_its_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 32, 10);
+    let big = event_of_row_len(1024);
+    w.push(&big);
+    w.push(&event_of_row_len(30));
+    w.push(&event_of_row_len(30));
+    w.close();
+    let first = rows(&segment(dir.path(), "p", 0));
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].len(), 1023, "written intact");
+    assert!(first[0].contains(&big));
+    assert_eq!(rows(&segment(dir.path(), "p", 1)).len(), 1);
+    assert_eq!(rows(&segment(dir.path(), "p", 2)).len(), 1);
+}
+
+#[test]
+fn restart_continues_after_the_highest_index() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(segment(dir.path(), "p", 0), member_of("old")).unwrap();
+    fs::write(segment(dir.path(), "p", 2), member_of("old")).unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 1 << 20, 10);
+    assert_eq!(w.index(), 3);
+    w.push("row");
+    w.close();
+    assert_eq!(
+        names(dir.path()),
+        [
+            "fpm.p.000000.jsonl.gz",
+            "fpm.p.000002.jsonl.gz",
+            "fpm.p.000003.jsonl.gz"
+        ]
+    );
+    assert_eq!(rows(&segment(dir.path(), "p", 3)).len(), 1);
+}
+
+#[test]
+fn a_flush_with_nothing_buffered_writes_no_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 1 << 20, 10);
+    w.flush();
+    w.push("a");
+    w.flush();
+    w.flush();
+    w.push("b");
+    let stats = w.close();
+    assert_eq!(stats.members_written, 2);
+    assert_eq!(rows(&segment(dir.path(), "p", 0)).len(), 2);
+}
+
+#[test]
+fn retention_of_one_keeps_only_the_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 40, 1);
+    for i in 0..5 {
+        w.push(&event_of_row_len(35));
+        w.flush();
+        assert_eq!(
+            names(dir.path()),
+            [format!("fpm.p.{i:06}.jsonl.gz")],
+            "after segment {i}"
+        );
+    }
+    let stats = w.close();
+    assert_eq!((stats.segments_rolled, stats.segments_pruned), (4, 4));
+}
+
+#[test]
+fn retention_keeps_the_newest_segments_only_of_this_exact_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keep = [
+        "fpm.other.000000.jsonl.gz",
+        "fpm.41920.000000.jsonl.gz",
+        "fpm.p.000000.jsonl.gz.bak",
+        "fpm.p.000001.jsonl",
+        "fpm.p.0000001.jsonl.gz",
+        "fpm.p_x.000000.jsonl.gz",
+        "victim",
+    ];
+    for name in keep {
+        fs::write(d.join(name), b"keep").unwrap();
+    }
+    fs::write(segment(d, "p", 0), b"old").unwrap();
+    fs::write(segment(d, "p", 1), b"old").unwrap();
+    fs::create_dir(segment(d, "p", 2)).unwrap();
+    symlink(d.join("victim"), segment(d, "p", 3)).unwrap();
+    let mut w = writer(&d.join("fpm"), "p", 40, 2);
+    assert_eq!(w.index(), 4, "directories and symlinks take up indexes");
+    w.push(&event_of_row_len(35));
+    w.flush();
+    // Regular files 0, 1 and the active 4: the oldest one goes.
+    assert!(!segment(d, "p", 0).exists());
+    assert!(segment(d, "p", 1).exists());
+    w.push(&event_of_row_len(35));
+    w.flush();
+    assert!(!segment(d, "p", 1).exists());
+    let stats = w.close();
+    assert_eq!(stats.segments_pruned, 2);
+    for name in keep {
+        assert_eq!(fs::read(d.join(name)).unwrap(), b"keep", "{name}");
+    }
+    assert!(segment(d, "p", 2).is_dir());
+    assert!(fs::symlink_metadata(segment(d, "p", 3))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(segment(d, "p", 4).is_file() && segment(d, "p", 5).is_file());
+}
+
+#[test]
+fn a_symlink_planted_at_the_next_segment_name_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("victim"), b"precious").unwrap();
+    let mut w = writer(&d.join("fpm"), "p", 1 << 20, 10);
+    assert_eq!(w.index(), 0);
+    // Planted after the writer chose its index, before the segment is created.
+    symlink(d.join("victim"), segment(d, "p", 0)).unwrap();
+    w.push("row");
+    w.flush();
+    assert_eq!(w.index(), 1);
+    w.close();
+    assert_eq!(fs::read(d.join("victim")).unwrap(), b"precious");
+    assert_eq!(rows(&segment(d, "p", 1)).len(), 1);
+    assert_eq!(segments_of(&d.join("fpm.p")).unwrap(), [segment(d, "p", 1)]);
+}
+
+#[test]
+fn the_row_timestamp_is_ms_since_the_writer_opened_and_survives_a_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    clock.advance_ms(5_000);
+    let mut w = SegmentWriter::open(
+        SegmentNaming::new(&dir.path().join("fpm"), "p"),
+        WriterOptions::new(40, 10),
+        clock.clone(),
+    )
+    .unwrap();
+    w.push(&event_of_row_len(35));
+    clock.advance_ms(1_500);
+    w.push(&event_of_row_len(36));
+    w.close();
+    assert!(rows(&segment(dir.path(), "p", 0))[0].starts_with(r#"{"timestamp":0,"#));
+    assert!(rows(&segment(dir.path(), "p", 1))[0].starts_with(r#"{"timestamp":1500,"#));
+}
+
+#[test]
+fn the_periodic_flush_follows_the_clock_and_the_buffer_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let mut w = SegmentWriter::open(
+        SegmentNaming::new(&dir.path().join("fpm"), "p"),
+        WriterOptions {
+            roll_bytes: 1 << 30,
+            max_segments: 4,
+            buffer_bytes: 1000,
+            flush_interval: Duration::from_secs(1),
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    w.push("a");
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 0, "not due yet");
+    clock.advance_ms(1000);
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 1);
+    w.flush_if_due();
+    assert_eq!(w.stats().members_written, 1, "nothing buffered");
+    for _ in 0..10 {
+        w.push(&event_of_row_len(100));
+    }
+    assert_eq!(
+        w.stats().members_written,
+        2,
+        "1000 bytes buffered: flushed at once"
+    );
+    assert_eq!(w.buffered_rows(), 0);
+}
+
+#[test]
+fn a_write_error_loses_only_that_batch_and_the_writer_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    // The directory vanishes before the first segment is created: that batch is lost.
+    let mut w = writer(&out.join("fpm"), "p", 1 << 20, 10);
+    fs::remove_dir_all(&out).unwrap();
+    w.push("lost");
+    w.push("lost too");
+    w.flush();
+    let stats = w.stats();
+    assert_eq!((stats.write_errors, stats.rows_lost), (1, 2));
+    fs::create_dir(&out).unwrap();
+    w.push("kept");
+    w.flush();
+    let stats = w.close();
+    assert_eq!((stats.write_errors, stats.rows_written), (1, 1));
+    assert_eq!(
+        rows(&segment(&out, "p", 0)),
+        [r#"{"timestamp":0,"event":"kept"}"#]
+    );
+}
+
+#[test]
+fn a_planted_segment_at_the_highest_index_does_not_silence_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Any user can create these under the default /tmp prefix.
+    for index in [u64::MAX, u64::MAX - 1, 10u64.pow(19)] {
+        fs::write(segment(d, "p", index), b"").unwrap();
+    }
+    let mut w = writer(&d.join("fpm"), "p", 1 << 20, 4);
+    w.push("row");
+    w.flush();
+    let stats = w.close();
+    assert_eq!((stats.rows_written, stats.rows_lost), (1, 0), "{stats:?}");
+    assert_eq!(
+        rows(&segment(d, "p", 0)),
+        [r#"{"timestamp":0,"event":"row"}"#]
+    );
+    assert_eq!(
+        segments_of(&d.join("fpm.p")).unwrap(),
+        [segment(d, "p", 0)],
+        "such an index is no segment of ours"
+    );
+}
+
+#[test]
+fn retention_goes_on_past_a_segment_it_cannot_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for index in 0..3 {
+        fs::write(segment(d, "p", index), member_of(&format!("old {index}"))).unwrap();
+    }
+    // An immutable file cannot be deleted, even by root.
+    let stuck = segment(d, "p", 0);
+    let immutable = Command::new("chattr").arg("+i").arg(&stuck).status();
+    if !immutable.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: `chattr +i` is not available here (needs root and ext2/3/4, xfs...)");
+        return;
+    }
+    struct Mutable(PathBuf);
+    impl Drop for Mutable {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+        }
+    }
+    let _mutable = Mutable(stuck.clone());
+    let mut w = writer(&d.join("fpm"), "p", 40, 2);
+    for _ in 0..6 {
+        w.push(&event_of_row_len(35));
+        w.flush();
+    }
+    let stats = w.close();
+    // The stuck segment is not this writer's history any more: two others are kept.
+    let left: Vec<u64> = segment_sizes(d, "p").iter().map(|s| s.0).collect();
+    assert_eq!(left, [0, 7, 8], "{stats:?}");
+    assert_eq!(stats.segments_pruned, 6);
+}
