@@ -6,10 +6,11 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::series::{text, AgentSeries, Registry};
 use nixl_telemetry::Event;
 
-use crate::server::{BindError, Limits, Server};
+use crate::{text, AgentSeries, Registry};
+
+use super::server::{BindError, Limits, Server};
 
 /// Why an agent could not join.
 #[derive(Clone, Debug, PartialEq, Eq)]
