@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::Event;
-use nixl_telemetry_series::endpoint::{JoinError, Membership, SharedEndpoint};
+use nixl_telemetry_series::endpoint::{Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
 pub mod config;
@@ -162,11 +162,7 @@ impl TelemetryPlugin for DocaExporter {
         };
         let membership = if choice.backends.scrape {
             let series = Arc::new(AgentSeries::new(agent, &hostname(), choice.buckets.clone()));
-            Some(ENDPOINT.join(config.address, series).map_err(|e| match e {
-                JoinError::Duplicate(m) => CreateError::InvalidParam(m),
-                JoinError::AddressInUse(m) => CreateError::BindFailed(m),
-                JoinError::Other(m) => CreateError::Other(m),
-            })?)
+            Some(ENDPOINT.join(config.address, series)?)
         } else {
             None
         };

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::Event;
-use nixl_telemetry_series::endpoint::{address_from_env, JoinError, Membership, SharedEndpoint};
+use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
 /// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port.
@@ -47,11 +47,7 @@ impl TelemetryPlugin for PrometheusExporter {
             .map_err(CreateError::InvalidParam)?;
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
         let agent = Arc::new(AgentSeries::new(params.agent_name, &hostname(), buckets));
-        let membership = ENDPOINT.join(addr, agent).map_err(|e| match e {
-            JoinError::Duplicate(m) => CreateError::InvalidParam(m),
-            JoinError::AddressInUse(m) => CreateError::BindFailed(m),
-            JoinError::Other(m) => CreateError::Other(m),
-        })?;
+        let membership = ENDPOINT.join(addr, agent)?;
         Ok(PrometheusExporter { membership })
     }
 
