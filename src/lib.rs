@@ -5,7 +5,9 @@
 //! ([`staging`]); a background thread flushes them into one exporter ([`exporter`]): the
 //! shared-memory ring (`BUFFER`, byte-compatible with NIXL's version-4 file, read back with
 //! [`RingReader`]), the collect-only `NOP`, gzip JSONL segments (`TRACE`), or a plug-in loaded
-//! by name ([`plugin`]; Prometheus and DOCA ship as plug-ins, built on [`series`]).
+//! by name ([`plugin`]; Prometheus and DOCA ship as plug-ins, built on the
+//! `nixl-telemetry-series` crate: the series, their text encoding and the scrape server live
+//! there, not here).
 //! Configuration comes from the `NIXL_TELEMETRY_*` environment ([`Config`], [`env`]).
 //!
 //! The same library writes Dynamo's forward-pass-metrics traces ([`fpm`]) into the segment
@@ -28,7 +30,6 @@ pub mod logging;
 pub mod plugin;
 pub mod ring;
 pub mod segments;
-pub mod series;
 pub mod staging;
 mod worker;
 

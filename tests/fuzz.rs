@@ -2,8 +2,8 @@
 //! per target; `NIXL_FUZZ_SECONDS=600 cargo test --release --test fuzz -- --nocapture` runs
 //! longer): the ring reader on corrupt files, the msgpack payload decoder, the segment reader
 //! on mutated gzip, and the environment parsers. Each target must return an error or a value,
-//! never panic, and keep its invariants. The HTTP request parser has its own target in
-//! scrape-endpoint/tests/fuzz_http.rs.
+//! never panic, and keep its invariants. The series crate's parsers (histogram bounds, HTTP
+//! request heads) have their own targets in series/tests/fuzz.rs.
 
 use std::io::Write;
 
@@ -11,7 +11,6 @@ use nixl_telemetry::env::fixed_env;
 use nixl_telemetry::exporter::{ExporterChoice, TraceExporterConfig};
 use nixl_telemetry::fpm::{FpmPayload, FpmPolicy, ValidPayload};
 use nixl_telemetry::segments::SegmentReader;
-use nixl_telemetry::series::Buckets;
 use nixl_telemetry::{Config, Event, EventType, MetricMask, RingReader, RingWriter};
 use nixl_telemetry_test_support::fuzz;
 
@@ -122,24 +121,7 @@ fn fuzz_the_segment_reader_on_mutated_gzip() {
 
 #[test]
 fn fuzz_the_environment_parsers() {
-    let seeds: Vec<Vec<u8>> = [
-        "1",
-        "yes",
-        "Disable",
-        "4096",
-        "0x1000",
-        "agent_*,agent_tx_bytes",
-        "[",
-        "10,25,50.5",
-        "/tmp/x",
-        "TRACE",
-        "full",
-        "5000",
-        "",
-    ]
-    .iter()
-    .map(|s| s.as_bytes().to_vec())
-    .collect();
+    let seeds = fuzz::environment_seeds();
     use nixl_telemetry::config::{
         ENV_BUFFER_SIZE, ENV_ENABLE, ENV_ENABLED_METRICS, ENV_RUN_INTERVAL,
     };
@@ -161,7 +143,6 @@ fn fuzz_the_environment_parsers() {
         let _ = nixl_telemetry::env::parse_bool("V", &value);
         let _ = nixl_telemetry::env::parse_u64("V", &value);
         let _ = MetricMask::resolve(&value);
-        let _ = Buckets::parse(&value);
         round += 1;
         let var = CORE[round % CORE.len()];
         let pairs = [(var, value.as_ref()), (ENV_EXPORTER, "TRACE")];

@@ -1,6 +1,6 @@
 //! Reading a scrape endpoint (`http://host:port/metrics`: the Prometheus, DOCA `scrape` and
 //! `prometheus_mp` exporters, or `nixl-telemetry serve`) for `top`: a plain HTTP/1.0 GET, the
-//! text format parsed by [`nixl_telemetry::series::text::parse`], and the samples grouped into
+//! text format parsed by [`nixl_telemetry_series::text::parse`], and the samples grouped into
 //! one set of cumulative totals per series identity (every label but `le` and `status`).
 
 use std::collections::BTreeMap;
@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use nixl_telemetry::series::text::{parse, Sample};
 use nixl_telemetry::{EventType, METRIC_DESCRIPTORS};
+use nixl_telemetry_series::text::{parse, Sample};
 
 /// Connect, send and receive timeout of one scrape.
 const TIMEOUT: Duration = Duration::from_secs(3);

@@ -106,6 +106,29 @@ pub fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
     }
 }
 
+/// Seeds for the parsers of `NIXL_TELEMETRY_*` values (words, numbers, lists, paths, exporter
+/// names, the empty value), shared by every crate's environment fuzz targets.
+pub fn environment_seeds() -> Vec<Vec<u8>> {
+    [
+        "1",
+        "yes",
+        "Disable",
+        "4096",
+        "0x1000",
+        "agent_*,agent_tx_bytes",
+        "[",
+        "10,25,50.5",
+        "/tmp/x",
+        "TRACE",
+        "full",
+        "5000",
+        "",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
+
 /// What a fuzzing run did.
 #[derive(Clone, Copy, Debug)]
 pub struct Report {

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use nixl_telemetry::env::Lookup;
-use nixl_telemetry::series::Buckets;
-use scrape_endpoint::address_from_env;
+use nixl_telemetry_series::endpoint::address_from_env;
+use nixl_telemetry_series::Buckets;
 
 /// `NIXL_TELEMETRY_DOCA_BACKENDS`: comma list of `scrape` and/or `ipc` (default `scrape`).
 pub const ENV_BACKENDS: &str = "NIXL_TELEMETRY_DOCA_BACKENDS";

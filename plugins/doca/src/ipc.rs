@@ -34,8 +34,8 @@ use std::ffi::{c_char, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
 
 use nixl_telemetry::event::{EventType, EVENT_TYPE_COUNT};
-use nixl_telemetry::series::{Buckets, HISTOGRAM_EVENTS};
 use nixl_telemetry::Event;
+use nixl_telemetry_series::{Buckets, HISTOGRAM_EVENTS};
 
 use crate::config::IpcSettings;
 use crate::doca::{self, BaseHistogramId, DocaApi, DocaError, LabelSetId, Schema, Source};

@@ -3,8 +3,8 @@
 //! `NIXL_TELEMETRY_DOCA_BACKENDS` (comma list, trimmed, de-duplicated; unset or empty:
 //! `scrape`):
 //!
-//! - `scrape`: exactly the Prometheus exporter's series (the same engine,
-//!   [`nixl_telemetry::series`], and the same endpoint code, the `scrape-endpoint` crate) at
+//! - `scrape`: exactly the Prometheus exporter's series (the same engine and the same
+//!   endpoint code, both from the series crate [`nixl_telemetry_series`]) at
 //!   `GET /metrics` on `NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT` (default 9091), 127.0.0.1 only
 //!   with `NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL`. Same rules as the Prometheus plug-in: one
 //!   endpoint per process (the first agent's address wins), duplicate agent names refused, a
@@ -41,9 +41,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::series::{self, AgentSeries, Buckets};
 use nixl_telemetry::Event;
-use scrape_endpoint::{JoinError, Membership, SharedEndpoint};
+use nixl_telemetry_series::endpoint::{Membership, SharedEndpoint};
+use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
 pub mod config;
 pub mod doca;
@@ -161,16 +161,8 @@ impl TelemetryPlugin for DocaExporter {
             None => asked,
         };
         let membership = if choice.backends.scrape {
-            let series = Arc::new(AgentSeries::new(
-                agent,
-                &series::hostname(),
-                choice.buckets.clone(),
-            ));
-            Some(ENDPOINT.join(config.address, series).map_err(|e| match e {
-                JoinError::Duplicate(m) => CreateError::InvalidParam(m),
-                JoinError::AddressInUse(m) => CreateError::BindFailed(m),
-                JoinError::Other(m) => CreateError::Other(m),
-            })?)
+            let series = Arc::new(AgentSeries::new(agent, &hostname(), choice.buckets.clone()));
+            Some(ENDPOINT.join(config.address, series)?)
         } else {
             None
         };
@@ -185,7 +177,7 @@ impl TelemetryPlugin for DocaExporter {
                 Arc::new(IpcContext::open(
                     &choice.ipc,
                     &choice.buckets,
-                    &series::hostname(),
+                    &hostname(),
                     consequence,
                 ))
             });

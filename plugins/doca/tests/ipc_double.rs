@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use common::*;
 use nixl_telemetry::logging::capture;
-use nixl_telemetry::series::DEFAULT_BUCKETS_US;
 use nixl_telemetry::{EventType, Status};
+use nixl_telemetry_series::DEFAULT_BUCKETS_US;
 
 const P: &str = "doca_telemetry_exporter_";
 
@@ -41,7 +41,7 @@ fn setup_calls(sockets_dir: Option<&str>, bounds: &[f64], status: &str) -> Vec<S
         format!("{P}metrics_create_context -> DOCA_SUCCESS"),
         format!(
             "{P}metrics_add_constant_label hostname={} -> DOCA_SUCCESS",
-            nixl_telemetry::series::hostname()
+            nixl_telemetry_series::hostname()
         ),
         format!("{P}metrics_add_label_names names=agent_name count=1 -> DOCA_SUCCESS set=1"),
         format!("{P}metrics_add_label_names names=agent_name,status count=2 -> DOCA_SUCCESS set=2"),

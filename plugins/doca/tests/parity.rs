@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use nixl_telemetry::series::text::Sample;
 use nixl_telemetry::{Collector, EventType};
+use nixl_telemetry_series::text::Sample;
 
 /// The stream: transfers with times 5, 30, 200, 700 µs and post times 2, 15, 80, 300 µs,
 /// both directions, registrations, errors of several statuses, and staging-queue drops

@@ -7,7 +7,7 @@
 //! - `NIXL_TELEMETRY_PROMETHEUS_PORT`: TCP port, default 9090.
 //! - `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: boolean word; true binds 127.0.0.1, else 0.0.0.0.
 //! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: histogram bounds (see
-//!   [`nixl_telemetry::series::buckets`]).
+//!   [`nixl_telemetry_series::buckets`]).
 //!
 //! An invalid value fails the creation with a message naming the variable. One endpoint
 //! serves all agents of the process (the first agent's address wins); agent names must be
@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::series::{self, AgentSeries, Buckets};
 use nixl_telemetry::Event;
-use scrape_endpoint::{address_from_env, JoinError, Membership, SharedEndpoint};
+use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
+use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
 /// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port.
 pub const ENV_PORT: &str = "NIXL_TELEMETRY_PROMETHEUS_PORT";
@@ -46,16 +46,8 @@ impl TelemetryPlugin for PrometheusExporter {
         let addr = address_from_env(&process_env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
             .map_err(CreateError::InvalidParam)?;
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
-        let agent = Arc::new(AgentSeries::new(
-            params.agent_name,
-            &series::hostname(),
-            buckets,
-        ));
-        let membership = ENDPOINT.join(addr, agent).map_err(|e| match e {
-            JoinError::Duplicate(m) => CreateError::InvalidParam(m),
-            JoinError::AddressInUse(m) => CreateError::BindFailed(m),
-            JoinError::Other(m) => CreateError::Other(m),
-        })?;
+        let agent = Arc::new(AgentSeries::new(params.agent_name, &hostname(), buckets));
+        let membership = ENDPOINT.join(addr, agent)?;
         Ok(PrometheusExporter { membership })
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use nixl_telemetry::series;
+use nixl_telemetry_series::{families, FamilyKind};
 
 fn dashboard() -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -63,9 +63,9 @@ fn dashboard_queries_only_exposed_series() {
     let exprs = expressions(&d);
     assert!(exprs.len() >= 9, "{exprs:?}");
     let mut exposed = BTreeSet::new();
-    for f in series::families() {
+    for f in families() {
         exposed.insert(f.name.to_owned());
-        if f.kind == series::FamilyKind::Histogram {
+        if f.kind == FamilyKind::Histogram {
             for suffix in ["_bucket", "_sum", "_count"] {
                 exposed.insert(format!("{}{suffix}", f.name));
             }

@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use nixl_telemetry::series::Buckets;
 use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_series::Buckets;
 use telemetry_exporter_prometheus_mp::collect::StoreCollector;
 use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
 use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};

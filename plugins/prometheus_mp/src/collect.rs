@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use nixl_telemetry::series::text::{self, Row};
-use nixl_telemetry::series::{AgentSnapshot, FamilyKind};
+use nixl_telemetry_series::text::{self, Row};
+use nixl_telemetry_series::{AgentSnapshot, FamilyKind};
 
 use crate::config::{Aggregate, Collection};
 use crate::reader::{read_file, ReadOutcome, StoreView};
@@ -282,8 +282,8 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
 mod tests {
     use super::*;
     use crate::store::{Identity, StoreWriter};
-    use nixl_telemetry::series::{text::parse, Buckets};
     use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_series::{text::parse, Buckets};
     use std::time::Duration;
 
     fn collection(dir: &Path, ttl: Duration, aggregate: Aggregate) -> Collection {

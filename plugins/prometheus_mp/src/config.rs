@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nixl_telemetry::env::{parse_u64, read_bool, Lookup};
-use nixl_telemetry::series::Buckets;
+use nixl_telemetry_series::Buckets;
 
 use crate::layout::{truncate_str, LOCAL_RANK_LEN, MAX_BUCKETS};
 
@@ -109,7 +109,7 @@ pub fn aggregate_from(env: Lookup) -> Result<Aggregate, String> {
 
 /// Reads the scrape address variables through `env`.
 pub fn addr_from(env: Lookup) -> Result<SocketAddr, String> {
-    scrape_endpoint::address_from_env(env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
+    nixl_telemetry_series::endpoint::address_from_env(env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
 }
 
 impl MpConfig {
@@ -128,7 +128,7 @@ impl MpConfig {
         if buckets.bounds().len() > MAX_BUCKETS {
             return Err(format!(
                 "{} has {} bounds; the prometheus_mp store holds at most {MAX_BUCKETS}",
-                nixl_telemetry::series::ENV_HISTOGRAM_BUCKETS_US,
+                nixl_telemetry_series::ENV_HISTOGRAM_BUCKETS_US,
                 buckets.bounds().len()
             ));
         }

@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::series::text;
-use scrape_endpoint::server::MetricsFn;
-use scrape_endpoint::{BindError, Limits, Server};
+use nixl_telemetry_series::endpoint::server::MetricsFn;
+use nixl_telemetry_series::endpoint::{BindError, Limits, Server};
+use nixl_telemetry_series::text;
 
 use crate::collect::StoreCollector;
 use crate::sys;

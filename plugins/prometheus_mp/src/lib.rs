@@ -36,8 +36,8 @@ use std::time::Instant;
 
 use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::series;
 use nixl_telemetry::Event;
+use nixl_telemetry_series::hostname;
 
 use crate::collect::StoreCollector;
 use crate::config::{Collection, MpConfig};
@@ -86,8 +86,7 @@ impl TelemetryPlugin for PrometheusMpExporter {
         let config = MpConfig::from_lookup(&process_env).map_err(CreateError::InvalidParam)?;
         let dir = &config.collection.dir;
         dir::prepare(dir).map_err(|e| CreateError::Other(format!("prometheus_mp: {e}")))?;
-        let id =
-            Identity::for_this_process(params.agent_name, &series::hostname(), &config.local_rank);
+        let id = Identity::for_this_process(params.agent_name, &hostname(), &config.local_rank);
         let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
             CreateError::Other(format!(
                 "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",

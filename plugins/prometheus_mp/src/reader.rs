@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::MmapOptions;
-use nixl_telemetry::series::{AgentSnapshot, Buckets, HistogramSnapshot, HISTOGRAM_EVENTS};
+use nixl_telemetry_series::{AgentSnapshot, Buckets, HistogramSnapshot, HISTOGRAM_EVENTS};
 
 use crate::layout::*;
 

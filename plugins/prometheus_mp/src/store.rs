@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
-use nixl_telemetry::series::{Buckets, HISTOGRAM_EVENTS};
 use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_series::{Buckets, HISTOGRAM_EVENTS};
 
 use crate::layout::*;
 use crate::sys;

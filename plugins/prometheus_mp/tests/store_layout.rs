@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use nixl_telemetry::series::{text, Buckets};
 use nixl_telemetry::Event;
+use nixl_telemetry_series::{text, Buckets};
 use serde_json::Value;
 use telemetry_exporter_prometheus_mp::collect::StoreCollector;
 use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
@@ -274,7 +274,7 @@ fn a_store_written_through_the_plug_in_has_the_documented_layout() {
         (p.agent_name.as_str(), p.local_rank.as_str()),
         ("layout-rank", "7")
     );
-    assert_eq!(p.hostname, nixl_telemetry::series::hostname());
+    assert_eq!(p.hostname, nixl_telemetry_series::hostname());
     assert_eq!(p.bucket_count, 3);
     assert_eq!(&p.bounds[..4], [100.0, 400.5, 1000.0, 0.0]);
     // One transfer: post 3 µs, xfer 400 µs (bucket 1), 4000 bytes, 1 request.

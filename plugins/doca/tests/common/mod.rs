@@ -16,8 +16,8 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use nixl_telemetry::series::text::{self, Sample};
 use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared before and after each test.
 pub const VARS: [&str; 12] = [

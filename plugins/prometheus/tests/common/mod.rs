@@ -15,8 +15,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nixl_telemetry::series::text::{self, Sample};
 use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared between tests.
 const VARS: [&str; 8] = [

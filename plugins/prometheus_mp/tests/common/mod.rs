@@ -212,7 +212,7 @@ pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) 
 pub fn try_scrape(port: u16) -> Option<Scrape> {
     let r = get(port, "/metrics").ok()?;
     (r.status == 200).then(|| Scrape {
-        samples: nixl_telemetry::series::text::parse(&r.body).expect("parsable exposition"),
+        samples: nixl_telemetry_series::text::parse(&r.body).expect("parsable exposition"),
         body: r.body,
     })
 }
@@ -257,7 +257,7 @@ pub fn listening_pid(port: u16, candidates: &[u32]) -> Option<u32> {
 }
 
 /// The agent_* samples of a page as comparable text: name, labels sorted, value.
-pub fn sample_set(samples: &[nixl_telemetry::series::text::Sample]) -> BTreeSet<String> {
+pub fn sample_set(samples: &[nixl_telemetry_series::text::Sample]) -> BTreeSet<String> {
     samples
         .iter()
         .filter(|s| s.name.starts_with("agent_"))

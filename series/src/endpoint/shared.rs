@@ -6,10 +6,12 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::series::{text, AgentSeries, Registry};
+use nixl_telemetry::plugin::author::CreateError;
 use nixl_telemetry::Event;
 
-use crate::server::{BindError, Limits, Server};
+use crate::{text, AgentSeries, Registry};
+
+use super::server::{BindError, Limits, Server};
 
 /// Why an agent could not join.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +29,19 @@ impl JoinError {
     pub fn message(&self) -> &str {
         match self {
             JoinError::Duplicate(m) | JoinError::AddressInUse(m) | JoinError::Other(m) => m,
+        }
+    }
+}
+
+/// How a plug-in's `create` reports a failed join: a duplicate name is an invalid parameter, an
+/// address held by another process a benign `BIND_FAILED` (the host logs one warning and the
+/// agent runs without a sink), anything else an error.
+impl From<JoinError> for CreateError {
+    fn from(e: JoinError) -> CreateError {
+        match e {
+            JoinError::Duplicate(m) => CreateError::InvalidParam(m),
+            JoinError::AddressInUse(m) => CreateError::BindFailed(m),
+            JoinError::Other(m) => CreateError::Other(m),
         }
     }
 }
@@ -169,5 +184,27 @@ impl Membership {
 impl Drop for Membership {
     fn drop(&mut self) {
         self.endpoint.leave(&self.series);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_join_becomes_the_matching_create_error() {
+        let m = || "m".to_owned();
+        assert!(matches!(
+            CreateError::from(JoinError::Duplicate(m())),
+            CreateError::InvalidParam(s) if s == "m"
+        ));
+        assert!(matches!(
+            CreateError::from(JoinError::AddressInUse(m())),
+            CreateError::BindFailed(s) if s == "m"
+        ));
+        assert!(matches!(
+            CreateError::from(JoinError::Other(m())),
+            CreateError::Other(s) if s == "m"
+        ));
     }
 }

@@ -13,8 +13,8 @@
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::buckets::Buckets;
-use crate::event::{Event, EventType, EVENT_TYPE_COUNT};
+use crate::buckets::Buckets;
+use nixl_telemetry::event::{Event, EventType, EVENT_TYPE_COUNT};
 
 /// The events feeding a histogram, in exposition order (`agent_xfer_time_us`,
 /// `agent_xfer_post_time_us`).
@@ -317,7 +317,7 @@ impl AgentSnapshot {
 
     /// `agent_errors_total{status=<status>}`.
     pub fn errors(&self, status: &str) -> Option<u64> {
-        super::error_statuses()
+        crate::error_statuses()
             .find(|(_, s)| *s == status)
             .map(|(t, _)| self.counter(t))
     }

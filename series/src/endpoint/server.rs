@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::http;
+use super::http;
 
 /// Produces the `/metrics` response: content type and body. Called on the server thread.
 pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;

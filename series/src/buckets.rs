@@ -5,8 +5,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::env::{process_env, Lookup};
-use crate::error::{Error, Result};
+use nixl_telemetry::env::{process_env, Lookup};
+use nixl_telemetry::error::{Error, Result};
 
 /// `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: comma-separated, strictly increasing, positive
 /// microsecond upper bounds of the transfer-time histogram buckets.
@@ -200,7 +200,7 @@ mod tests {
         }
         let env = |_: &str| Ok(Some("5,4".to_string()));
         let e = Buckets::from_lookup(&env).unwrap_err();
-        assert_eq!(e.status, crate::Status::InvalidParam);
+        assert_eq!(e.status, nixl_telemetry::Status::InvalidParam);
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! which the port is free. Every response closes its connection (`Connection: close`).
 //!
 //! OpenMetrics is not served, whatever the `Accept` header says (see
-//! [`nixl_telemetry::series::text`] for why); Prometheus falls back to the text format.
+//! [`crate::text`] for why); Prometheus falls back to the text format.
 
 pub mod address;
 pub mod http;

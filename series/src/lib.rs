@@ -1,25 +1,37 @@
-//! Series derived from the event stream, shared by every exporter that exposes series
-//! (Prometheus, DOCA): per agent, cumulative `_total` counters, last-operation gauges, the two
+//! The series of NIXL telemetry, shared by every exporter that exposes series (the Prometheus
+//! and multi-process Prometheus plug-ins, the DOCA plug-in): the series derived from the event
+//! stream, their 0.0.4 text encoding and the hardened HTTP scrape server. Every exporter that
+//! names series builds on this crate; the core library (`nixl-telemetry`,
+//! `libnixl_telemetry.so`) does not, so it carries none of this code. Dependencies read
+//! plug-ins -> this crate -> core.
+//!
+//! Per agent, the series are cumulative `_total` counters, last-operation gauges, the two
 //! transfer-time histograms, the `agent_errors_total{status}` family and the dropped-events
-//! counter, all named by the shared descriptor ([`crate::METRIC_DESCRIPTORS`]).
+//! counter, all named by the core's shared metric descriptor
+//! ([`nixl_telemetry::METRIC_DESCRIPTORS`]).
 //!
 //! - [`buckets`]: histogram bounds (defaults, `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`).
 //! - [`engine`]: one agent's series ([`AgentSeries`]), updated lock-free from event batches,
 //!   read as a consistent [`AgentSnapshot`].
 //! - [`registry`]: the agents exposed by one endpoint ([`Registry`]).
-//! - [`text`]: the Prometheus text exposition format 0.0.4 encoder.
+//! - [`text`]: the Prometheus text exposition format 0.0.4 encoder (and its parser, for tests
+//!   and tools).
+//! - [`endpoint`]: the scrape endpoint (`GET /metrics`), a small `poll(2)` server hardened
+//!   against slow, silent and flooding clients, shared by the agents of a process (the
+//!   module says why it is not tiny_http).
 //!
 //! The exposition order of the families is [`families`]: the 9 per-event counters, the 6
 //! gauges, the 2 histograms, then `agent_errors_total`.
 
 pub mod buckets;
+pub mod endpoint;
 pub mod engine;
 pub mod registry;
 pub mod text;
 
 use std::sync::OnceLock;
 
-use crate::event::{EventType, ERRORS_SERIES};
+use nixl_telemetry::event::{EventType, ERRORS_SERIES};
 
 pub use buckets::{Buckets, DEFAULT_BUCKETS_US, ENV_HISTOGRAM_BUCKETS_US};
 pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS};

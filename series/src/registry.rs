@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::engine::{AgentSeries, AgentSnapshot};
+use crate::engine::{AgentSeries, AgentSnapshot};
 
 /// An agent of this name is already registered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,15 +85,15 @@ impl Registry {
 
     /// The scrape body: every agent's series in the Prometheus text format 0.0.4.
     pub fn encode_text(&self) -> String {
-        super::text::encode(&self.snapshot())
+        crate::text::encode(&self.snapshot())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, EventType};
-    use crate::series::Buckets;
+    use crate::Buckets;
+    use nixl_telemetry::event::{Event, EventType};
 
     fn agent(name: &str) -> Arc<AgentSeries> {
         Arc::new(AgentSeries::new(name, "h", Buckets::default()))

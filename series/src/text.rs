@@ -1,7 +1,7 @@
 //! The Prometheus text exposition format 0.0.4: an encoder over agent snapshots, and a small
 //! parser of the same format for tests and tools.
 //!
-//! Output, for every family of [`families`](super::families) that has at least one agent:
+//! Output, for every family of [`families`] that has at least one agent:
 //! `# HELP` and `# TYPE` lines, then one sample per agent (twelve for `agent_errors_total`,
 //! one per `status`; for a histogram the cumulative `_bucket{le}` lines ending with `+Inf`,
 //! then `_sum` and `_count`). Labels are sorted by name: `agent_name`, `hostname`, then
@@ -17,8 +17,8 @@
 
 use std::fmt::Write;
 
-use super::engine::AgentSnapshot;
-use super::{error_statuses, families, FamilyKind, FamilySource};
+use crate::engine::AgentSnapshot;
+use crate::{error_statuses, families, FamilyKind, FamilySource};
 
 /// The `Content-Type` of the text format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -281,8 +281,8 @@ pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, EventType};
-    use crate::series::{AgentSeries, Buckets};
+    use crate::{AgentSeries, Buckets};
+    use nixl_telemetry::event::{Event, EventType};
     use std::collections::BTreeSet;
 
     fn agent(name: &str) -> AgentSeries {

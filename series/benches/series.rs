@@ -1,14 +1,14 @@
 //! Criterion benches of the series engine (applying flushed batches to an agent's series) and
 //! of a scrape (snapshot plus Prometheus text encoding) for 1 and 8 agents.
 //!
-//! Run with `cargo bench --bench series`.
+//! Run with `cargo bench -p nixl-telemetry-series --bench series`.
 
 use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use nixl_telemetry::series::{text, AgentSeries, Buckets, Registry};
 use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_series::{text, AgentSeries, Buckets, Registry};
 
 /// One transfer as `add_xfer_stats` stages it.
 fn transfer(i: u64) -> [Event; 4] {

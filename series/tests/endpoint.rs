@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::series::{AgentSeries, Buckets};
 use nixl_telemetry::{Event, EventType};
-use scrape_endpoint::server::MetricsFn;
-use scrape_endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
+use nixl_telemetry_series::endpoint::server::MetricsFn;
+use nixl_telemetry_series::endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
+use nixl_telemetry_series::{AgentSeries, Buckets};
 
 const CT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
