@@ -46,7 +46,7 @@ use crate::fpm::payload::FpmPayload;
 use crate::fpm::producer::{lock, FpmStats, ProducerWriter, Raw};
 use crate::fpm::queue::DEFAULT_QUEUE_CAPACITY;
 use crate::fpm::record::Source;
-use crate::segments::files::{create_new_private, create_private_dir_all};
+use crate::owner_only::{create_dir_all, create_new_file};
 use crate::segments::guard::{GuardError, OpenPrefixes, Owner};
 use crate::segments::{Clock, SegmentNaming, SegmentWriter, SystemClock, WriterOptions};
 
@@ -125,14 +125,14 @@ static PROBE_SEQ: AtomicU64 = AtomicU64::new(0);
 /// writes, syncs and deletes a unique hidden probe file. A name already taken (a file planted
 /// there, or left by a crash) is skipped for the next one and left alone.
 fn probe_writable(dir: &Path, stem: &str) -> std::io::Result<()> {
-    create_private_dir_all(dir)?;
+    create_dir_all(dir)?;
     let (probe, mut file) = loop {
         let probe = dir.join(format!(
             ".{stem}.write-probe-{}-{}",
             std::process::id(),
             PROBE_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        match create_new_private(&probe, false) {
+        match create_new_file(&probe, false) {
             Ok(file) => break (probe, file),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),

@@ -23,7 +23,7 @@ use crate::error::{Error, Result, Status};
 pub(crate) fn check_owner_and_mode(path: &Path, what: &str) -> Result<()> {
     let meta = fs::metadata(path)
         .map_err(|e| Error::io(format!("cannot inspect {what} {}", path.display()), &e))?;
-    let euid = crate::file_lock::euid();
+    let euid = crate::owner_only::euid();
     let refuse = |why: String| {
         Err(Error::new(
             Status::NotAllowed,

@@ -2,7 +2,7 @@
 //! a second writer, and appending events published with one release store.
 
 use std::fs::File;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -12,7 +12,7 @@ use super::layout;
 use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
-use crate::file_lock;
+use crate::owner_only;
 
 /// Checks that `name` can safely be used as the ring's file name inside the telemetry
 /// directory: not empty, no `/` or NUL, not `.` or `..`.
@@ -287,7 +287,7 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
             format!("refusing to use {shown} as a telemetry ring: {why}"),
         )
     };
-    let file = file_lock::open_owner_only(path, create_new).map_err(|e| {
+    let file = owner_only::open_file(path, create_new).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             refuse("it is a symbolic link")
         } else {
@@ -303,19 +303,16 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
     if meta.nlink() != 1 {
         return Err(refuse("it has other hard links"));
     }
-    if !file_lock::is_mine(&meta) {
+    if !owner_only::is_mine(&meta) {
         return Err(refuse("it belongs to another user"));
     }
     lock_exclusive(&file, path)?;
-    if meta.mode() & 0o777 != 0o600 {
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
-    }
+    owner_only::set_file_mode(&file).map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
     Ok(file)
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    match file_lock::try_lock_exclusive(file) {
+    match owner_only::try_lock_exclusive(file) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Error::new(
             Status::NotAllowed,

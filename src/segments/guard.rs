@@ -16,7 +16,7 @@
 //!   there is never followed), is never deleted (deleting it would let a third writer lock a new
 //!   inode while the first still writes), and is not a segment: retention and `nixl-telemetry
 //!   fpm cat` ignore it. The lock is released by the kernel when the writer ends, even if the
-//!   process crashes ([`crate::file_lock`]).
+//!   process crashes ([`crate::owner_only`]).
 //! - **A lock file this user does not own is not trusted.** Anyone can create
 //!   `<prefix>.<producer>.lock` before the writer does (under the default `/tmp` prefix any user
 //!   can), read-only for us or locked forever by its owner. So a lock file is used only when it is
@@ -35,9 +35,9 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::file_lock;
-use crate::file_lock::{euid, is_mine};
-use crate::segments::files::{create_private_dir_all, set_private};
+use crate::owner_only;
+use crate::owner_only::{create_dir_all, set_file_mode};
+use crate::owner_only::{euid, is_mine};
 use crate::segments::naming::SegmentNaming;
 
 /// Suffix of the lock file added to the producer prefix.
@@ -235,8 +235,8 @@ fn lock_prefix(
             e,
         )
     };
-    create_private_dir_all(naming.dir()).map_err(io_err)?;
-    let file = match file_lock::open_owner_only(&path, false) {
+    create_dir_all(naming.dir()).map_err(io_err)?;
+    let file = match owner_only::open_file(&path, false) {
         Ok(file) => file,
         // Another user's file (EACCES) or a symlink (ELOOP) at the name.
         Err(e) => match fs::symlink_metadata(&path).ok().as_ref().and_then(distrust) {
@@ -252,8 +252,8 @@ fn lock_prefix(
         warn_untrusted(what, &path, &why);
         return Ok(None);
     }
-    set_private(&file).map_err(io_err)?;
-    match file_lock::try_lock_exclusive(&file) {
+    set_file_mode(&file).map_err(io_err)?;
+    match owner_only::try_lock_exclusive(&file) {
         Ok(true) => Ok(Some(file)),
         Ok(false) => Err(GuardError::HeldByAnotherProcess(format!(
             "{what}: segment prefix {} is already open for writing by another process (its \

@@ -7,8 +7,8 @@
 //!   bounded in length: the one reader of segments (the CLI's, and the one the fuzz target runs).
 //! - [`row`]: the row envelope `{"timestamp":..,"event":..}`.
 //! - [`guard`]: one writer per prefix, in the process and across processes.
-//! - [`files`]: private modes (0700 directories, 0600 files, whatever the umask) and which files
-//!   are this user's (files of other users are never touched).
+//! - Files and directories are created owner-only, and files of other users are never touched
+//!   ([`crate::owner_only`]).
 //! - [`clock`]: the time source, replaceable in tests.
 //!
 //! Durability: segments are handed to the operating system without `fsync`. A crash can leave a
@@ -19,7 +19,6 @@
 //! to the same segment once writing works again ([`writer`]).
 
 pub mod clock;
-pub mod files;
 pub mod guard;
 pub mod naming;
 pub mod reader;

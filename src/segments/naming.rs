@@ -13,7 +13,7 @@ use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use crate::file_lock::is_mine;
+use crate::owner_only::is_mine;
 
 /// The segment file extension.
 pub const SEGMENT_SUFFIX: &str = ".jsonl.gz";

@@ -10,7 +10,7 @@
 //!   that would push the segment over the threshold; a row landing exactly on it stays. A row
 //!   larger than the threshold goes intact into an otherwise empty segment.
 //! - **Creation** is lazy (the first non-empty flush of a segment) and uses create-new (mode
-//!   0600 whatever the umask; missing directories 0700, [`crate::segments::files`]): a name that
+//!   0600 whatever the umask; missing directories 0700, [`crate::owner_only`]): a name that
 //!   already exists (a file, a directory, a symlink) is skipped to the next index, never followed
 //!   or appended to. The handle stays open for the segment's life.
 //! - **Restart** starts at one more than the highest index of this exact prefix among the
@@ -49,8 +49,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::Serialize;
 
+use crate::owner_only::{create_dir_all, create_new_file};
 use crate::segments::clock::Clock;
-use crate::segments::files::{create_new_private, create_private_dir_all};
 use crate::segments::naming::{SegmentEntry, SegmentNaming, MAX_INDEX};
 use crate::segments::row::encode_row;
 
@@ -184,7 +184,7 @@ impl SegmentWriter {
                 "roll bytes and max segments must be positive",
             ));
         }
-        create_private_dir_all(naming.dir())?;
+        create_dir_all(naming.dir())?;
         let index = naming
             .scan()?
             .iter()
@@ -371,7 +371,7 @@ impl SegmentWriter {
                     "every segment index up to {MAX_INDEX} is taken"
                 )));
             }
-            match create_new_private(&self.naming.path(self.index), true) {
+            match create_new_file(&self.naming.path(self.index), true) {
                 Ok(f) => return Ok(f),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.index += 1,
                 Err(e) => return Err(e),

@@ -410,7 +410,7 @@ mod tests {
         schema2[8] = 2;
         let held = dir.path().join("nixl.7.1.0.mmap");
         std::fs::write(&held, &schema2).unwrap();
-        let holder = crate::sys::open_owner_only(&held, false).unwrap();
+        let holder = crate::sys::open_file(&held, false).unwrap();
         assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
         std::fs::write(dir.path().join("not-a-store.txt"), "x").unwrap();
         std::os::unix::fs::symlink(&held, dir.path().join("nixl.8.1.0.mmap")).unwrap();

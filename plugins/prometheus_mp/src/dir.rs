@@ -5,9 +5,11 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use nixl_telemetry::owner_only;
 
 use crate::sys;
 
@@ -28,19 +30,8 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
 }
 
 fn create(dir: &Path) -> Result<(), String> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("cannot create telemetry dir {}: {e}", dir.display()))?;
-    // The mode passed to mkdir is reduced by the umask; make it exactly 0700.
-    if let Err(e) = fs::set_permissions(dir, fs::Permissions::from_mode(0o700)) {
-        log::warn!(
-            "prometheus_mp: cannot make telemetry dir {} owner-only ({e})",
-            dir.display()
-        );
-    }
-    Ok(())
+    owner_only::create_dir_all(dir)
+        .map_err(|e| format!("cannot create telemetry dir {}: {e}", dir.display()))
 }
 
 /// Directories already warned about in this process.
@@ -88,6 +79,7 @@ fn check(dir: &Path, meta: &fs::Metadata) {
 mod tests {
     use super::*;
     use nixl_telemetry::logging::{capture, warnings};
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_missing_directory_is_created_owner_only() {

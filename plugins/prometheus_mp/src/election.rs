@@ -262,7 +262,7 @@ impl State {
 /// Tries to take the owner lock: `Some` when won, `None` when another process holds it, an
 /// error when the file cannot serve as a lock.
 fn claim(path: &Path) -> Result<Option<File>, String> {
-    let file = sys::open_owner_only(path, false).map_err(|e| e.to_string())?;
+    let file = sys::open_file(path, false).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
         return Err("it is not a regular file".into());

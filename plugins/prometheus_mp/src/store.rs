@@ -285,7 +285,7 @@ fn create_unnamed(dir: &Path, path: &Path, header: &[u8]) -> io::Result<(File, M
         libc::open(
             dir_c.as_ptr(),
             libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
+            nixl_telemetry::owner_only::FILE_MODE as libc::c_uint,
         )
     };
     if fd < 0 {
@@ -318,7 +318,7 @@ fn create_staged(path: &Path, header: &[u8]) -> io::Result<(File, MmapRaw)> {
     let mut staging = path.as_os_str().to_owned();
     staging.push(".staging");
     let staging = PathBuf::from(staging);
-    let file = sys::open_owner_only(&staging, true)?;
+    let file = sys::open_file(&staging, true)?;
     lock(&file, path);
     let published = fill(&file, header).and_then(|map| {
         std::fs::rename(&staging, path)?;

@@ -7,11 +7,11 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// `open_owner_only(path, create_new)`: read-write, created 0600, never through a link;
+/// `open_file(path, create_new)`: read-write, created 0600, never through a link;
 /// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
 /// file holds it. A writer holds its store and an owner its lock this way; a collector probes
 /// liveness the same way (as NIXL's does), holding a dead writer's lock only while it reads.
-pub use nixl_telemetry::file_lock::{euid, open_owner_only, try_lock_exclusive};
+pub use nixl_telemetry::owner_only::{euid, open_file, try_lock_exclusive};
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -52,7 +52,7 @@ mod tests {
     fn probes_fail_while_a_writer_holds_the_file_and_links_are_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let writer = open_owner_only(&path, true).unwrap();
+        let writer = open_file(&path, true).unwrap();
         assert!(try_lock_exclusive(&writer).unwrap());
         let probe = open_read_nofollow(&path).unwrap();
         assert!(!try_lock_exclusive(&probe).unwrap());

@@ -1,0 +1,147 @@
+//! Files and directories only their owner can use: the one policy of the ring writer, the
+//! segment store, the plug-in loader and the `prometheus_mp` plug-in's stores and locks.
+//!
+//! - **Modes**: every directory created here is mode 0700 ([`DIR_MODE`]) and every file 0600
+//!   ([`FILE_MODE`]), whatever the umask: the mode is set again explicitly after creation (the
+//!   umask only ever removes bits, and `umask 000` would otherwise give 0666/0777).
+//! - **No symbolic links**: files are opened with `O_NOFOLLOW`; a link where a file is expected
+//!   fails with `ELOOP`.
+//! - **Ownership**: whose a file is, against the effective uid ([`is_mine`]). A file owned by
+//!   another user is never a writer's, whoever can create files next to it (any user can, under
+//!   `/tmp`): the segment store does not count it as history nor delete it, and a lock file
+//!   owned by another user is not trusted.
+//! - **Claims**: a writer claims its file with an exclusive `flock` ([`try_lock_exclusive`])
+//!   that the kernel releases when the writer ends, even if it crashes.
+
+use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Mode of the directories created here.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of the files created here.
+pub const FILE_MODE: u32 = 0o600;
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether `meta` (of a file, a directory or a link) belongs to this process's effective uid.
+pub fn is_mine(meta: &Metadata) -> bool {
+    meta.uid() == euid()
+}
+
+/// Opens `path` for reading and writing, creating it with mode 0600 if it does not exist (or,
+/// with `create_new`, only if it does not exist). A symbolic link at `path` fails with `ELOOP`;
+/// nothing is truncated.
+pub fn open_file(path: &Path, create_new: bool) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create_new {
+        options.create_new(true);
+    } else {
+        options.create(true).truncate(false);
+    }
+    options.open(path)
+}
+
+/// Creates the new file `path` (failing if anything, a symbolic link included, is there) for
+/// writing (appending with `append`), mode 0600 whatever the umask.
+pub fn create_new_file(path: &Path, append: bool) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .append(append)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    set_file_mode(&file)?;
+    Ok(file)
+}
+
+/// Sets an open file to mode 0600 (a no-op when it already is).
+pub fn set_file_mode(file: &File) -> io::Result<()> {
+    if file.metadata()?.mode() & 0o7777 == FILE_MODE {
+        return Ok(());
+    }
+    file.set_permissions(Permissions::from_mode(FILE_MODE))
+}
+
+/// Creates `dir` and its missing parents, each mode 0700 whatever the umask; directories that
+/// already exist are left as they are.
+pub fn create_dir_all(dir: &Path) -> io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_dir_all(parent)?;
+    }
+    match DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => fs::set_permissions(dir, Permissions::from_mode(DIR_MODE)),
+        // Created meanwhile by someone else: fine if it is a directory.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes an exclusive, non-blocking `flock` on `file`, held until the file is closed: `Ok(true)`
+/// when taken, `Ok(false)` when another open file (of this or another process) holds it.
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor that `file` keeps open for the duration of the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_directories_and_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        create_dir_all(&deep).unwrap();
+        create_dir_all(&deep).unwrap();
+        for d in ["a", "a/b", "a/b/c"] {
+            let mode = fs::metadata(dir.path().join(d)).unwrap().mode() & 0o7777;
+            assert_eq!(mode, DIR_MODE, "{d}");
+        }
+        let f = deep.join("f");
+        create_new_file(&f, true).unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, FILE_MODE);
+        assert!(is_mine(&fs::metadata(&f).unwrap()));
+        let e = create_new_file(&f, true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        std::os::unix::fs::symlink(&f, deep.join("link")).unwrap();
+        assert!(create_new_file(&deep.join("link"), false).is_err());
+        assert!(open_file(&deep.join("link"), false).is_err());
+        let blocker = dir.path().join("file");
+        fs::write(&blocker, b"").unwrap();
+        assert!(create_dir_all(&blocker.join("sub")).is_err());
+    }
+
+    #[test]
+    fn set_file_mode_makes_an_open_file_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        fs::write(&path, b"").unwrap();
+        fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
+        set_file_mode(&File::open(&path).unwrap()).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, FILE_MODE);
+    }
+}
