@@ -1,7 +1,8 @@
 //! The C types of the core ABI (`include/nixl_telemetry.h`) that exist only for it: the two
 //! opaque handles, the options struct, the counters struct and the log-callback type. Each is
 //! converted at the boundary from or to the core's own Rust value ([`Collector`],
-//! [`RingReader`], [`Options`](crate::config::Options), [`CollectorStats`], a [`LogSink`]), which has no C layout.
+//! [`RingReader`], [`Options`](crate::config::Options), [`CollectorStats`], a [`LogSink`]),
+//! which has no C layout.
 //!
 //! The one C-layout type of this header that lives in the core is the event record
 //! ([`crate::Event`], `nixl_telemetry_event_t`): it is also the 16-byte record of the ring file,
