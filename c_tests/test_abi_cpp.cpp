@@ -113,8 +113,8 @@ static_assert(std::is_standard_layout_v<nixl_telemetry_event_t>);
 static_assert(sizeof(nixl_telemetry_event_t) == 16);
 static_assert(sizeof(nixl_telemetry_stats_t) == 48);
 static_assert(std::is_same_v<nixl_telemetry_status_t, std::int32_t>);
-static_assert(std::is_same_v<decltype(&on_log), nixl_telemetry_log_callback_t> ||
-              std::is_convertible_v<decltype(&on_log), nixl_telemetry_log_callback_t>);
+static_assert(std::is_same_v<decltype(&on_log), nixl_telemetry_log_fn_t> ||
+              std::is_convertible_v<decltype(&on_log), nixl_telemetry_log_fn_t>);
 
 void test_round_trip() {
     const char *tmp = std::getenv("TMPDIR");

@@ -23,8 +23,8 @@ static nixlTelemetryPlugin *
 open_like_nixl(const std::string &file, const std::string &dir = adapters) {
     void *handle = dlopen((dir + file).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     CHECK(handle != nullptr);
-    using init_fn = nixlTelemetryPlugin *(*)();
-    auto init = reinterpret_cast<init_fn>(dlsym(handle, "nixl_telemetry_plugin_init"));
+    using init_fn_t = nixlTelemetryPlugin *(*)();
+    auto init = reinterpret_cast<init_fn_t>(dlsym(handle, "nixl_telemetry_plugin_init"));
     CHECK(init != nullptr);
     return init();
 }

@@ -140,14 +140,14 @@ static_assert(static_cast<uint32_t>(nixl_telemetry_event_type_t::AGENT_TX_BYTES)
  */
 inline void
 nixlTelemetrySetLogSink(void (*sink)(int32_t level, const char *message) noexcept) noexcept {
-    using sink_t = void (*)(int32_t, const char *) noexcept;
+    using sink_fn_t = void (*)(int32_t, const char *) noexcept;
     if (sink == nullptr) {
         nixl_telemetry_set_log_callback(nullptr, nullptr);
         return;
     }
     nixl_telemetry_set_log_callback(
         [](int32_t level, const char *message, void *user_data) noexcept {
-            reinterpret_cast<sink_t>(user_data)(level, message);
+            reinterpret_cast<sink_fn_t>(user_data)(level, message);
         },
         reinterpret_cast<void *>(sink));
 }

@@ -24,10 +24,10 @@
 #define NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP 2
 
 // Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.
-typedef void (*nixl_telemetry_plugin_log_fn)(int32_t level, const char *message);
+typedef void (*nixl_telemetry_plugin_log_fn_t)(int32_t level, const char *message);
 
 // The host's event-name lookup (a plug-in need not link the core library to print names).
-typedef const char *(*nixl_telemetry_plugin_event_name_fn)(uint32_t event_type);
+typedef const char *(*nixl_telemetry_plugin_event_name_fn_t)(uint32_t event_type);
 
 // What the host passes to `create`. Valid only during the call (copy what you keep).
 typedef struct {
@@ -39,24 +39,24 @@ typedef struct {
   // many events plus one drop report.
   size_t max_events_buffered;
   // Logs a message through the host's logging (stderr or the host's callback); thread-safe.
-  nixl_telemetry_plugin_log_fn host_log;
+  nixl_telemetry_plugin_log_fn_t host_log;
   // Returns the static name of an event type (`agent_tx_bytes`, ...) or NULL if unknown.
-  nixl_telemetry_plugin_event_name_fn host_event_name;
+  nixl_telemetry_plugin_event_name_fn_t host_event_name;
 } nixl_telemetry_plugin_params_t;
 
 // Creates the exporter state for one agent. On success stores it in `*state` and returns
 // `NIXL_TELEMETRY_SUCCESS`; on failure writes a NUL-terminated message into
 // `error_buf` (at most `error_len` bytes) and returns an error status.
-typedef nixl_telemetry_status_t (*nixl_telemetry_plugin_create_fn)(const nixl_telemetry_plugin_params_t *params, void **state, char *error_buf, size_t error_len);
+typedef nixl_telemetry_status_t (*nixl_telemetry_plugin_create_fn_t)(const nixl_telemetry_plugin_params_t *params, void **state, char *error_buf, size_t error_len);
 
 // Exports `count` events in order and returns how many were kept (the rest count as lost).
 // Called from one thread at a time per state. Must not throw or unwind. `count` is 0 (and
 // `events` may be NULL) for a flush that had nothing to export: it is called so every run
 // interval while the agent is idle, which lets a plug-in do periodic work on the flush thread.
-typedef size_t (*nixl_telemetry_plugin_export_fn)(void *state, const nixl_telemetry_event_t *events, size_t count);
+typedef size_t (*nixl_telemetry_plugin_export_fn_t)(void *state, const nixl_telemetry_event_t *events, size_t count);
 
 // Releases the state created by `create`.
-typedef void (*nixl_telemetry_plugin_destroy_fn)(void *state);
+typedef void (*nixl_telemetry_plugin_destroy_fn_t)(void *state);
 
 // The static descriptor returned by `nixl_telemetry_plugin_init`.
 typedef struct {
@@ -69,15 +69,15 @@ typedef struct {
   // The plug-in's own version string (NUL-terminated, static).
   const char *version;
   // Creates one agent's exporter.
-  nixl_telemetry_plugin_create_fn create;
+  nixl_telemetry_plugin_create_fn_t create;
   // Exports a batch.
-  nixl_telemetry_plugin_export_fn export_batch;
+  nixl_telemetry_plugin_export_fn_t export_batch;
   // Destroys one agent's exporter.
-  nixl_telemetry_plugin_destroy_fn destroy;
+  nixl_telemetry_plugin_destroy_fn_t destroy;
 } nixl_telemetry_plugin_desc_t;
 
 // Signature of the entry point `nixl_telemetry_plugin_init`.
-typedef const nixl_telemetry_plugin_desc_t *(*nixl_telemetry_plugin_init_fn)(void);
+typedef const nixl_telemetry_plugin_desc_t *(*nixl_telemetry_plugin_init_fn_t)(void);
 
 #ifdef __cplusplus
 extern "C" {

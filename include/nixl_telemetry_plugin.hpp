@@ -43,8 +43,8 @@ public:
 struct pluginParams {
     std::string agentName;
     size_t maxEventsBuffered;
-    nixl_telemetry_plugin_log_fn hostLog;
-    nixl_telemetry_plugin_event_name_fn hostEventName;
+    nixl_telemetry_plugin_log_fn_t hostLog;
+    nixl_telemetry_plugin_event_name_fn_t hostEventName;
 
     /** Logs through the host (level: 1 error, 2 warning, 3 info, 4 debug, 5 trace). */
     void

@@ -27,9 +27,9 @@ pub enum Recorded {
     Dropped,
 }
 
-/// Counters of one collector since its creation (`nixl_telemetry_stats_t` in C). After the
-/// collector's final flush, `events_exported + events_lost == events_accepted + drop_reports`.
-#[repr(C)]
+/// Counters of one collector since its creation (`nixl_telemetry_stats_t` in C, converted in
+/// `ffi`). After the collector's final flush,
+/// `events_exported + events_lost == events_accepted + drop_reports`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CollectorStats {
     /// Events that entered the staging queue.

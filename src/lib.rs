@@ -11,8 +11,16 @@
 //! Configuration comes from the `NIXL_TELEMETRY_*` environment ([`Config`], [`env`]).
 //!
 //! The same library writes Dynamo's forward-pass-metrics traces ([`fpm`]) into the segment
-//! store ([`segments`]). Every C entry point and every constant the headers carry live in
-//! [`ffi`].
+//! store ([`segments`]).
+//!
+//! The C ABI is the top layer, [`ffi`]: every C entry point, and the C types that exist only
+//! for it (handles, options, counters, FPM payloads, the log callback), converted there from
+//! and to the core's own values; nothing else in the crate imports from it. Three things the
+//! headers carry live below it because they are the core's own values: the numbers (status
+//! codes, event types, log levels) in the leaf [`constants`], which the Rust types take their
+//! values from; the 16-byte [`Event`] (`nixl_telemetry_event_t`), which is also the ring file's
+//! record; and the exporter plug-in ABI ([`plugin::abi`]), through which the loader calls
+//! plug-ins.
 
 mod c_string;
 pub mod collector;

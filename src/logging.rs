@@ -1,20 +1,19 @@
 //! Where the library's messages go: through the `log` facade to stderr (one line each, with the
-//! level), filtered by `NIXL_LOG_LEVEL`, or to a C callback installed by the host. Tests can
-//! capture the messages logged on their own thread (feature `test-util`).
+//! level), filtered by `NIXL_LOG_LEVEL`, or to a sink installed by the host (the C ABI's log
+//! callback, wrapped in `ffi`). Tests can capture the messages logged on their own
+//! thread (feature `test-util`).
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CString};
 use std::io::Write;
-use std::sync::{Once, OnceLock, RwLock};
+use std::sync::{Arc, Once, OnceLock, RwLock};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 use crate::constants::*;
 
-/// A C log callback: `level` is one of the `NIXL_TELEMETRY_LOG_*` values, `message` a
-/// NUL-terminated string valid only during the call. It must not unwind (C++: `noexcept`).
-pub type LogCallback =
-    Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
+/// A host's destination for the messages that pass the threshold, called with each message's
+/// level and text from any thread.
+pub type LogSink = Arc<dyn Fn(Level, &str) + Send + Sync>;
 
 /// The `NIXL_TELEMETRY_LOG_*` value of `level`, as passed to log callbacks and `host_log`.
 pub fn level_code(level: Level) -> i32 {
@@ -41,7 +40,7 @@ pub fn level_from_code(code: i32) -> Level {
 #[derive(Clone)]
 enum Sink {
     Stderr,
-    C(unsafe extern "C" fn(i32, *const c_char, *mut c_void), usize),
+    Host(LogSink),
 }
 
 static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
@@ -122,18 +121,7 @@ impl Log for Logger {
                     record.level()
                 );
             }
-            Sink::C(cb, user) => {
-                let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
-                // SAFETY: the host promised a valid, non-unwinding callback; the string lives
-                // until after the call.
-                unsafe {
-                    cb(
-                        level_code(record.level()),
-                        text.as_ptr(),
-                        *user as *mut c_void,
-                    )
-                };
-            }
+            Sink::Host(sink) => sink(record.level(), &message),
         }
     }
 
@@ -150,11 +138,11 @@ pub fn init() {
     });
 }
 
-/// Sends messages to a C callback (or back to stderr when `cb` is `None`).
-pub fn set_c_callback(cb: LogCallback, user_data: *mut c_void) {
+/// Sends messages to `sink` (or back to stderr when it is `None`).
+pub fn set_sink(sink: Option<LogSink>) {
     init();
-    let sink = match cb {
-        Some(f) => Sink::C(f, user_data as usize),
+    let sink = match sink {
+        Some(f) => Sink::Host(f),
         None => Sink::Stderr,
     };
     *SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;

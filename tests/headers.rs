@@ -122,9 +122,8 @@ fn core_header_is_current() {
         &[
             "src/constants.rs",
             "src/ffi/telemetry.rs",
+            "src/ffi/types.rs",
             "src/event.rs",
-            "src/collector.rs",
-            "src/logging.rs",
         ],
         "include/nixl_telemetry.h",
     );
@@ -145,8 +144,8 @@ fn fpm_trace_header_is_current() {
         "cbindgen_fpm.toml",
         &[
             "src/ffi/fpm.rs",
+            "src/ffi/fpm_types.rs",
             "src/fpm/payload.rs",
-            "src/fpm/producer.rs",
         ],
         "include/nixl_telemetry_fpm.h",
     );

@@ -1,6 +1,6 @@
 //! `nixl-telemetry serve --dir DIR [--port P] [--local]`: serve every live `prometheus_mp`
 //! store of a directory at `GET /metrics`, as a standalone process (a node sidecar, a systemd
-//! unit) that outlives the ranks. It runs the plug-in's own collector, endpoint and election:
+//! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election:
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. Runs until SIGINT or SIGTERM.
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::env::process_env;
-use telemetry_exporter_prometheus_mp::config::{self, Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::config::{self, Aggregate, ScanConfig};
 use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
 use telemetry_exporter_prometheus_mp::{dir, join_election};
 
@@ -44,8 +44,8 @@ pub struct ServeArgs {
     aggregate: Option<String>,
 }
 
-/// The collection and address `args` ask for, the environment filling what they leave out.
-fn settings(args: &ServeArgs) -> Result<(Collection, SocketAddr), String> {
+/// The store scan settings and address `args` ask for, the environment filling what they leave out.
+fn settings(args: &ServeArgs) -> Result<(ScanConfig, SocketAddr), String> {
     let env_addr = config::addr_from(&process_env)?;
     let ip = if args.local {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -61,12 +61,12 @@ fn settings(args: &ServeArgs) -> Result<(Collection, SocketAddr), String> {
         Some(a) => Aggregate::parse("--aggregate", a)?,
         None => config::aggregate_from(&process_env)?,
     };
-    let collection = Collection {
+    let scan = ScanConfig {
         dir: args.dir.clone(),
         stale_ttl,
         aggregate,
     };
-    Ok((collection, addr))
+    Ok((scan, addr))
 }
 
 /// SIGINT and SIGTERM, blocked in every thread (the endpoint's thread inherits the mask) and
@@ -100,9 +100,9 @@ fn signalled(set: &libc::sigset_t, timeout: Duration) -> bool {
 pub fn run(args: &ServeArgs) -> CliResult {
     nixl_telemetry::logging::init();
     let signals = stop_signals();
-    let (collection, addr) = settings(args).map_err(failure)?;
-    dir::prepare(&collection.dir).map_err(failure)?;
-    let election = join_election(&collection, addr);
+    let (scan, addr) = settings(args).map_err(failure)?;
+    dir::prepare(&scan.dir).map_err(failure)?;
+    let election = join_election(&scan, addr);
     let dir = election.dir().display().to_string();
     let mut out = std::io::stdout();
     let mut shown = None;

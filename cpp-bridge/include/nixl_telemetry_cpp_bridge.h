@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 /** Logs a message through the host (`level`: NIXL_TELEMETRY_LOG_*). */
-typedef void (*nixl_telemetry_cpp_bridge_log_fn)(int32_t level, const char *message);
+typedef void (*nixl_telemetry_cpp_bridge_log_fn_t)(int32_t level, const char *message);
 
 /** Returns NIXL_TELEMETRY_CPP_BRIDGE_ABI. */
 uint32_t
@@ -52,7 +52,7 @@ int32_t
 nixl_telemetry_cpp_bridge_create(const void *plugin,
                                  const char *agent_name,
                                  size_t max_events_buffered,
-                                 nixl_telemetry_cpp_bridge_log_fn log,
+                                 nixl_telemetry_cpp_bridge_log_fn_t log,
                                  void **state,
                                  char *error,
                                  size_t error_len);

@@ -30,7 +30,7 @@ constexpr size_t maxPluginString = 4096;
 /** One agent's exporter and what is needed to report its failures once. */
 struct bridgedExporter {
     std::unique_ptr<nixlTelemetryExporter> exporter;
-    nixl_telemetry_cpp_bridge_log_fn log;
+    nixl_telemetry_cpp_bridge_log_fn_t log;
     std::string agent;
     bool reportedStatus = false;
     bool reportedThrow = false;
@@ -102,7 +102,7 @@ int32_t
 nixl_telemetry_cpp_bridge_create_impl(const void *plugin,
                                       const char *agent_name,
                                       size_t max_events_buffered,
-                                      nixl_telemetry_cpp_bridge_log_fn log,
+                                      nixl_telemetry_cpp_bridge_log_fn_t log,
                                       void **state,
                                       char *error,
                                       size_t error_len) noexcept {

@@ -15,7 +15,7 @@
 
 typedef struct {
     FILE *file;
-    nixl_telemetry_plugin_event_name_fn event_name;
+    nixl_telemetry_plugin_event_name_fn_t event_name;
 } csv_state_t;
 
 static void

@@ -91,7 +91,7 @@ open(presentedPlugin &plugin, std::string &why) {
         why = "cannot load " + plugin.path + ": " + (e != nullptr ? e : "unknown error");
         return false;
     }
-    auto init = reinterpret_cast<nixl_telemetry_plugin_init_fn>(
+    auto init = reinterpret_cast<nixl_telemetry_plugin_init_fn_t>(
         dlsym(handle, "nixl_telemetry_plugin_init"));
     const nixl_telemetry_plugin_desc_t *desc = init != nullptr ? init() : nullptr;
     if (desc == nullptr || desc->api_version != NIXL_TELEMETRY_PLUGIN_API_VERSION ||

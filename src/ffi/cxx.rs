@@ -7,7 +7,7 @@
 //! (Itanium ABI mangling, as GCC and Clang use on Linux).
 
 use crate::event::EventType;
-use crate::ffi::glue;
+use crate::ffi::boundary;
 
 /// `nixl_telemetry_event_type_t nixlTelemetryEventTypeForStatus(nixl_status_t s)`: the error
 /// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19). Both enums are passed as their
@@ -17,7 +17,7 @@ use crate::ffi::glue;
 #[export_name = "_Z31nixlTelemetryEventTypeForStatus13nixl_status_t"]
 pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
     const UNKNOWN: u32 = EventType::AgentErrUnknown as u32;
-    glue::catch("nixlTelemetryEventTypeForStatus", UNKNOWN, || {
+    boundary::catch("nixlTelemetryEventTypeForStatus", UNKNOWN, || {
         EventType::from_nixl_status(status).map_or_else(
             || {
                 log::error!(

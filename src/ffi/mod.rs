@@ -1,23 +1,37 @@
-//! The crate's C ABIs, in one tree: every `extern "C"` function the library exports and every
-//! constant its headers carry.
+//! The crate's C ABIs, in one tree: every `extern "C"` function the library exports and the C
+//! types that exist only for them. This is the top layer: nothing else in the crate imports
+//! from it.
 //!
-//! - [`glue`]: the last-error slot, the panic boundary and the argument checks every entry point
-//!   uses.
+//! - [`boundary`]: the last-error slot, the panic boundary, the argument checks and the handle
+//!   making every entry point uses.
 //! - [`telemetry`]: collectors, ring readers, logging, plug-in directories
-//!   (`include/nixl_telemetry.h`).
-//! - [`fpm`]: the forward-pass-metrics trace (`include/nixl_telemetry_fpm.h`).
+//!   (`include/nixl_telemetry.h`); its C types (handles, options, counters, log callback) are in
+//!   [`types`].
+//! - [`fpm`]: the forward-pass-metrics trace (`include/nixl_telemetry_fpm.h`); its C types
+//!   (handle, payload, counters) are in [`fpm_types`].
 //! - [`cxx`]: the C++ functions of NIXL's telemetry core that NIXL's sources call
 //!   (`nixlTelemetryEventTypeForStatus`), declared by `include/nixl_telemetry.hpp`.
 //!
-//! Every number the headers carry (status codes, event types, log levels) is defined once, in
-//! the leaf module [`crate::constants`], which the Rust types take their values from; it is
-//! re-exported here. The exporter plug-in ABI's types live with the loader in
-//! [`crate::plugin::abi`] (`include/nixl_telemetry_plugin.h`) and reuse those constants.
+//! The C types are converted at the boundary from and to the core's own values, which have no
+//! C layout. Three things the headers carry live below this layer, because they are the core's
+//! own values and not copies made for C:
+//!
+//! - every number (status codes, event types, log levels), defined once in the leaf module
+//!   [`crate::constants`], which the Rust types take their values from (re-exported here);
+//! - the event record [`crate::Event`] (`nixl_telemetry_event_t`), which is also the 16-byte
+//!   record of the ring file;
+//! - the exporter plug-in ABI [`crate::plugin::abi`] (`include/nixl_telemetry_plugin.h`), the
+//!   interface through which the loader calls plug-ins (the library is its caller, not its
+//!   implementer), and the FPM payload depth limit `NIXL_TELEMETRY_FPM_MAX_PAYLOAD_DEPTH`
+//!   ([`crate::fpm::payload::MAX_PAYLOAD_DEPTH`]), a rule of the payload validator.
 
+pub(crate) mod boundary;
 pub mod cxx;
 pub mod fpm;
-pub(crate) mod glue;
+pub mod fpm_types;
 pub mod telemetry;
+pub mod types;
 
 pub use crate::constants::*;
 pub use telemetry::*;
+pub use types::*;

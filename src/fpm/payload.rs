@@ -83,9 +83,8 @@ const QUEUED_ORDER: [&str; 6] = [
 ];
 
 /// Requests scheduled in this iteration (`ScheduledRequestMetrics`;
-/// `nixl_telemetry_fpm_scheduled_requests_t` in C). Integer fields must be >= 0 and variances
-/// finite and >= 0, or the payload is rejected.
-#[repr(C)]
+/// `nixl_telemetry_fpm_scheduled_requests_t` in C, converted in `ffi`). Integer fields
+/// must be >= 0 and variances finite and >= 0, or the payload is rejected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ScheduledRequests {
     /// Prefill requests scheduled.
@@ -105,8 +104,7 @@ pub struct ScheduledRequests {
 }
 
 /// Requests waiting, not scheduled (`QueuedRequestMetrics`;
-/// `nixl_telemetry_fpm_queued_requests_t` in C); same rules.
-#[repr(C)]
+/// `nixl_telemetry_fpm_queued_requests_t` in C, converted in `ffi`); same rules.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct QueuedRequests {
     /// Prefill requests waiting.

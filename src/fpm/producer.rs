@@ -25,10 +25,9 @@ use crate::worker::{Waker, Worker};
 /// close to the record time); it is also woken when the queue is half full.
 const MAX_WORKER_SLEEP: Duration = Duration::from_millis(100);
 
-/// Counters of a producer's writer since it opened (`nixl_telemetry_fpm_trace_stats_t` in C).
-/// After the last trace of the producer closed,
+/// Counters of a producer's writer since it opened (`nixl_telemetry_fpm_trace_stats_t` in C,
+/// converted in `ffi`). After the last trace of the producer closed,
 /// `recorded == dropped + rejected + coalesced + written + rows_lost`.
-#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FpmStats {
     /// Payloads accepted by record calls (including those later dropped).
@@ -52,23 +51,25 @@ pub struct FpmStats {
     pub rows_lost: u64,
 }
 
-/// A recorded payload waiting for the worker.
-pub(crate) enum Raw {
+/// A payload as a record call gave it, waiting for the worker to validate it.
+pub(crate) enum RecordedPayload {
     /// Dynamo's msgpack map, as recorded.
     Msgpack(Vec<u8>),
     /// A typed payload.
     Typed(Box<FpmPayload>),
 }
 
-struct Queued {
+/// A recorded payload in the queue, with its source and the time it was recorded.
+struct QueuedPayload {
     source: Arc<Source>,
     observed_at_unix_ms: u64,
-    raw: Raw,
+    payload: RecordedPayload,
 }
 
-/// What the record path and the worker share.
-struct Shared {
-    queue: DropOldestQueue<Queued>,
+/// What the record path and the worker share: the queue, the clock, the counters and the
+/// worker's waker.
+struct QueueAndCounters {
+    queue: DropOldestQueue<QueuedPayload>,
     clock: Arc<dyn Clock>,
     rejected: AtomicU64,
     coalesced: AtomicU64,
@@ -77,22 +78,22 @@ struct Shared {
     waker: OnceLock<Waker>,
 }
 
-/// The worker's state: capture logic and the writer.
-struct Core {
-    shared: Arc<Shared>,
+/// The worker's state: the capture logic (mode, sampler) and the segment writer.
+struct WorkerState {
+    shared: Arc<QueueAndCounters>,
     producer_id: String,
     mode: CaptureMode,
     sampler: Sampler,
     writer: SegmentWriter,
-    drained: VecDeque<Queued>,
+    drained: VecDeque<QueuedPayload>,
     warned_rejected: bool,
     warned_dropped: bool,
 }
 
 /// The writer of one producer prefix (see the module documentation).
 pub(crate) struct ProducerWriter {
-    shared: Arc<Shared>,
-    core: Arc<Mutex<Core>>,
+    shared: Arc<QueueAndCounters>,
+    state: Arc<Mutex<WorkerState>>,
     worker: Mutex<Option<Worker>>,
     manual: bool,
     /// The producer id as given (unsanitized).
@@ -123,7 +124,7 @@ impl ProducerWriter {
         writer: SegmentWriter,
         guard: PrefixGuard,
     ) -> std::io::Result<Arc<ProducerWriter>> {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(QueueAndCounters {
             queue: DropOldestQueue::new(queue_capacity),
             clock: clock.clone(),
             rejected: AtomicU64::new(0),
@@ -131,7 +132,7 @@ impl ProducerWriter {
             writer: writer.counters(),
             waker: OnceLock::new(),
         });
-        let core = Arc::new(Mutex::new(Core {
+        let state = Arc::new(Mutex::new(WorkerState {
             drained: shared.queue.new_drain_buffer(),
             shared: shared.clone(),
             producer_id: source.producer_id.clone(),
@@ -143,16 +144,16 @@ impl ProducerWriter {
         }));
         let mut worker = None;
         if spawn {
-            let (worker_shared, worker_core) = (shared.clone(), core.clone());
+            let (worker_shared, worker_state) = (shared.clone(), state.clone());
             let started = Worker::spawn(
                 "nixl-fpm-trace",
                 format!("the FPM trace worker of producer '{}'", source.producer_id),
                 Duration::ZERO,
                 move || {
                     let wake = {
-                        let mut core = lock(&worker_core);
-                        core.step();
-                        core.next_wake()
+                        let mut state = lock(&worker_state);
+                        state.step();
+                        state.next_wake()
                     };
                     let now = worker_shared.clock.monotonic();
                     wake.saturating_sub(now).min(MAX_WORKER_SLEEP)
@@ -163,7 +164,7 @@ impl ProducerWriter {
         }
         Ok(Arc::new(ProducerWriter {
             shared,
-            core,
+            state,
             worker: Mutex::new(worker),
             manual: !spawn,
             producer_id: source.producer_id.clone(),
@@ -177,12 +178,12 @@ impl ProducerWriter {
     }
 
     /// Queues a recorded payload; never waits for the worker or the disk.
-    pub(crate) fn enqueue(&self, source: &Arc<Source>, raw: Raw) {
+    pub(crate) fn enqueue(&self, source: &Arc<Source>, payload: RecordedPayload) {
         let shared = &self.shared;
-        let pushed = shared.queue.push(Queued {
+        let pushed = shared.queue.push(QueuedPayload {
             source: source.clone(),
             observed_at_unix_ms: shared.clock.unix_ms(),
-            raw,
+            payload,
         });
         if pushed.len == shared.queue.capacity() / 2 || pushed.dropped_oldest {
             if let Some(waker) = shared.waker.get() {
@@ -191,8 +192,8 @@ impl ProducerWriter {
         }
     }
 
-    fn lock_core(&self) -> MutexGuard<'_, Core> {
-        lock(&self.core)
+    fn lock_state(&self) -> MutexGuard<'_, WorkerState> {
+        lock(&self.state)
     }
 
     /// The writer's counters.
@@ -213,36 +214,36 @@ impl ProducerWriter {
 
     /// Sampled mode: the number of keys holding a pending payload.
     pub(crate) fn pending_samples(&self) -> usize {
-        self.lock_core().sampler.pending_len()
+        self.lock_state().sampler.pending_len()
     }
 
     /// Runs the worker's step once, for a writer without a worker thread (a no-op otherwise).
     pub(crate) fn pump(&self) {
         if self.manual {
-            self.lock_core().step();
+            self.lock_state().step();
         }
     }
 
     /// Takes what is queued and writes the buffered rows now.
     pub(crate) fn flush(&self) {
-        let mut core = self.lock_core();
-        core.take_queued();
-        core.writer.flush();
+        let mut state = self.lock_state();
+        state.take_queued();
+        state.writer.flush();
     }
 
     /// Writes everything one (namespace, component) accepted: its queued payloads, its pending
     /// samples and the buffered rows (when its last trace closes and others stay open). A no-op
     /// once the writer is shut down.
     pub(crate) fn flush_source(&self, namespace: &str, component: &str) {
-        let mut core = self.lock_core();
+        let mut state = self.lock_state();
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        core.take_queued();
-        for sample in core.sampler.take_of(namespace, component) {
-            core.write_sample(&sample);
+        state.take_queued();
+        for sample in state.sampler.take_of(namespace, component) {
+            state.write_sample(&sample);
         }
-        core.writer.flush();
+        state.writer.flush();
     }
 
     /// Whether the writer was shut down.
@@ -260,7 +261,7 @@ impl ProducerWriter {
             worker.stop();
         }
         // The worker has finished (or there is none): finish on this thread.
-        self.lock_core().finish();
+        self.lock_state().finish();
         lock(&self.guard).take();
     }
 }
@@ -271,7 +272,7 @@ impl Drop for ProducerWriter {
     }
 }
 
-impl Core {
+impl WorkerState {
     /// Takes the queued payloads, writes due samples, flushes the writer if due.
     fn step(&mut self) {
         self.take_queued();
@@ -295,9 +296,9 @@ impl Core {
         self.shared.queue.drain(&mut self.drained);
         let mut drained = std::mem::take(&mut self.drained);
         for queued in drained.drain(..) {
-            let valid = match queued.raw {
-                Raw::Msgpack(bytes) => ValidPayload::from_msgpack(&bytes),
-                Raw::Typed(payload) => payload.validate(),
+            let valid = match queued.payload {
+                RecordedPayload::Msgpack(bytes) => ValidPayload::from_msgpack(&bytes),
+                RecordedPayload::Typed(payload) => payload.validate(),
             };
             match valid {
                 Ok(payload) => self.accept(Sample {

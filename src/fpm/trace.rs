@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use crate::error::{Error, Status};
 use crate::fpm::config::{FpmConfig, FpmPolicy};
 use crate::fpm::payload::FpmPayload;
-use crate::fpm::producer::{lock, FpmStats, ProducerWriter, Raw};
+use crate::fpm::producer::{lock, FpmStats, ProducerWriter, RecordedPayload};
 use crate::fpm::queue::DEFAULT_QUEUE_CAPACITY;
 use crate::fpm::record::Source;
 use crate::owner_only::{create_dir_all, create_new_file};
@@ -289,13 +289,13 @@ impl FpmTrace {
     /// Records a msgpack-encoded payload (copied). Never blocks; validated by the worker.
     pub fn record_msgpack(&self, bytes: &[u8]) {
         self.writer
-            .enqueue(&self.source, Raw::Msgpack(bytes.to_vec()));
+            .enqueue(&self.source, RecordedPayload::Msgpack(bytes.to_vec()));
     }
 
     /// Records a typed payload. Never blocks; validated by the worker like a msgpack one.
     pub fn record(&self, payload: FpmPayload) {
         self.writer
-            .enqueue(&self.source, Raw::Typed(Box::new(payload)));
+            .enqueue(&self.source, RecordedPayload::Typed(Box::new(payload)));
     }
 
     /// Counters of the producer's writer since it opened. They are per writer: every trace of

@@ -21,7 +21,7 @@ pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP: u32 = 2;
 
 /// Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.
-pub type nixl_telemetry_plugin_log_fn =
+pub type nixl_telemetry_plugin_log_fn_t =
     Option<unsafe extern "C" fn(level: i32, message: *const c_char)>;
 
 /// What the host passes to `create`. Valid only during the call (copy what you keep).
@@ -35,19 +35,19 @@ pub struct nixl_telemetry_plugin_params_t {
     /// many events plus one drop report.
     pub max_events_buffered: usize,
     /// Logs a message through the host's logging (stderr or the host's callback); thread-safe.
-    pub host_log: nixl_telemetry_plugin_log_fn,
+    pub host_log: nixl_telemetry_plugin_log_fn_t,
     /// Returns the static name of an event type (`agent_tx_bytes`, ...) or NULL if unknown.
-    pub host_event_name: nixl_telemetry_plugin_event_name_fn,
+    pub host_event_name: nixl_telemetry_plugin_event_name_fn_t,
 }
 
 /// The host's event-name lookup (a plug-in need not link the core library to print names).
-pub type nixl_telemetry_plugin_event_name_fn =
+pub type nixl_telemetry_plugin_event_name_fn_t =
     Option<unsafe extern "C" fn(event_type: u32) -> *const c_char>;
 
 /// Creates the exporter state for one agent. On success stores it in `*state` and returns
 /// `NIXL_TELEMETRY_SUCCESS`; on failure writes a NUL-terminated message into
 /// `error_buf` (at most `error_len` bytes) and returns an error status.
-pub type nixl_telemetry_plugin_create_fn = Option<
+pub type nixl_telemetry_plugin_create_fn_t = Option<
     unsafe extern "C" fn(
         params: *const nixl_telemetry_plugin_params_t,
         state: *mut *mut c_void,
@@ -60,11 +60,11 @@ pub type nixl_telemetry_plugin_create_fn = Option<
 /// Called from one thread at a time per state. Must not throw or unwind. `count` is 0 (and
 /// `events` may be NULL) for a flush that had nothing to export: it is called so every run
 /// interval while the agent is idle, which lets a plug-in do periodic work on the flush thread.
-pub type nixl_telemetry_plugin_export_fn =
+pub type nixl_telemetry_plugin_export_fn_t =
     Option<unsafe extern "C" fn(state: *mut c_void, events: *const Event, count: usize) -> usize>;
 
 /// Releases the state created by `create`.
-pub type nixl_telemetry_plugin_destroy_fn = Option<unsafe extern "C" fn(state: *mut c_void)>;
+pub type nixl_telemetry_plugin_destroy_fn_t = Option<unsafe extern "C" fn(state: *mut c_void)>;
 
 /// The static descriptor returned by `nixl_telemetry_plugin_init`.
 #[repr(C)]
@@ -78,11 +78,11 @@ pub struct nixl_telemetry_plugin_desc_t {
     /// The plug-in's own version string (NUL-terminated, static).
     pub version: *const c_char,
     /// Creates one agent's exporter.
-    pub create: nixl_telemetry_plugin_create_fn,
+    pub create: nixl_telemetry_plugin_create_fn_t,
     /// Exports a batch.
-    pub export_batch: nixl_telemetry_plugin_export_fn,
+    pub export_batch: nixl_telemetry_plugin_export_fn_t,
     /// Destroys one agent's exporter.
-    pub destroy: nixl_telemetry_plugin_destroy_fn,
+    pub destroy: nixl_telemetry_plugin_destroy_fn_t,
 }
 
 // SAFETY: the descriptor is immutable static data (pointers to static strings and functions),
@@ -92,7 +92,7 @@ unsafe impl Sync for nixl_telemetry_plugin_desc_t {}
 unsafe impl Send for nixl_telemetry_plugin_desc_t {}
 
 /// Signature of the entry point `nixl_telemetry_plugin_init`.
-pub type nixl_telemetry_plugin_init_fn =
+pub type nixl_telemetry_plugin_init_fn_t =
     unsafe extern "C" fn() -> *const nixl_telemetry_plugin_desc_t;
 
 /// Name of the entry point every plug-in exports.

@@ -85,7 +85,7 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
         // Fields beyond `struct_size` do not exist in an older host's struct.
         let has = |end: usize| p.struct_size >= end;
         let log_end = std::mem::offset_of!(nixl_telemetry_plugin_params_t, host_log)
-            + std::mem::size_of::<nixl_telemetry_plugin_log_fn>();
+            + std::mem::size_of::<nixl_telemetry_plugin_log_fn_t>();
         if has(log_end) {
             install_host_log(p.host_log);
         }
@@ -182,7 +182,7 @@ static HOST_LOGGER: HostLogger = HostLogger;
 
 /// Routes this plug-in's `log` messages to the host (when the plug-in's own copy of the `log`
 /// facade has no logger yet). In a plug-in, `log` is the plug-in's own static copy.
-fn install_host_log(f: nixl_telemetry_plugin_log_fn) {
+fn install_host_log(f: nixl_telemetry_plugin_log_fn_t) {
     if let Some(f) = f {
         HOST_LOG.store(f as usize, Ordering::Relaxed);
         LOGGER_INSTALLED.call_once(|| {

@@ -11,9 +11,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::Buckets;
-use telemetry_exporter_prometheus_mp::collect::StoreCollector;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
 use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
+use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// `n` transfers as `add_xfer_stats` stages them: post time, transfer time, bytes, 1 request.
 fn transfers(n: usize) -> Vec<Event> {
@@ -75,22 +75,22 @@ fn scrape(c: &mut Criterion) {
     let mut g = c.benchmark_group("mp_scrape");
     g.throughput(Throughput::Elements(writers.len() as u64));
     for aggregate in [Aggregate::None, Aggregate::Sum] {
-        let collector = StoreCollector::new(Collection {
+        let scan = StoreScan::new(ScanConfig {
             dir: dir.path().to_owned(),
             stale_ttl: Duration::from_secs(30),
             aggregate,
         });
-        assert_eq!(collector.collect().len(), 8);
+        assert_eq!(scan.live_stores().len(), 8);
         let name = match aggregate {
             Aggregate::None => "read_and_encode",
             Aggregate::Sum => "read_sum_and_encode",
         };
-        g.bench_with_input(BenchmarkId::new(name, 8), &collector, |b, c| {
+        g.bench_with_input(BenchmarkId::new(name, 8), &scan, |b, c| {
             b.iter(|| black_box(c.scrape()))
         });
         if aggregate == Aggregate::None {
-            g.bench_with_input(BenchmarkId::new("read_only", 8), &collector, |b, c| {
-                b.iter(|| black_box(c.collect()))
+            g.bench_with_input(BenchmarkId::new("read_only", 8), &scan, |b, c| {
+                b.iter(|| black_box(c.live_stores()))
             });
         }
     }

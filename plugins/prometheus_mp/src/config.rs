@@ -59,9 +59,9 @@ impl Aggregate {
     }
 }
 
-/// What a collector of a store directory needs (a serving rank, or `nixl-telemetry serve`).
+/// What a store scan of a directory needs (a serving rank, or `nixl-telemetry serve`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Collection {
+pub struct ScanConfig {
     /// The directory of the store files.
     pub dir: PathBuf,
     /// How long a store whose writer is gone is still served after its last update.
@@ -74,7 +74,7 @@ pub struct Collection {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MpConfig {
     /// Directory, TTL and aggregation.
-    pub collection: Collection,
+    pub scan: ScanConfig,
     /// The scrape address (`0.0.0.0:9090` by default).
     pub addr: SocketAddr,
     /// The `local_rank` label (empty: none), at most 63 bytes.
@@ -148,7 +148,7 @@ impl MpConfig {
             local_rank = truncate_str(&local_rank, LOCAL_RANK_LEN - 1).to_owned();
         }
         Ok(MpConfig {
-            collection: Collection {
+            scan: ScanConfig {
                 dir,
                 stale_ttl: stale_ttl_from(env)?,
                 aggregate: aggregate_from(env)?,
@@ -175,9 +175,9 @@ mod tests {
     #[test]
     fn defaults_with_only_the_directory() {
         let c = config(&[(ENV_MULTIPROC_DIR, "/tmp/mp")]).unwrap();
-        assert_eq!(c.collection.dir, PathBuf::from("/tmp/mp"));
-        assert_eq!(c.collection.stale_ttl, Duration::from_secs(30));
-        assert_eq!(c.collection.aggregate, Aggregate::None);
+        assert_eq!(c.scan.dir, PathBuf::from("/tmp/mp"));
+        assert_eq!(c.scan.stale_ttl, Duration::from_secs(30));
+        assert_eq!(c.scan.aggregate, Aggregate::None);
         assert_eq!(c.addr, "0.0.0.0:9090".parse().unwrap());
         assert_eq!(c.local_rank, "");
         assert_eq!(c.buckets, Buckets::default());
@@ -199,8 +199,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.addr, "127.0.0.1:9200".parse().unwrap());
         assert_eq!(c.local_rank, "3");
-        assert_eq!(c.collection.stale_ttl, Duration::ZERO);
-        assert_eq!(c.collection.aggregate, Aggregate::Sum);
+        assert_eq!(c.scan.stale_ttl, Duration::ZERO);
+        assert_eq!(c.scan.aggregate, Aggregate::Sum);
         assert!(!c.serve);
         assert_eq!(c.buckets.bounds(), [1.0, 2.0, 3.0]);
         // Another rank variable, an empty one (no label), an unset target (no label).
@@ -224,10 +224,7 @@ mod tests {
         assert!(warnings.len() == 1 && warnings[0].contains("exceeds 63 bytes"));
         // A huge TTL is clamped, not an error.
         let c = config(&[d, (ENV_STALE_TTL, "18446744073709551615")]).unwrap();
-        assert_eq!(
-            c.collection.stale_ttl,
-            Duration::from_nanos(i64::MAX as u64)
-        );
+        assert_eq!(c.scan.stale_ttl, Duration::from_nanos(i64::MAX as u64));
     }
 
     #[test]

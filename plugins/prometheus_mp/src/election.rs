@@ -1,7 +1,7 @@
 //! Which process serves a store directory on an address: the one holding an exclusive `flock`
 //! on the owner lock file `nixl-owner.<address>.lock` in the directory (NIXL's election, so our
 //! ranks and NIXL's ranks elect one owner together). The owner binds the address with the
-//! scrape endpoint and serves the directory's collector; the others stand by and try again
+//! scrape endpoint and serves the directory's store scan; the others stand by and try again
 //! every [`RETRY`], so when the owner exits or is killed (the kernel releases its lock and its
 //! socket) a survivor takes over.
 //!
@@ -33,7 +33,7 @@ use nixl_telemetry_series::endpoint::server::MetricsFn;
 use nixl_telemetry_series::endpoint::{BindError, Limits, Server};
 use nixl_telemetry_series::text;
 
-use crate::collect::StoreCollector;
+use crate::store_scan::StoreScan;
 use crate::sys;
 
 /// How often a process that is not serving tries again.
@@ -77,7 +77,7 @@ struct State {
 
 /// One process's part in the election for (directory, address).
 pub struct Election {
-    collector: Arc<StoreCollector>,
+    scan: Arc<StoreScan>,
     addr: SocketAddr,
     lock_path: PathBuf,
     state: Mutex<State>,
@@ -93,12 +93,12 @@ impl std::fmt::Debug for Election {
 }
 
 impl Election {
-    /// Takes part in serving `collector`'s directory on `addr` (nothing happens before the
+    /// Takes part in serving `scan`'s directory on `addr` (nothing happens before the
     /// first [`poll`](Self::poll)).
-    pub fn new(collector: Arc<StoreCollector>, addr: SocketAddr) -> Election {
-        let lock_path = collector.collection().dir.join(lock_file_name(&addr));
+    pub fn new(scan: Arc<StoreScan>, addr: SocketAddr) -> Election {
+        let lock_path = scan.config().dir.join(lock_file_name(&addr));
         Election {
-            collector,
+            scan,
             addr,
             lock_path,
             state: Mutex::new(State::default()),
@@ -107,7 +107,7 @@ impl Election {
 
     /// The directory.
     pub fn dir(&self) -> &Path {
-        &self.collector.collection().dir
+        &self.scan.config().dir
     }
 
     /// The address asked for.
@@ -165,9 +165,8 @@ impl Election {
                 }
             }
         }
-        let collector = self.collector.clone();
-        let metrics: MetricsFn =
-            Arc::new(move || (text::CONTENT_TYPE, collector.scrape().into_bytes()));
+        let scan = self.scan.clone();
+        let metrics: MetricsFn = Arc::new(move || (text::CONTENT_TYPE, scan.scrape().into_bytes()));
         match Server::bind(self.addr, Limits::default(), metrics) {
             Ok(server) => {
                 let local = server.local_addr();
@@ -280,17 +279,17 @@ fn claim(path: &Path) -> Result<Option<File>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Aggregate, Collection};
+    use crate::config::{Aggregate, ScanConfig};
     use nixl_telemetry::logging::{capture, warnings};
     use std::net::{Ipv4Addr, TcpListener};
 
     fn election(dir: &Path, port: u16) -> Election {
-        let collector = Arc::new(StoreCollector::new(Collection {
+        let scan = Arc::new(StoreScan::new(ScanConfig {
             dir: dir.to_owned(),
             stale_ttl: Duration::ZERO,
             aggregate: Aggregate::None,
         }));
-        Election::new(collector, SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+        Election::new(scan, SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
     }
 
     #[test]
@@ -384,13 +383,13 @@ mod tests {
     #[test]
     fn other_bind_failures_are_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let collector = Arc::new(StoreCollector::new(Collection {
+        let scan = Arc::new(StoreScan::new(ScanConfig {
             dir: dir.path().to_owned(),
             stale_ttl: Duration::ZERO,
             aggregate: Aggregate::None,
         }));
         // An address that is not on this machine.
-        let e = Election::new(collector, "192.0.2.1:9".parse().unwrap());
+        let e = Election::new(scan, "192.0.2.1:9".parse().unwrap());
         let err = e.poll(Instant::now()).unwrap_err();
         assert!(err.contains("could not be started"), "{err}");
         assert_eq!(e.poll(Instant::now()), Ok(Role::Standby), "backing off");

@@ -1,6 +1,6 @@
 //! The per-process store file of NIXL's `prometheus_mp` exporter (`storeLayout`, schema 1):
 //! 6,800 bytes, native endian (little-endian on every platform NIXL ships), every field at
-//! NIXL's offset, so NIXL's collector reads our stores and ours reads NIXL's.
+//! NIXL's offset, so NIXL's scrape-time reader reads our stores and our store scan reads NIXL's.
 //!
 //! | offset | size | field |
 //! |---|---|---|

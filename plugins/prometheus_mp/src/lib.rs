@@ -9,7 +9,8 @@
 //! - [`config`]: the variables (NIXL's, plus `NIXL_TELEMETRY_MP_SERVE` and
 //!   `NIXL_TELEMETRY_MP_AGGREGATE`).
 //! - [`layout`]: the 6,800-byte store layout; [`store`] writes one, [`reader`] reads one.
-//! - [`collect`]: a directory's collector (liveness, TTL, reaping, the scrape page).
+//! - [`store_scan`]: the store scan, the scrape-time reader of every rank's store in the
+//!   directory (liveness, TTL, reaping, the scrape page).
 //! - [`election`]: which process serves, and failover.
 //! - [`dir`]: creating and checking the directory.
 //!
@@ -17,16 +18,16 @@
 //! the flush thread (the producer hot path never touches it) and then polls the election, and
 //! so does every empty flush, so a survivor takes over the port within about
 //! `RUN_INTERVAL` + 200 ms of the serving process's exit even when it records nothing.
-//! `nixl-telemetry serve --dir DIR` runs the same collector, endpoint and election as a
+//! `nixl-telemetry serve --dir DIR` runs the same store scan, endpoint and election as a
 //! standalone process.
 
-pub mod collect;
 pub mod config;
 pub mod dir;
 pub mod election;
 pub mod layout;
 pub mod reader;
 pub mod store;
+pub mod store_scan;
 mod sys;
 
 use std::ffi::CStr;
@@ -39,20 +40,20 @@ use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::Event;
 use nixl_telemetry_series::hostname;
 
-use crate::collect::StoreCollector;
-use crate::config::{Collection, MpConfig};
+use crate::config::{MpConfig, ScanConfig};
 use crate::election::Election;
 use crate::store::{Identity, StoreWriter};
+use crate::store_scan::StoreScan;
 
 /// The elections this process takes part in, one per (directory, address), shared by its
 /// agents: one endpoint per process and address, as with the `prometheus` exporter.
 static ELECTIONS: Mutex<Vec<Weak<Election>>> = Mutex::new(Vec::new());
 
-/// This process's election for `collection.dir` (canonicalised) on `addr`: the running one if
+/// This process's election for `scan.dir` (canonicalised) on `addr`: the running one if
 /// another agent of the process already takes part (its TTL and aggregation hold), else a new
 /// one.
-pub fn join_election(collection: &Collection, addr: SocketAddr) -> Arc<Election> {
-    let dir = std::fs::canonicalize(&collection.dir).unwrap_or_else(|_| collection.dir.clone());
+pub fn join_election(scan: &ScanConfig, addr: SocketAddr) -> Arc<Election> {
+    let dir = std::fs::canonicalize(&scan.dir).unwrap_or_else(|_| scan.dir.clone());
     let mut all = ELECTIONS.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|w| w.strong_count() > 0);
     if let Some(e) = all
@@ -62,11 +63,11 @@ pub fn join_election(collection: &Collection, addr: SocketAddr) -> Arc<Election>
     {
         return e;
     }
-    let collector = Arc::new(StoreCollector::new(Collection {
+    let scan = Arc::new(StoreScan::new(ScanConfig {
         dir,
-        ..collection.clone()
+        ..scan.clone()
     }));
-    let e = Arc::new(Election::new(collector, addr));
+    let e = Arc::new(Election::new(scan, addr));
     all.push(Arc::downgrade(&e));
     e
 }
@@ -84,7 +85,7 @@ impl TelemetryPlugin for PrometheusMpExporter {
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
         let config = MpConfig::from_lookup(&process_env).map_err(CreateError::InvalidParam)?;
-        let dir = &config.collection.dir;
+        let dir = &config.scan.dir;
         dir::prepare(dir).map_err(|e| CreateError::Other(format!("prometheus_mp: {e}")))?;
         let id = Identity::for_this_process(params.agent_name, &hostname(), &config.local_rank);
         let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
@@ -97,7 +98,7 @@ impl TelemetryPlugin for PrometheusMpExporter {
         let election = match config.serve {
             false => None,
             true => {
-                let e = join_election(&config.collection, config.addr);
+                let e = join_election(&config.scan, config.addr);
                 e.poll(Instant::now()).map_err(CreateError::Other)?;
                 Some(e)
             }

@@ -3,12 +3,12 @@
 //! `flock` for the writer's life, sized to 6,800 bytes, filled (header, heartbeat, magic last
 //! with release ordering), then published under its final name
 //! `nixl.<pid>.<run marker>.<instance>.mmap` in one step (`linkat`, or `rename`). Dropping the
-//! writer unmaps and closes it (releasing the lock) and leaves the file for the collector,
+//! writer unmaps and closes it (releasing the lock) and leaves the file for the store scan,
 //! which serves it for the stale TTL and then removes it.
 //!
-//! [`StoreWriter::apply`] runs on the collector's flush thread, inside the exporter's export:
+//! [`StoreWriter::apply`] runs on the agent's collector's flush thread, inside the exporter's export:
 //! the producer hot path never touches the store. It is the only writer of its store (the
-//! lock keeps other processes out, the collector serialises a collector's flushes), so every
+//! lock keeps other processes out, the agent's collector serialises its flushes), so every
 //! update is a relaxed load and store of one word; readers load words atomically too.
 
 use std::ffi::CString;
@@ -69,7 +69,7 @@ impl Identity {
     }
 }
 
-/// Whether `name` is a store file name (`nixl.*.mmap`), as the collector matches it.
+/// Whether `name` is a store file name (`nixl.*.mmap`), as the store scan matches it.
 pub fn is_store_name(name: &[u8]) -> bool {
     name.len() >= b"nixl..mmap".len() && name.starts_with(b"nixl.") && name.ends_with(b".mmap")
 }
@@ -136,7 +136,7 @@ impl StoreWriter {
         let (file, map) = match create_unnamed(dir, &path, &header) {
             Ok(created) => created,
             // No O_TMPFILE on this file system (or no /proc to link it through): a staging
-            // name the collector does not match, renamed into place once filled.
+            // name the store scan does not match, renamed into place once filled.
             Err(_) => create_staged(&path, &header)?,
         };
         let s = slots();
@@ -255,7 +255,7 @@ fn fill(file: &File, header: &[u8]) -> io::Result<MmapRaw> {
 }
 
 /// Takes the writer's lock; a failure is logged and the store is written anyway (its writer
-/// then looks departed to a collector, which serves it for the TTL after each update).
+/// then looks departed to a store scan, which serves it for the TTL after each update).
 fn lock(file: &File, path: &Path) {
     match sys::try_lock_exclusive(file) {
         Ok(true) => {}

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// `open_file(path, create_new)`: read-write, created 0600, never through a link;
 /// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
-/// file holds it. A writer holds its store and an owner its lock this way; a collector probes
+/// file holds it. A writer holds its store and an owner its lock this way; a store scan probes
 /// liveness the same way (as NIXL's does), holding a dead writer's lock only while it reads.
 pub use nixl_telemetry::owner_only::{euid, open_file, try_lock_exclusive};
 

@@ -10,8 +10,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use telemetry_exporter_prometheus_mp::collect::StoreCollector;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
+use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// The child processes' entry point (see `common::child_main`).
 #[test]
@@ -142,12 +142,12 @@ fn a_port_held_outside_the_ranks_gives_one_warning_and_stores_are_still_written(
         })
         .collect();
     // Both stores are written and readable while nobody of the directory serves.
-    let collector = StoreCollector::new(Collection {
+    let scan = StoreScan::new(ScanConfig {
         dir: dir.clone(),
         stale_ttl: Duration::from_secs(30),
         aggregate: Aggregate::None,
     });
-    let stores = collector.collect();
+    let stores = scan.live_stores();
     let mut bytes: Vec<u64> = stores
         .iter()
         .map(|s| s.snapshot.counter(nixl_telemetry::EventType::AgentTxBytes))

@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use telemetry_exporter_prometheus_mp::collect::StoreCollector;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
+use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// `promtool check metrics` accepts `page` (a file): exit 0, or 3 with only the known lint on
 /// NIXL's `_us` histogram names.
@@ -128,7 +128,7 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
     std::fs::write(&page, &body).unwrap();
     promtool_accepts(&page);
     // The same stores with node totals: one per agent name, counters and histograms summed.
-    let totals = StoreCollector::new(Collection {
+    let totals = StoreScan::new(ScanConfig {
         dir: dir.clone(),
         stale_ttl: Duration::from_secs(30),
         aggregate: Aggregate::Sum,

@@ -1,4 +1,4 @@
-//! `nixl-telemetry serve --dir DIR`: the same collector and endpoint as a standalone process.
+//! `nixl-telemetry serve --dir DIR`: the same store scan and endpoint as a standalone process.
 //! Ranks that run with `NIXL_TELEMETRY_MP_SERVE=0` only write their stores (nothing listens on
 //! their port) and the sidecar serves them; a serving rank on another port shows the same
 //! series; the sidecar outlives the ranks (their series go after the TTL) and stops cleanly on

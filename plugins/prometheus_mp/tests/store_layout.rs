@@ -6,7 +6,7 @@
 //! - NIXL's stores decode to the values their event streams imply, every other byte zero;
 //! - our writer, fed the same streams, writes the same bytes (all but the heartbeat);
 //! - a store written through the plug-in by a rank process has the documented layout;
-//! - our collector serves NIXL's stores with the same samples as NIXL's own scrape page.
+//! - our store scan serves NIXL's stores with the same samples as NIXL's own scrape page.
 
 mod common;
 
@@ -20,9 +20,9 @@ use common::*;
 use nixl_telemetry::Event;
 use nixl_telemetry_series::{text, Buckets};
 use serde_json::Value;
-use telemetry_exporter_prometheus_mp::collect::StoreCollector;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, Collection};
+use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
 use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
+use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// The child processes' entry point (see `common::child_main`).
 #[test]
@@ -317,7 +317,7 @@ fn agent_samples(page: &str) -> std::collections::BTreeSet<String> {
 }
 
 #[test]
-fn our_collector_serves_nixls_stores_as_nixl_does() {
+fn our_store_scan_serves_nixls_stores_as_nixl_does() {
     let exp = expected();
     let dir = tempfile::tempdir().unwrap();
     let mut holders = Vec::new();
@@ -336,12 +336,12 @@ fn our_collector_serves_nixls_stores_as_nixl_does() {
         assert_eq!(rc, 0);
         holders.push(f);
     }
-    let collector = StoreCollector::new(Collection {
+    let scan = StoreScan::new(ScanConfig {
         dir: dir.path().to_owned(),
         stale_ttl: Duration::ZERO,
         aggregate: Aggregate::None,
     });
-    let ours = collector.scrape();
+    let ours = scan.scrape();
     let nixl = std::fs::read_to_string(fixtures().join("nixl-mp-scrape.txt")).unwrap();
     let (ours_set, nixl_set) = (agent_samples(&ours), agent_samples(&nixl));
     assert_eq!(nixl_set.len(), 2 * (15 + 12 + 42));
@@ -376,8 +376,8 @@ fn our_collector_serves_nixls_stores_as_nixl_does() {
     assert_eq!(order(&first(&ours)), order(&first(&nixl)));
     // Not removed: both writers are alive.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
-    let by_rank: BTreeMap<String, u64> = collector
-        .collect()
+    let by_rank: BTreeMap<String, u64> = scan
+        .live_stores()
         .into_iter()
         .map(|s| {
             (

@@ -1,5 +1,6 @@
-//! The collector of a store directory, run on every scrape by the serving process (a rank that
-//! won the election, or `nixl-telemetry serve`): it reads every `nixl.*.mmap` file, serves the
+//! The store scan: the scrape-time reader of every rank's store in a directory, run on every
+//! scrape by the serving process (a rank that won the election, or `nixl-telemetry serve`). It
+//! reads every `nixl.*.mmap` file, serves the
 //! stores whose writer is alive (its `flock` is held) or left less than the stale TTL ago,
 //! removes the others, and skips, with one warning per file, what it cannot use.
 //!
@@ -21,39 +22,39 @@ use std::sync::Mutex;
 use nixl_telemetry_series::text::{self, Row};
 use nixl_telemetry_series::{AgentSnapshot, FamilyKind};
 
-use crate::config::{Aggregate, Collection};
+use crate::config::{Aggregate, ScanConfig};
 use crate::reader::{read_file, ReadOutcome, StoreView};
 use crate::store::is_store_name;
 use crate::sys;
 
-/// Files a collector remembers having warned about (NIXL's bound).
+/// Files a store scan remembers having warned about (NIXL's bound).
 const WARNED_PATHS: usize = 64;
 
-/// The collector of one directory; shared with the scrape endpoint's thread.
+/// The scan of one directory; shared with the scrape endpoint's thread.
 #[derive(Debug)]
-pub struct StoreCollector {
-    collection: Collection,
+pub struct StoreScan {
+    config: ScanConfig,
     ttl_ns: u64,
     warned: Mutex<VecDeque<PathBuf>>,
     warned_dir: AtomicBool,
     warned_bounds: AtomicBool,
 }
 
-impl StoreCollector {
-    /// A collector of `collection.dir`.
-    pub fn new(collection: Collection) -> StoreCollector {
-        StoreCollector {
-            ttl_ns: u64::try_from(collection.stale_ttl.as_nanos()).unwrap_or(u64::MAX),
-            collection,
+impl StoreScan {
+    /// The scan of `config.dir`.
+    pub fn new(config: ScanConfig) -> StoreScan {
+        StoreScan {
+            ttl_ns: u64::try_from(config.stale_ttl.as_nanos()).unwrap_or(u64::MAX),
+            config,
             warned: Mutex::new(VecDeque::new()),
             warned_dir: AtomicBool::new(false),
             warned_bounds: AtomicBool::new(false),
         }
     }
 
-    /// What it collects.
-    pub fn collection(&self) -> &Collection {
-        &self.collection
+    /// The directory and the rules it scans with.
+    pub fn config(&self) -> &ScanConfig {
+        &self.config
     }
 
     /// Warns about `path` unless it already did (remembering the last 64 paths).
@@ -71,8 +72,8 @@ impl StoreCollector {
 
     /// Reads the directory: the stores to serve, ordered by pid and instance. Stores of
     /// departed writers older than the TTL, and invalid files nobody holds, are removed.
-    pub fn collect(&self) -> Vec<StoreView> {
-        let dir = &self.collection.dir;
+    pub fn live_stores(&self) -> Vec<StoreView> {
+        let dir = &self.config.dir;
         let entries = match fs::read_dir(dir) {
             Ok(e) => {
                 self.warned_dir.store(false, Ordering::Relaxed);
@@ -159,13 +160,13 @@ impl StoreCollector {
 
     /// The scrape page: every live store's series (and node totals when configured).
     pub fn scrape(&self) -> String {
-        let stores = self.collect();
-        let (text, mixed) = encode(&stores, self.collection.aggregate);
+        let stores = self.live_stores();
+        let (text, mixed) = encode(&stores, self.config.aggregate);
         if mixed && !self.warned_bounds.swap(true, Ordering::Relaxed) {
             log::warn!(
                 "prometheus_mp: ranks of telemetry dir {} with the same agent name use different \
                  NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US; their node totals have no histograms",
-                self.collection.dir.display()
+                self.config.dir.display()
             );
         }
         text
@@ -286,8 +287,8 @@ mod tests {
     use nixl_telemetry_series::{text::parse, Buckets};
     use std::time::Duration;
 
-    fn collection(dir: &Path, ttl: Duration, aggregate: Aggregate) -> Collection {
-        Collection {
+    fn config(dir: &Path, ttl: Duration, aggregate: Aggregate) -> ScanConfig {
+        ScanConfig {
             dir: dir.to_owned(),
             stale_ttl: ttl,
             aggregate,
@@ -326,8 +327,8 @@ mod tests {
         let c = writer(dir.path(), "same", 11, "", &b);
         a.apply(&[Event::new(EventType::AgentTxBytes, 999)]);
         c.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
-        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
-        let page = col.scrape();
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
+        let page = scan.scrape();
         let rank0 = [
             ("hostname", "node"),
             ("agent_name", "same"),
@@ -365,13 +366,13 @@ mod tests {
         let gone_path = gone.path().to_owned();
         drop(gone);
         // Within a long TTL a departed writer's store is still served.
-        let long = StoreCollector::new(collection(
+        let long = StoreScan::new(config(
             dir.path(),
             Duration::from_secs(3600),
             Aggregate::None,
         ));
-        let names = |c: &StoreCollector| -> Vec<String> {
-            c.collect()
+        let names = |c: &StoreScan| -> Vec<String> {
+            c.live_stores()
                 .iter()
                 .map(|s| s.snapshot.agent_name.to_string())
                 .collect()
@@ -379,7 +380,7 @@ mod tests {
         assert_eq!(names(&long), ["live", "gone"]);
         assert!(gone_path.exists());
         // With TTL 0 it is stale: removed; the live writer stays whatever its age.
-        let zero = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        let zero = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
         assert_eq!(names(&zero), ["live"]);
         assert!(!gone_path.exists());
         assert!(live.path().exists());
@@ -387,7 +388,7 @@ mod tests {
         // An empty directory, or a missing one (one warning), gives an empty page.
         drop(live);
         assert_eq!(zero.scrape(), "");
-        let missing = StoreCollector::new(collection(
+        let missing = StoreScan::new(config(
             &dir.path().join("nope"),
             Duration::ZERO,
             Aggregate::None,
@@ -414,10 +415,10 @@ mod tests {
         assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
         std::fs::write(dir.path().join("not-a-store.txt"), "x").unwrap();
         std::os::unix::fs::symlink(&held, dir.path().join("nixl.8.1.0.mmap")).unwrap();
-        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
         let (stores, logged) = nixl_telemetry::logging::capture(|| {
-            let first = col.collect();
-            (first, col.collect())
+            let first = scan.live_stores();
+            (first, scan.live_stores())
         });
         assert!(stores.0.is_empty() && stores.1.is_empty());
         let warnings = nixl_telemetry::logging::warnings(&logged);
@@ -451,8 +452,9 @@ mod tests {
         let path = w.path().to_owned();
         drop(w);
         std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
-        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::None));
-        let (stores, logged) = nixl_telemetry::logging::capture(|| (col.collect(), col.collect()));
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
+        let (stores, logged) =
+            nixl_telemetry::logging::capture(|| (scan.live_stores(), scan.live_stores()));
         assert!(stores.0.is_empty() && stores.1.is_empty());
         let warnings = nixl_telemetry::logging::warnings(&logged);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -481,8 +483,8 @@ mod tests {
             Event::new(EventType::AgentErrCanceled, 1),
         ]);
         other.apply(&[Event::new(EventType::AgentTxBytes, 3)]);
-        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::Sum));
-        let page = col.scrape();
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let page = scan.scrape();
         let total = [("hostname", "node"), ("agent_name", "w")];
         assert_eq!(value(&page, "agent_tx_bytes_total", &total), Some(120.0));
         assert_eq!(
@@ -538,8 +540,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let _a = writer(dir.path(), "w", 1, "", &Buckets::new(&[10.0]).unwrap());
         let _b = writer(dir.path(), "w", 2, "", &Buckets::new(&[20.0]).unwrap());
-        let col = StoreCollector::new(collection(dir.path(), Duration::ZERO, Aggregate::Sum));
-        let (pages, logged) = nixl_telemetry::logging::capture(|| (col.scrape(), col.scrape()));
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let (pages, logged) = nixl_telemetry::logging::capture(|| (scan.scrape(), scan.scrape()));
         assert_eq!(nixl_telemetry::logging::warnings(&logged).len(), 1);
         let total = [("hostname", "node"), ("agent_name", "w")];
         assert_eq!(value(&pages.0, "agent_tx_bytes_total", &total), Some(0.0));

@@ -1,6 +1,10 @@
-//! The glue every `extern "C"` function of the crate runs on: one per-thread last-error slot,
-//! the panic boundary, and the argument checks (handles, out-parameters, strings, paths), so an
-//! entry point is a short body of `?`s and the NULL checks are written once.
+//! The boundary every `extern "C"` function of the crate runs on: one per-thread last-error
+//! slot, the panic boundary, the argument checks (handles, out-parameters, strings, paths,
+//! versioned structs) and the making and releasing of handles, so an entry point is a short
+//! body of `?`s and the NULL checks are written once.
+//!
+//! Each entry point names itself once, in a `const FUNCTION: &str`, which prefixes its error
+//! messages (`<function>: argument 'out' is NULL`).
 
 use std::any::Any;
 use std::cell::RefCell;

@@ -1,0 +1,385 @@
+//! `nixl-telemetry read`: the NIXL reader's format and JSON with filters, stopping while a
+//! writer keeps writing, and `--follow` (bursts, Ctrl+C, truncated, missing and replaced rings,
+//! `--peek`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use nixl_telemetry::{Event, EventType, RingWriter};
+
+fn fixture_copy(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name);
+    let dst = dir.join(name);
+    std::fs::copy(src, &dst).unwrap();
+    dst
+}
+
+#[test]
+fn read_prints_the_nixl_reader_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "agent", 16).unwrap();
+    ring.push_batch(&[
+        Event::new(EventType::AgentTxBytes, 1048576),
+        Event::new(EventType::AgentMemoryRegistered, 4096),
+    ]);
+    let path = dir.path().join("agent");
+    let text = stdout_of(&["read".as_ref(), path.as_os_str()]);
+    let expected = format!(
+        "Telemetry path: {}\nOpening telemetry buffer: {}\nSuccessfully opened telemetry buffer (version: 4)\nBuffer capacity: 16 events\n\
+         \n=== NIXL Telemetry Event ===\nEvent: agent_tx_bytes\nValue: 1048576\n===========================\n\
+         \n=== NIXL Telemetry Event ===\nEvent: agent_memory_registered\nValue: 4096\n===========================\n\
+         \nTotal events read: 2\nFinal buffer size: 0 events\n",
+        path.display(),
+        path.display()
+    );
+    assert_eq!(text, expected);
+    // The events were consumed.
+    let again = stdout_of(&["read".as_ref(), path.as_os_str()]);
+    assert!(again.contains("Total events read: 0"));
+}
+
+#[test]
+fn read_json_with_filters_on_a_nixl_written_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path(), "nixl-ring-v4-cap16-wrapped.bin");
+    let text = stdout_of(&[
+        "read".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--filter".as_ref(),
+        "agent_err_not_*".as_ref(),
+        "--filter".as_ref(),
+        "agent_err_canceled".as_ref(),
+        path.as_os_str(),
+    ]);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines
+        .iter()
+        .all(|v| v["agent"] == "nixl-ring-v4-cap16-wrapped.bin"));
+    let got: Vec<(String, u64, u64)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["event"].as_str().unwrap().to_owned(),
+                v["type"].as_u64().unwrap(),
+                v["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("agent_err_not_posted".into(), 8, 1008),
+            ("agent_err_not_found".into(), 11, 1011),
+            ("agent_err_not_allowed".into(), 13, 1013),
+            ("agent_err_not_supported".into(), 16, 1016),
+            ("agent_err_canceled".into(), 18, 1018),
+        ]
+    );
+}
+
+#[test]
+fn read_without_follow_stops_while_a_writer_keeps_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = std::sync::Arc::new(RingWriter::create(dir.path(), "busy", 1024).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (ring, stop) = (ring.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ring.push_batch(&[Event::new(EventType::AgentTxBytes, 1); 64]);
+                std::thread::yield_now();
+            }
+        })
+    };
+    // It reads what is there when it starts (at most the ring's capacity) and exits.
+    let text = stdout_of(&[
+        "read".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        ring.path().as_os_str(),
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(text.lines().count() < 1024, "{}", text.lines().count());
+}
+
+/// Reads a child's stdout on a thread, so the test can watch it grow.
+fn collect_stdout(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::Arc<std::sync::Mutex<String>>,
+    std::thread::JoinHandle<()>,
+) {
+    collect(child.stdout.take().unwrap())
+}
+
+/// Reads a pipe's lines into a shared string on a thread.
+fn collect(
+    pipe: impl std::io::Read + Send + 'static,
+) -> (
+    std::sync::Arc<std::sync::Mutex<String>>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::BufRead;
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = std::sync::Arc::clone(&text);
+    let thread = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            let mut t = sink.lock().unwrap();
+            t.push_str(&line);
+            t.push('\n');
+        }
+    });
+    (text, thread)
+}
+
+/// Waits until `text` contains `needle` (panics after 60 s).
+fn wait_for_text(text: &std::sync::Mutex<String>, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !text.lock().unwrap().contains(needle) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {needle:?}; got:\n{}",
+            text.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits until `text` holds at least `n` lines (panics after 60 s, or if the child exits).
+fn wait_for_lines(child: &mut std::process::Child, text: &std::sync::Mutex<String>, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = text.lock().unwrap().clone();
+        if now.lines().count() >= n {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("read --follow exited early ({status}) after printing:\n{now}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {n} lines; got:\n{now}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends SIGINT to `child` and returns its exit status and stderr.
+fn interrupt(child: &mut std::process::Child) -> (std::process::ExitStatus, String) {
+    use std::time::{Duration, Instant};
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the child already exited"
+    );
+    // SAFETY: kill(2) takes two integers and touches no memory of this process. `pid` is our own
+    // child, not reaped yet (checked just above), so the id cannot name another process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+    }
+    (status, stderr)
+}
+
+fn follow(args: &[&std::ffi::OsStr]) -> std::process::Child {
+    use std::process::Stdio;
+    std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
+        .args(["read", "--follow", "--format", "json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+type Collected = (
+    std::sync::Arc<std::sync::Mutex<String>>,
+    std::thread::JoinHandle<()>,
+);
+
+/// Ends a `read --follow` with Ctrl+C, checks that it exits 0, and returns its stderr.
+fn stop_following(child: &mut std::process::Child, stdout: Collected, stderr: Collected) -> String {
+    let (status, _) = interrupt(child);
+    stdout.1.join().unwrap();
+    stderr.1.join().unwrap();
+    let text = stderr.0.lock().unwrap().clone();
+    assert_eq!(status.code(), Some(0), "{status}; stderr: {text}");
+    text
+}
+
+fn values(text: &std::sync::Mutex<String>) -> Vec<u64> {
+    text.lock()
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["value"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn read_follow_prints_both_bursts_and_exits_0_on_ctrl_c() {
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "live", 64).unwrap();
+    let first = [
+        Event::new(EventType::AgentXferPostTime, 8),
+        Event::new(EventType::AgentXferTime, 120),
+        Event::new(EventType::AgentTxBytes, 1 << 20),
+        Event::new(EventType::AgentTxRequestsNum, 1),
+    ];
+    let second = [
+        Event::new(EventType::AgentErrBackend, 1),
+        Event::new(EventType::AgentMemoryDeregistered, 4096),
+        Event {
+            event_type: 77,
+            value: u64::MAX,
+        },
+    ];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
+        .args(["read", "--follow", "--format", "json"])
+        .arg(ring.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (text, stdout_thread) = collect_stdout(&mut child);
+
+    assert_eq!(ring.push_batch(&first), first.len());
+    wait_for_lines(&mut child, &text, first.len());
+    // The second burst arrives while the command polls the empty ring.
+    assert_eq!(ring.push_batch(&second), second.len());
+    wait_for_lines(&mut child, &text, first.len() + second.len());
+
+    let (status, stderr) = interrupt(&mut child);
+    assert_eq!(status.code(), Some(0), "{status}; stderr: {stderr}");
+    assert_eq!(stderr, "");
+
+    // Everything printed, up to EOF.
+    stdout_thread.join().unwrap();
+    let printed = text.lock().unwrap().clone();
+    let got: Vec<serde_json::Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let expected: Vec<serde_json::Value> = first
+        .iter()
+        .chain(&second)
+        .map(|e| serde_json::json!({"agent": "live", "event": e.name(), "type": e.event_type, "value": e.value}))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(ring.is_empty(), "the events were consumed");
+}
+
+#[test]
+fn read_follow_reopens_a_ring_truncated_and_recreated_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "live", 64).unwrap();
+    let path = ring.path().to_owned();
+    let mut child = follow(&[path.as_os_str()]);
+    let out = collect_stdout(&mut child);
+    let err = collect(child.stderr.take().unwrap());
+    let (text, errors) = (out.0.clone(), err.0.clone());
+    assert_eq!(
+        ring.push_batch(&[Event::new(EventType::AgentTxBytes, 7)]),
+        1
+    );
+    wait_for_lines(&mut child, &text, 1);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // The follower's next look at the ring finds it truncated; it waits for a ring again.
+    wait_for_text(
+        &errors,
+        "is no longer the ring being read (it was truncated)",
+    );
+    // The writer recreates the ring (as the BUFFER exporter does).
+    drop(ring);
+    let ring = RingWriter::create(dir.path(), "live", 64).unwrap();
+    assert_eq!(
+        ring.push_batch(&[Event::new(EventType::AgentTxBytes, 8)]),
+        1
+    );
+    wait_for_lines(&mut child, &text, 2);
+    let stderr = stop_following(&mut child, out, err);
+    assert_eq!(values(&text), [7, 8]);
+    assert!(
+        stderr.contains("reading the ring (capacity 64 events)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn read_follow_waits_for_a_missing_ring_and_follows_a_replaced_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("later");
+    let mut child = follow(&[path.as_os_str()]);
+    let out = collect_stdout(&mut child);
+    let err = collect(child.stderr.take().unwrap());
+    let (text, errors) = (out.0.clone(), err.0.clone());
+    wait_for_text(&errors, &format!("waiting for {}", path.display()));
+    let ring = RingWriter::create(dir.path(), "later", 16).unwrap();
+    ring.push_batch(&[Event::new(EventType::AgentRxBytes, 1)]);
+    wait_for_lines(&mut child, &text, 1);
+    // The agent restarts with another buffer size: a new file replaces the ring.
+    drop(ring);
+    let ring = RingWriter::create(dir.path(), "later", 32).unwrap();
+    ring.push_batch(&[Event::new(EventType::AgentRxBytes, 2)]);
+    wait_for_lines(&mut child, &text, 2);
+    let stderr = stop_following(&mut child, out, err);
+    assert_eq!(values(&text), [1, 2]);
+    assert!(stderr.contains("another file now has its name"), "{stderr}");
+    assert!(
+        stderr.contains("reading the ring (capacity 32 events)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn read_follow_peek_leaves_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "p", 64).unwrap();
+    let path = ring.path().to_owned();
+    let mut child = follow(&["--peek".as_ref(), path.as_os_str()]);
+    let (text, stdout_thread) = collect_stdout(&mut child);
+    ring.push_batch(&[Event::new(EventType::AgentTxBytes, 1)]);
+    wait_for_lines(&mut child, &text, 1);
+    ring.push_batch(&[Event::new(EventType::AgentTxBytes, 2)]);
+    wait_for_lines(&mut child, &text, 2);
+    let (status, _) = interrupt(&mut child);
+    stdout_thread.join().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(values(&text), [1, 2], "each event once");
+    assert_eq!(ring.len(), 2, "nothing consumed");
+}

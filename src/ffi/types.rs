@@ -1,0 +1,111 @@
+//! The C types of the core ABI (`include/nixl_telemetry.h`) that exist only for it: the two
+//! opaque handles, the options struct, the counters struct and the log-callback type. Each is
+//! converted at the boundary from or to the core's own Rust value ([`Collector`],
+//! [`RingReader`], [`Options`](crate::config::Options), [`CollectorStats`], a [`LogSink`]),
+//! which has no C layout.
+//!
+//! The one C-layout type of this header that lives in the core is the event record
+//! ([`crate::Event`], `nixl_telemetry_event_t`): it is also the 16-byte record of the ring file,
+//! so the core's value and the C type are one. The numbers the header carries live in
+//! [`crate::constants`].
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_void, CString};
+use std::sync::Arc;
+
+use crate::collector::{Collector, CollectorStats};
+use crate::logging::{level_code, LogSink};
+use crate::ring::RingReader;
+
+/// One agent's telemetry collector (opaque). Created by `nixl_telemetry_create`, released by
+/// `nixl_telemetry_destroy`. All functions taking it are thread-safe.
+pub struct nixl_telemetry_t {
+    pub(crate) collector: Collector,
+}
+
+/// A ring-file reader (opaque). Created by `nixl_telemetry_ring_open`, released by
+/// `nixl_telemetry_ring_close`. Not thread-safe: use one reader from one thread at a time.
+pub struct nixl_telemetry_ring_t {
+    pub(crate) reader: RingReader,
+}
+
+/// Programmatic settings of `nixl_telemetry_create_with_options`. Versioned by `struct_size`:
+/// set it to `sizeof(nixl_telemetry_options_t)` and zero every field you do not set
+/// (`nixl_telemetry_options_t o = {sizeof o};` in C, `{sizeof(o)}` in C++). A zero, NULL or
+/// empty field is unset and read from its environment variable, as `nixl_telemetry_create` does;
+/// fields added by later versions go at the end, so older callers (smaller `struct_size`)
+/// leave them unset.
+#[repr(C)]
+pub struct nixl_telemetry_options_t {
+    /// `sizeof(nixl_telemetry_options_t)` as the caller was compiled; always the first field.
+    pub struct_size: usize,
+    /// The exporter (`BUFFER`, `NOP`, `TRACE` or a plug-in name); replaces
+    /// `NIXL_TELEMETRY_EXPORTER`. NULL or empty: the environment's rule.
+    pub exporter_name: *const c_char,
+    /// Staging-queue capacity and ring size in events; replaces `NIXL_TELEMETRY_BUFFER_SIZE`.
+    pub buffer_size: u64,
+    /// Flush period in milliseconds; replaces `NIXL_TELEMETRY_RUN_INTERVAL`.
+    pub run_interval_ms: u64,
+    /// The ring directory of `BUFFER`; replaces `NIXL_TELEMETRY_DIR`.
+    pub dir: *const c_char,
+    /// Comma-separated glob allowlist of event names; replaces `NIXL_TELEMETRY_ENABLED_METRICS`.
+    pub enabled_metrics: *const c_char,
+}
+
+/// Counters of one collector since its creation. After the collector's final flush,
+/// `events_exported + events_lost == events_accepted + drop_reports`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct nixl_telemetry_stats_t {
+    /// Events that entered the staging queue.
+    pub events_accepted: u64,
+    /// Events refused by the full staging queue (reported as `agent_telemetry_events_dropped`).
+    pub events_dropped: u64,
+    /// Events the exporter kept (including synthetic drop reports).
+    pub events_exported: u64,
+    /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind; for
+    /// TRACE: rows a failed write lost, counted at the collector flush after that write).
+    pub events_lost: u64,
+    /// Completed flushes (periodic, explicit and final).
+    pub flushes: u64,
+    /// Synthetic `agent_telemetry_events_dropped` events emitted.
+    pub drop_reports: u64,
+}
+
+impl From<CollectorStats> for nixl_telemetry_stats_t {
+    fn from(s: CollectorStats) -> nixl_telemetry_stats_t {
+        nixl_telemetry_stats_t {
+            events_accepted: s.events_accepted,
+            events_dropped: s.events_dropped,
+            events_exported: s.events_exported,
+            events_lost: s.events_lost,
+            flushes: s.flushes,
+            drop_reports: s.drop_reports,
+        }
+    }
+}
+
+/// A C log callback: `level` is one of the `NIXL_TELEMETRY_LOG_*` values, `message` a
+/// NUL-terminated string valid only during the call. It must not unwind (C++: `noexcept`).
+pub type nixl_telemetry_log_fn_t =
+    Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
+
+/// The logging sink that calls the C callback `cb` with `user_data` (`None` for NULL: back to
+/// stderr). The message is passed as a NUL-terminated copy (NULs inside it become spaces).
+///
+/// # Safety
+/// `cb` is NULL or a thread-safe, non-unwinding function valid for as long as the sink is
+/// installed, to which passing `user_data` from any thread is sound.
+pub(crate) unsafe fn log_sink(
+    cb: nixl_telemetry_log_fn_t,
+    user_data: *mut c_void,
+) -> Option<LogSink> {
+    let cb = cb?;
+    let user_data = user_data as usize;
+    Some(Arc::new(move |level, message: &str| {
+        let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: the host promised a valid, non-unwinding callback (this function's
+        // contract); the string lives until after the call.
+        unsafe { cb(level_code(level), text.as_ptr(), user_data as *mut c_void) };
+    }))
+}
