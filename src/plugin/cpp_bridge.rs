@@ -23,7 +23,7 @@ use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
 /// The bridge's file name.
-pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_bridge.so";
+pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_plugin_host.so";
 
 /// The bridge ABI this library speaks (`NIXL_TELEMETRY_CPP_BRIDGE_ABI`).
 const BRIDGE_ABI: u32 = 1;
