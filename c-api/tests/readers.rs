@@ -7,8 +7,8 @@
 //!   event-by-event agreement with [`RingReader`] on a wrapped ring of a few thousand
 //!   pseudo-random events (unknown types and non-zero padding bytes included).
 //!
-//! Needs `cmake`, a C++17 compiler and `python3` on PATH; run `cargo build` first so that
-//! `target/<profile>/libnixl_telemetry.so` exists.
+//! Needs `cmake`, a C++17 compiler and `python3` on PATH. Cargo builds
+//! `target/<profile>/libnixl_telemetry.so` (this package's library) before these tests run.
 
 use std::fs::File;
 use std::io::Read;
