@@ -121,7 +121,7 @@ the_library_loads_the_adapter_through_its_bridge(const std::string &dir) {
 
 int
 main() {
-    char dir_template[] = "/tmp/nixl-adapter-XXXXXX";
+    char dir_template[] = "/tmp/nixl-manager-adapter-XXXXXX";
     const std::string dir = mkdtemp(dir_template);
     setenv("NIXL_TELEMETRY_CSV_DIR", dir.c_str(), 1);
     setenv("NIXL_TELEMETRY_RUN_INTERVAL", "3600000", 1);

@@ -157,7 +157,7 @@ main(void) {
         snprintf(saved, sizeof saved, "%s", plugin_dir);
         unsetenv("NIXL_PLUGIN_DIR");
         create_with("nixlcpp", "agent-2", NIXL_TELEMETRY_ERR_NOT_FOUND);
-        CHECK(strstr(last_error(), "libnixl_telemetry_cpp_bridge.so") != NULL);
+        CHECK(strstr(last_error(), "libnixl_telemetry_cpp_plugin_host.so") != NULL);
         CHECK(strstr(last_error(), "plug-in API version 2") != NULL);
         CHECK(strstr(last_error(), NIXL_TEST_PLUGIN_DIR) != NULL);
         setenv("NIXL_PLUGIN_DIR", saved, 1);

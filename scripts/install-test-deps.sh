@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing, on Debian or Ubuntu (apt-get; as root, or
-# through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), Prometheus'
+# through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), pkg-config (the
+# install test), Prometheus'
 # promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`), and
 # pytest (the Python tests). Does nothing when everything is there. scripts/test.sh runs it.
 set -euo pipefail
@@ -9,6 +10,7 @@ missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v g++ >/dev/null || missing+=(g++)
 command -v cc >/dev/null || missing+=(gcc)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
 # Debian's `prometheus` package provides both promtool and the server.
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
 command -v tmux >/dev/null || missing+=(tmux)

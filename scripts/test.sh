@@ -21,6 +21,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 echo "== cargo test"
+# c-api/tests/install.rs also builds the shipped packages as scripts/install.sh does, apart in
+# target/install-check (without the test hooks that this build of the library has).
 cargo test --workspace
 echo "== python reader tests"
 python3 -m pytest examples/python -q

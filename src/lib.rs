@@ -48,3 +48,11 @@ pub use event::{Event, EventType, MetricDescriptor, METRIC_DESCRIPTORS};
 pub use exporter::ExporterChoice;
 pub use filter::MetricMask;
 pub use ring::{RingReader, RingWriter};
+
+/// Exported only by a build with the `test-util` feature (the test hooks
+/// `logging::capture`, `logging::warnings` and `env::fixed_env`). Those hooks are Rust
+/// functions, which a C library never exports, so this symbol is how `c-api/tests/install.rs`
+/// sees in an installed `libnixl_telemetry.so` that it was built without them.
+#[cfg(feature = "test-util")]
+#[no_mangle]
+pub static NIXL_TELEMETRY_TEST_UTIL: u8 = 1;

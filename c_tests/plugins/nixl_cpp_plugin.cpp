@@ -1,6 +1,6 @@
 // Test plug-in written the way NIXL writes its own C++ telemetry plug-ins (plug-in API version
 // 2): an exporter class derived from nixlTelemetryExporter, the nixlTelemetryPluginCreator
-// template and the two extern "C" entry points, against cpp-bridge/include/nixl_cpp_plugin_v2.hpp.
+// template and the two extern "C" entry points, against cpp-plugin-host/include/nixl_cpp_plugin_v2.hpp.
 // The library loads it through its C++ bridge.
 //
 // What the host does is appended to $NIXL_TELEMETRY_CSV_DIR/<agent>.nixlcpp, one line each:

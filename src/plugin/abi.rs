@@ -17,7 +17,7 @@ use crate::event::Event;
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION: u32 = 3;
 
 /// The API version NIXL's own C++ plug-ins report at the same offset (loaded through the C++
-/// bridge, `libnixl_telemetry_cpp_bridge.so`).
+/// bridge, `libnixl_telemetry_cpp_plugin_host.so`).
 pub const NIXL_TELEMETRY_PLUGIN_API_VERSION_NIXL_CPP: u32 = 2;
 
 /// Logs through the host: `level` is a `NIXL_TELEMETRY_LOG_*` value.

@@ -1,10 +1,10 @@
 //! NIXL's own C++ exporter plug-ins (plug-in API version 2), driven through
-//! `libnixl_telemetry_cpp_bridge.so` (the `cpp-bridge` crate).
+//! `libnixl_telemetry_cpp_plugin_host.so` (the `cpp-plugin-host` crate).
 //!
 //! Such a plug-in's `nixl_telemetry_plugin_init` returns a C++ `nixlTelemetryPlugin` whose
 //! creator takes a `std::string` and returns a `std::unique_ptr`, and whose exporters throw
 //! C++ exceptions: only C++ can drive it. The bridge is a small C++ library with plain C
-//! functions (`cpp-bridge/include/nixl_telemetry_cpp_bridge.h`) that calls the creator with
+//! functions (`cpp-plugin-host/include/nixl_telemetry_cpp_bridge.h`) that calls the creator with
 //! NIXL's init parameters, runs `exportEvent` per event inside NIXL's batch hooks, maps
 //! `nixlTelemetryBindFailed` to `NIXL_TELEMETRY_ERR_BIND_FAILED` and every other exception to
 //! an error with its message. It is opened once per process, on the first version-2 plug-in,
@@ -23,7 +23,7 @@ use crate::error::{Error, Result, Status};
 use crate::event::Event;
 
 /// The bridge's file name.
-pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_bridge.so";
+pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_plugin_host.so";
 
 /// The bridge ABI this library speaks (`NIXL_TELEMETRY_CPP_BRIDGE_ABI`).
 const BRIDGE_ABI: u32 = 1;

@@ -6,8 +6,15 @@
 pub mod fuzz;
 
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+
+/// The workspace's root directory (the repository: `scripts/`, `c_tests/`, `include/`, ...).
+pub fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("test-support/ has a parent directory")
+}
 
 /// `target/<profile>`: an integration test runs as `target/<profile>/deps/<test>-<hash>`.
 pub fn profile_dir() -> PathBuf {

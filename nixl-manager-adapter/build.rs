@@ -7,7 +7,7 @@ fn main() {
         .cpp(true)
         .std("c++17")
         .file("src/adapter.cpp")
-        .include("../cpp-bridge/include")
+        .include("../cpp-plugin-host/include")
         .include("../include")
         .warnings(true)
         .extra_warnings(true)
@@ -17,7 +17,7 @@ fn main() {
     for path in [
         "build.rs",
         "src/adapter.cpp",
-        "../cpp-bridge/include/nixl_cpp_plugin_v2.hpp",
+        "../cpp-plugin-host/include/nixl_cpp_plugin_v2.hpp",
         "../include/nixl_telemetry.h",
         "../include/nixl_telemetry.hpp",
         "../include/nixl_telemetry_plugin.h",

@@ -1,5 +1,5 @@
-//! `libnixl_telemetry_cpp_bridge.so`: the library through which `libnixl_telemetry` drives
-//! an exporter of one of NIXL's own C++ telemetry plug-ins (plug-in API version 2), whose
+//! `libnixl_telemetry_cpp_plugin_host.so`: the library through which `libnixl_telemetry` hosts
+//! (drives) an exporter of one of NIXL's own C++ telemetry plug-ins (plug-in API version 2), whose
 //! entry point hands back C++ objects (`std::string`, `std::unique_ptr`, vtables) that only
 //! C++ can use safely.
 //!

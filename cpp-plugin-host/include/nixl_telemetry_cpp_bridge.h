@@ -1,9 +1,9 @@
 /*
- * The C functions of libnixl_telemetry_cpp_bridge.so, which libnixl_telemetry opens when a
+ * The C functions of libnixl_telemetry_cpp_plugin_host.so, which libnixl_telemetry opens when a
  * plug-in reports NIXL's C++ plug-in API version 2. Private to the library and its bridge (not
  * installed); the Rust side is src/plugin/cpp_bridge.rs. No function throws.
  *
- * The bridge's C++ code (cpp-bridge/src/bridge.cpp) defines each function under the name
+ * The bridge's C++ code (cpp-plugin-host/src/bridge.cpp) defines each function under the name
  * with `_impl` appended; its Rust crate exports them under these names (a Rust cdylib exports
  * only what Rust defines).
  *

@@ -1,5 +1,7 @@
 //! Runs the C and C++ ABI test suite (`c_tests/`, CMake + CTest) against the libraries that
-//! cargo built: `libnixl_telemetry.so` and `libnixl_telemetry.a` in `target/<profile>`.
+//! cargo built for this package: `libnixl_telemetry.so` and `libnixl_telemetry.a` in
+//! `target/<profile>` (the command, plug-ins and C++ crates that the install step also takes
+//! from there come from `cargo build --workspace`).
 //! Twice: as is (`target/<profile>/c_tests-build`), and with the test programs built with
 //! AddressSanitizer + UndefinedBehaviorSanitizer against the shared library
 //! (`-DNIXL_TELEMETRY_SANITIZE=ON`, `target/<profile>/c_tests-build-sanitize`; the sanitizer
@@ -8,7 +10,7 @@
 //!
 //! Needs `cmake` (and a C/C++ compiler with libasan and libubsan, as gcc has) on PATH.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -61,7 +63,7 @@ fn run_suite(build_dir: &str, cmake_args: &[&str]) {
     let _one_at_a_time = SUITE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = nixl_telemetry_test_support::workspace_root();
     let profile = nixl_telemetry_test_support::profile_dir();
     for lib in ["libnixl_telemetry.so", "libnixl_telemetry.a"] {
         let p = profile.join(lib);
@@ -82,7 +84,7 @@ fn run_suite(build_dir: &str, cmake_args: &[&str]) {
     let out = run(
         "install",
         Command::new("bash")
-            .arg(manifest.join("scripts/install.sh"))
+            .arg(root.join("scripts/install.sh"))
             .arg("--from")
             .arg(&profile)
             .arg("--prefix")
@@ -90,7 +92,7 @@ fn run_suite(build_dir: &str, cmake_args: &[&str]) {
     );
     assert_success("scripts/install.sh", &out);
 
-    let source = manifest.join("c_tests");
+    let source = root.join("c_tests");
     let build = profile.join(build_dir);
     let mut configure = Command::new("cmake");
     configure
@@ -105,7 +107,7 @@ fn run_suite(build_dir: &str, cmake_args: &[&str]) {
     let fixtures = std::env::var_os("NIXL_TELEMETRY_FIXTURES")
         .filter(|f| !f.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest.join("tests/fixtures"));
+        .unwrap_or_else(|| root.join("tests/fixtures"));
     let mut arg = std::ffi::OsString::from("-DNIXL_TELEMETRY_FIXTURES=");
     arg.push(fixtures.as_os_str());
     configure.arg(arg);

@@ -1,6 +1,6 @@
 /*
  * NIXL's C++ telemetry plug-in interface, plug-in API version 2, declared for the C++ bridge
- * (cpp-bridge/src/bridge.cpp) and for test plug-ins shaped like NIXL's own. Written from the
+ * (cpp-plugin-host/src/bridge.cpp) and for test plug-ins shaped like NIXL's own. Written from the
  * documented interface (class layouts on libstdc++, Itanium ABI), not copied from NIXL:
  *
  *   nixlTelemetryExporterInitParams  { std::string agentName; size_t maxEventsBuffered; }

@@ -1,5 +1,5 @@
 // The C++ half of the NIXL plug-in adapter (see src/lib.rs): NIXL's C++ exporter interface
-// (plug-in API version 2, as declared in cpp-bridge/include/nixl_cpp_plugin_v2.hpp) over one of
+// (plug-in API version 2, as declared in cpp-plugin-host/include/nixl_cpp_plugin_v2.hpp) over one of
 // this library's plain C plug-ins (API version 3). Nothing here throws into the Rust half.
 #include <dlfcn.h>
 

@@ -7,8 +7,8 @@
 //!   event-by-event agreement with [`RingReader`] on a wrapped ring of a few thousand
 //!   pseudo-random events (unknown types and non-zero padding bytes included).
 //!
-//! Needs `cmake`, a C++17 compiler and `python3` on PATH; run `cargo build` first so that
-//! `target/<profile>/libnixl_telemetry.so` exists.
+//! Needs `cmake`, a C++17 compiler and `python3` on PATH. Cargo builds
+//! `target/<profile>/libnixl_telemetry.so` (this package's library) before these tests run.
 
 use std::fs::File;
 use std::io::Read;
@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::{Event, RingReader, RingWriter};
+use nixl_telemetry_test_support::workspace_root;
 
 /// NIXL's event names by numeric type, written out here independently of the library.
 const NAMES: [&str; 21] = [
@@ -173,10 +174,6 @@ impl SplitMix {
     }
 }
 
-fn manifest_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn have_tool(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
@@ -241,13 +238,13 @@ fn build_cpp_reader() -> PathBuf {
         "cmake configure of examples/cpp",
         Command::new("cmake")
             .arg("-S")
-            .arg(manifest_dir().join("examples/cpp"))
+            .arg(workspace_root().join("examples/cpp"))
             .arg("-B")
             .arg(&build)
             .arg(format!("-DNIXL_TELEMETRY_LIB_DIR={}", profile.display()))
             .arg(format!(
                 "-DNIXL_TELEMETRY_INCLUDE_DIR={}",
-                manifest_dir().join("include").display()
+                workspace_root().join("include").display()
             )),
     );
     build_step(
@@ -276,7 +273,7 @@ fn python_command() -> Command {
         "python3 not found on PATH: the Python reader tests need it"
     );
     let mut cmd = Command::new("python3");
-    cmd.arg(manifest_dir().join("examples/python/telemetry_reader.py"));
+    cmd.arg(workspace_root().join("examples/python/telemetry_reader.py"));
     cmd
 }
 

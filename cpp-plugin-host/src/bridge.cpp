@@ -1,4 +1,4 @@
-// The C++ half of libnixl_telemetry_cpp_bridge.so: drives an exporter of one of NIXL's own C++
+// The C++ half of libnixl_telemetry_cpp_plugin_host.so: drives an exporter of one of NIXL's own C++
 // telemetry plug-ins (plug-in API version 2) behind the plain C functions declared in
 // include/nixl_telemetry_cpp_bridge.h. Every function here catches every exception: nothing
 // unwinds into the Rust library.
