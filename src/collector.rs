@@ -11,6 +11,7 @@ use crate::event::{Event, EventType};
 use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
 use crate::staging::StagingQueue;
+use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
 
 /// The events every transfer records whatever its direction.
@@ -328,7 +329,7 @@ impl Drop for Collector {
 
 impl Inner {
     fn flush_once(&self) {
-        let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.flush.lock_unpoisoned();
         let FlushState {
             exporter,
             warned_loss,
@@ -387,7 +388,7 @@ impl Inner {
 
     /// The exporter's last writes, then their losses (after the final flush).
     fn finish_exporter(&self) {
-        let mut state = self.flush.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.flush.lock_unpoisoned();
         let late = state.exporter.finish();
         self.count_late_losses(late);
     }

@@ -39,6 +39,7 @@ pub mod plugin;
 pub mod ring;
 pub mod segments;
 pub mod staging;
+pub mod sync;
 mod worker;
 
 pub use collector::{Collector, CollectorStats, Recorded};

@@ -10,6 +10,7 @@ use std::sync::{Arc, Once, OnceLock, RwLock};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 use crate::constants::*;
+use crate::sync::RwLockUnpoisoned;
 
 /// A host's destination for the messages that pass the threshold, called with each message's
 /// level and text from any thread.
@@ -112,7 +113,7 @@ impl Log for Logger {
             return;
         }
         // A copy, so a callback may itself replace the sink without deadlocking.
-        let sink = SINK.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let sink = SINK.read_unpoisoned().clone();
         match &sink {
             Sink::Stderr => {
                 let _ = writeln!(
@@ -145,7 +146,7 @@ pub fn set_sink(sink: Option<LogSink>) {
         Some(f) => Sink::Host(f),
         None => Sink::Stderr,
     };
-    *SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    *SINK.write_unpoisoned() = sink;
 }
 
 /// Runs `f` and returns, with its result, every message logged on this thread meanwhile

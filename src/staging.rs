@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::sync::LockUnpoisoned;
 
 /// Largest supported capacity.
 pub const MAX_CAPACITY: usize = 1 << 30;
@@ -269,7 +270,7 @@ pub struct StagingQueue {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while these locks are held, so a poisoned one still holds consistent data.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock_unpoisoned()
 }
 
 impl StagingQueue {

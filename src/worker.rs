@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::panic_message;
+use crate::sync::LockUnpoisoned;
 
 #[derive(Default)]
 struct Signals {
@@ -29,7 +30,7 @@ struct Control {
 
 impl Control {
     fn lock(&self) -> MutexGuard<'_, Signals> {
-        self.signals.lock().unwrap_or_else(|e| e.into_inner())
+        self.signals.lock_unpoisoned()
     }
 
     /// Waits up to `wait`, or until woken or stopped; true when stopped.

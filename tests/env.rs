@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 use nixl_telemetry::logging::{capture, warnings};
+use nixl_telemetry::sync::LockUnpoisoned;
 use nixl_telemetry::{Collector, EventType, Status};
 
 static ENV: Mutex<()> = Mutex::new(());
@@ -19,7 +20,7 @@ const VARS: [&str; 6] = [
 
 /// Runs `f` with exactly `vars` set among the telemetry variables.
 fn with_env<R>(vars: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
-    let _guard = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = ENV.lock_unpoisoned();
     for v in VARS {
         std::env::remove_var(v);
     }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nixl_telemetry::sync::LockUnpoisoned;
 use nixl_telemetry::{plugin, Collector, EventType, Status};
 use nixl_telemetry_test_support::plugin_config as config;
 
@@ -19,7 +20,7 @@ fn plugin_dir() -> PathBuf {
 
 #[test]
 fn rust_plugin_receives_exactly_the_events() {
-    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = ENV.lock_unpoisoned();
     plugin_dir();
     let out = tempfile::tempdir().unwrap();
     std::env::set_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR", out.path());
@@ -63,7 +64,7 @@ fn rust_plugin_receives_exactly_the_events() {
 
 #[test]
 fn create_failures_carry_the_plugins_message() {
-    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = ENV.lock_unpoisoned();
     plugin_dir();
     std::env::remove_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR");
     let e = Collector::new("a", config("example_rust")).err().unwrap();
@@ -148,7 +149,7 @@ fn build_c_plugin(dir: &Path, name: &str, source: &str) {
 #[test]
 fn an_untrusted_or_foreign_library_is_refused_before_any_of_its_code_runs() {
     use std::os::unix::fs::PermissionsExt;
-    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = ENV.lock_unpoisoned();
     let tmp = tempfile::tempdir().unwrap();
     let marker = tmp.path().join("constructor-ran");
     // A library with a constructor but no entry point: its constructor must not run.
@@ -197,7 +198,7 @@ fn an_untrusted_or_foreign_library_is_refused_before_any_of_its_code_runs() {
 
 #[test]
 fn a_candidate_that_cannot_be_loaded_is_reported_when_a_later_one_is_used() {
-    let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = ENV.lock_unpoisoned();
     let built = plugin_dir().join("libtelemetry_exporter_example_rust.so");
     let later = tempfile::tempdir().unwrap();
     let first = tempfile::tempdir().unwrap();

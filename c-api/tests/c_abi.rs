@@ -10,6 +10,7 @@
 //!
 //! Needs `cmake` (and a C/C++ compiler with libasan and libubsan, as gcc has) on PATH.
 
+use nixl_telemetry::sync::LockUnpoisoned;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -60,9 +61,7 @@ fn c_and_cpp_abi_suite_passes_under_asan_and_ubsan() {
 /// by a hand-run configure does not stick), builds it and runs ctest.
 fn run_suite(build_dir: &str, cmake_args: &[&str]) {
     // A failed run of the other configuration must not hide this one.
-    let _one_at_a_time = SUITE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one_at_a_time = SUITE.lock_unpoisoned();
     let root = nixl_telemetry_test_support::workspace_root();
     let profile = nixl_telemetry_test_support::profile_dir();
     for lib in ["libnixl_telemetry.so", "libnixl_telemetry.a"] {

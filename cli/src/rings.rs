@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use nixl_telemetry::{Event, RingReader};
 
 use crate::output::CliError;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// How events are taken from a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +25,7 @@ static HELD_NOTES: Mutex<Option<Vec<String>>> = Mutex::new(None);
 
 /// Prints one note line on stderr, or keeps it for [`take_notes`] while notes are held.
 pub fn note(text: &str) {
-    let mut held = HELD_NOTES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = HELD_NOTES.lock_unpoisoned();
     match held.as_mut() {
         Some(notes) => notes.push(text.to_owned()),
         None => eprintln!("nixl-telemetry: {text}"),
@@ -34,13 +35,13 @@ pub fn note(text: &str) {
 /// From now on, keeps notes for [`take_notes`] instead of printing them (`true`), or prints
 /// them again (`false`).
 pub fn hold_notes(hold: bool) {
-    let mut held = HELD_NOTES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = HELD_NOTES.lock_unpoisoned();
     *held = hold.then(Vec::new);
 }
 
 /// The notes kept since the last call.
 pub fn take_notes() -> Vec<String> {
-    let mut held = HELD_NOTES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = HELD_NOTES.lock_unpoisoned();
     held.as_mut().map(std::mem::take).unwrap_or_default()
 }
 

@@ -11,6 +11,7 @@ use nixl_telemetry::{Error, RingReader, Status};
 use pyo3::prelude::*;
 
 use crate::errors::{self, RingFormatError, RingTruncatedError, RingVersionError};
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// An open reader.
 struct Opened {
@@ -25,7 +26,7 @@ pub struct Ring {
 
 impl Ring {
     fn lock(&self) -> MutexGuard<'_, Option<Opened>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     fn with_open<T>(&self, f: impl FnOnce(&mut Opened) -> PyResult<T>) -> PyResult<T> {

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
+use nixl_telemetry::sync::RwLockUnpoisoned;
 
 /// A handle that is open (`Some`), disabled or closed (`None`), or abandoned.
 ///
@@ -29,7 +30,7 @@ impl<T> Slot<T> {
         if self.abandoned.load(Ordering::Relaxed) {
             return None;
         }
-        let handle = self.handle.read().unwrap_or_else(|e| e.into_inner());
+        let handle = self.handle.read_unpoisoned();
         handle.as_ref().map(f)
     }
 
@@ -40,8 +41,7 @@ impl<T> Slot<T> {
             return None;
         }
         self.handle
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .write_unpoisoned()
             .take()
     }
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::{AgentSeries, AgentSnapshot};
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// An agent of this name is already registered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ impl Registry {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Arc<AgentSeries>>> {
-        self.agents.lock().unwrap_or_else(|e| e.into_inner())
+        self.agents.lock_unpoisoned()
     }
 
     /// Adds an agent; refuses a name already present.

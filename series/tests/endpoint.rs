@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nixl_telemetry::sync::LockUnpoisoned;
 use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::endpoint::server::MetricsFn;
 use nixl_telemetry_series::endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
@@ -298,7 +299,7 @@ fn free_port() -> SocketAddr {
 
 #[test]
 fn shared_endpoint_agents_join_and_leave() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL.lock_unpoisoned();
     let addr = free_port();
     let a = ENDPOINT.join(addr, agent("a")).unwrap();
     assert_eq!(ENDPOINT.local_addr(), Some(addr));
@@ -329,7 +330,7 @@ fn shared_endpoint_agents_join_and_leave() {
 
 #[test]
 fn shared_endpoint_reports_a_collision() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = SERIAL.lock_unpoisoned();
     let holder = TcpListener::bind(loopback()).unwrap();
     let addr = holder.local_addr().unwrap();
     let e = ENDPOINT.join(addr, agent("c")).err().unwrap();

@@ -47,6 +47,7 @@ use crate::segments::{
     Clock, GuardError, PrefixGuard, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
     WriterStats,
 };
+use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
 
 /// How often the flusher thread checks whether the 1 s flush is due.
@@ -146,7 +147,7 @@ pub struct TraceExporter {
 }
 
 fn lock(writer: &Mutex<SegmentWriter>) -> MutexGuard<'_, SegmentWriter> {
-    writer.lock().unwrap_or_else(|e| e.into_inner())
+    writer.lock_unpoisoned()
 }
 
 impl TraceExporter {

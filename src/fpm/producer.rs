@@ -19,6 +19,7 @@ use crate::fpm::record::{FpmRecord, Source};
 use crate::fpm::sampler::{Offered, Sample, Sampler};
 use crate::segments::writer::WriterCounters;
 use crate::segments::{Clock, PrefixGuard, SegmentWriter};
+use crate::sync::LockUnpoisoned;
 use crate::worker::{Waker, Worker};
 
 /// Longest the worker sleeps between two drains of the queue (so the envelope `timestamp` stays
@@ -108,7 +109,7 @@ pub(crate) struct ProducerWriter {
 
 /// Locks `m`, ignoring poisoning (every critical section leaves its data consistent).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock_unpoisoned()
 }
 
 impl ProducerWriter {

@@ -6,6 +6,7 @@
 //! Both buffers are allocated once at construction and swapped on drain, so pushing and draining
 //! never allocate; the lock is held for a constant number of instructions.
 
+use crate::sync::LockUnpoisoned;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -55,7 +56,7 @@ impl<T> DropOldestQueue<T> {
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
         // Nothing can panic while the lock is held, so a poisoned queue is still consistent.
-        self.items.lock().unwrap_or_else(|e| e.into_inner())
+        self.items.lock_unpoisoned()
     }
 
     /// Appends `item`, dropping (and counting) the oldest entry when the queue is full.

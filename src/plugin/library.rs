@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use super::trust;
 use crate::error::{Error, Result, Status};
+use crate::sync::LockUnpoisoned;
 
 /// Directories added with [`add_plugin_dir`], most recent first.
 static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
@@ -23,7 +24,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
             format!("plug-in directory {} does not exist", dir.display()),
         ));
     }
-    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut dirs = EXTRA_DIRS.lock_unpoisoned();
     if dirs.iter().any(|d| d == dir) {
         log::warn!("plug-in directory {} was already added", dir.display());
         return Ok(());
@@ -35,7 +36,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
 /// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused
 /// (see [`crate::plugin::trust`]).
 pub fn search_dirs() -> Result<Vec<PathBuf>> {
-    let mut dirs = EXTRA_DIRS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut dirs = EXTRA_DIRS.lock_unpoisoned().clone();
     match std::env::var_os("NIXL_PLUGIN_DIR") {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);

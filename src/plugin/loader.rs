@@ -18,6 +18,7 @@ use super::library::{first_that_opens, open_trusted, search_dirs};
 use super::nixl_cpp;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::sync::LockUnpoisoned;
 
 /// Plug-ins opened so far, by name.
 static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
@@ -91,7 +92,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
             "invalid telemetry exporter name {name:?}"
         )));
     }
-    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut loaded = LOADED.lock_unpoisoned();
     let loaded = loaded.get_or_insert_with(HashMap::new);
     if let Some(p) = loaded.get(name) {
         return Ok(p.clone());

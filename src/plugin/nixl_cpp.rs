@@ -21,6 +21,7 @@ use crate::c_string::text_in_c_buffer;
 use crate::constants::NIXL_TELEMETRY_SUCCESS;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::sync::LockUnpoisoned;
 
 /// The bridge's file name.
 pub const BRIDGE_FILE: &str = "libnixl_telemetry_cpp_plugin_host.so";
@@ -158,7 +159,7 @@ fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
 
 /// The bridge, opened on first use (a failure is not remembered: a later call searches again).
 fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
-    let mut slot = BRIDGE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = BRIDGE.lock_unpoisoned();
     if let Some(b) = *slot {
         return Ok(b);
     }

@@ -39,6 +39,7 @@ use crate::owner_only;
 use crate::owner_only::{create_dir_all, set_file_mode};
 use crate::owner_only::{euid, is_mine};
 use crate::segments::naming::SegmentNaming;
+use crate::sync::LockUnpoisoned;
 
 /// Suffix of the lock file added to the producer prefix.
 pub const LOCK_SUFFIX: &str = ".lock";
@@ -61,11 +62,7 @@ impl OpenPrefixes {
     /// Locks the registry.
     pub(crate) fn lock() -> OpenPrefixes {
         static OPEN: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
-        OpenPrefixes(
-            OPEN.get_or_init(Default::default)
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        )
+        OpenPrefixes(OPEN.get_or_init(Default::default).lock_unpoisoned())
     }
 
     fn live(&self, prefix: &Path) -> Option<&Entry> {
@@ -209,8 +206,7 @@ fn warn_untrusted(what: &str, path: &Path, why: &str) {
     static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
     let first = WARNED
         .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .lock_unpoisoned()
         .insert(path.to_owned());
     if first {
         log::warn!(

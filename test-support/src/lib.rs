@@ -5,6 +5,7 @@
 
 pub mod fuzz;
 
+use nixl_telemetry::sync::LockUnpoisoned;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -85,7 +86,7 @@ impl Drop for Serial {
 /// Takes the test lock and clears `vars` (every variable the tests may set), now and again
 /// when the returned guard is dropped.
 pub fn serial(vars: &'static [&'static str]) -> Serial {
-    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = SERIAL.lock_unpoisoned();
     for v in vars {
         std::env::remove_var(v);
     }

@@ -39,6 +39,7 @@ use nixl_telemetry_series::{Buckets, HISTOGRAM_EVENTS};
 
 use crate::config::IpcSettings;
 use crate::doca::{self, BaseHistogramId, DocaApi, DocaError, LabelSetId, Schema, Source};
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// The DOCA schema name.
 pub const SCHEMA_NAME: &CStr = c"nixl_telemetry";
@@ -517,7 +518,7 @@ impl IpcContext {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// Reports `events` of agent `agent` (one timestamp, then a flush); returns how many this

@@ -51,6 +51,7 @@ pub mod ipc;
 
 use config::{Backends, DocaConfig, IpcSettings};
 use ipc::IpcContext;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// The `scrape` backend's endpoint, shared by every agent of the process.
 static ENDPOINT: SharedEndpoint = SharedEndpoint::new("DOCA");
@@ -109,7 +110,7 @@ static PROCESS: Mutex<Process> = Mutex::new(Process {
 });
 
 fn process() -> MutexGuard<'static, Process> {
-    PROCESS.lock().unwrap_or_else(|e| e.into_inner())
+    PROCESS.lock_unpoisoned()
 }
 
 /// One agent's exporter.

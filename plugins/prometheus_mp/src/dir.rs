@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use nixl_telemetry::owner_only;
 
 use crate::sys;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// Makes sure `dir` exists; errors are fatal to the exporter's creation.
 pub fn prepare(dir: &Path) -> Result<(), String> {
@@ -38,7 +39,7 @@ fn create(dir: &Path) -> Result<(), String> {
 static WARNED: Mutex<Option<HashSet<(PathBuf, &'static str)>>> = Mutex::new(None);
 
 fn warn_once(dir: &Path, what: &'static str, message: String) {
-    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warned = WARNED.lock_unpoisoned();
     if warned
         .get_or_insert_with(HashSet::new)
         .insert((dir.to_owned(), what))

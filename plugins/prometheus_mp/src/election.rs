@@ -35,6 +35,7 @@ use nixl_telemetry_series::text;
 
 use crate::store_scan::StoreScan;
 use crate::sys;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// How often a process that is not serving tries again.
 pub const RETRY: Duration = Duration::from_millis(200);
@@ -116,7 +117,7 @@ impl Election {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_unpoisoned()
     }
 
     /// The role after the last attempt (`None` before the first).

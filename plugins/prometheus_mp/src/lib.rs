@@ -44,6 +44,7 @@ use crate::config::{MpConfig, ScanConfig};
 use crate::election::Election;
 use crate::store::{Identity, StoreWriter};
 use crate::store_scan::StoreScan;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// The elections this process takes part in, one per (directory, address), shared by its
 /// agents: one endpoint per process and address, as with the `prometheus` exporter.
@@ -54,7 +55,7 @@ static ELECTIONS: Mutex<Vec<Weak<Election>>> = Mutex::new(Vec::new());
 /// one.
 pub fn join_election(scan: &ScanConfig, addr: SocketAddr) -> Arc<Election> {
     let dir = std::fs::canonicalize(&scan.dir).unwrap_or_else(|_| scan.dir.clone());
-    let mut all = ELECTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut all = ELECTIONS.lock_unpoisoned();
     all.retain(|w| w.strong_count() > 0);
     if let Some(e) = all
         .iter()

@@ -26,6 +26,7 @@ use crate::config::{Aggregate, ScanConfig};
 use crate::reader::{read_file, ReadOutcome, StoreView};
 use crate::store::is_store_name;
 use crate::sys;
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// Files a store scan remembers having warned about (NIXL's bound).
 const WARNED_PATHS: usize = 64;
@@ -59,7 +60,7 @@ impl StoreScan {
 
     /// Warns about `path` unless it already did (remembering the last 64 paths).
     fn warn_once(&self, path: &Path, why: &str) {
-        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut warned = self.warned.lock_unpoisoned();
         if warned.iter().any(|p| p == path) {
             return;
         }

@@ -12,6 +12,7 @@ use nixl_telemetry::Event;
 use crate::{text, AgentSeries, Registry};
 
 use super::server::{BindError, Limits, Server};
+use nixl_telemetry::sync::LockUnpoisoned;
 
 /// Why an agent could not join.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +76,7 @@ impl SharedEndpoint {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Running>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
+        self.running.lock_unpoisoned()
     }
 
     /// Adds `series` to the endpoint, binding `addr` first if the endpoint is not running. An

@@ -35,6 +35,7 @@ pub const VARS: [&str; 12] = [
     "PROMETHEUS_ENDPOINT",
 ];
 
+use nixl_telemetry::sync::LockUnpoisoned;
 pub use nixl_telemetry_test_support::Serial;
 
 /// Takes the test lock, makes the plug-ins findable and clears the variables.
@@ -177,7 +178,7 @@ fn cc(args: &[&str]) {
 pub fn double_dir(variant: Double) -> PathBuf {
     static BUILT: OnceLock<Mutex<Vec<(Double, tempfile::TempDir)>>> = OnceLock::new();
     let built = BUILT.get_or_init(|| Mutex::new(Vec::new()));
-    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    let mut built = built.lock_unpoisoned();
     if let Some((_, d)) = built.iter().find(|(v, _)| *v == variant) {
         return d.path().to_owned();
     }
