@@ -30,6 +30,7 @@ pub mod plugin;
 pub mod ring;
 pub mod segments;
 pub mod series;
+pub mod settings;
 pub mod staging;
 mod worker;
 
