@@ -204,6 +204,15 @@ fn child() {
                 Ok(Some(home.join("named.cfg")))
             );
         }
+        "plugin_reads_the_file" => {
+            // The plug-in's own copy of this crate reads NIXL_TELEMETRY_MULTIPROC_DIR (and the
+            // core NIXL_PLUGIN_DIR) from the file: its store appears there.
+            let c = Collector::from_env("mp-agent", false).unwrap();
+            assert_eq!(c.exporter_name(), "prometheus_mp");
+            let stores = std::fs::read_dir(home.join("mp")).unwrap().count();
+            c.close();
+            assert!(stores > 0, "no store file in {}", home.join("mp").display());
+        }
         other => panic!("unknown case {other}"),
     }
 }
@@ -284,6 +293,23 @@ fn the_named_file_wins_over_home() {
         "named_file_over_home",
         &[(settings::file::CONFIG_FILE_VAR, named.as_os_str())],
     );
+}
+
+#[test]
+fn an_exporter_plugin_reads_the_file_too() {
+    let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus_mp"]);
+    let home = Home::new();
+    std::fs::create_dir(home.path("mp")).unwrap();
+    home.write_cfg(
+        ".nixl.cfg",
+        &format!(
+            "NIXL_TELEMETRY_ENABLE = true\nNIXL_TELEMETRY_EXPORTER = 'prometheus_mp'\n\
+             NIXL_PLUGIN_DIR = '{}'\nNIXL_TELEMETRY_MULTIPROC_DIR = '@HOME@/mp'\n\
+             NIXL_TELEMETRY_MP_SERVE = false\nNIXL_TELEMETRY_PROMETHEUS_LOCAL = true\n",
+            plugins.display()
+        ),
+    );
+    home.run("plugin_reads_the_file", &[]);
 }
 
 /// Names that look like settings but are not read through the settings table: test hooks and
