@@ -10,6 +10,7 @@ use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
 use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
+use crate::settings;
 use crate::staging::StagingQueue;
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
@@ -80,16 +81,22 @@ pub struct Collector {
 impl Collector {
     /// Creates the collector for `agent` if telemetry is requested (by `NIXL_TELEMETRY_ENABLE`,
     /// or by `capture_telemetry` when that variable is unset), configured from the environment.
-    /// Returns a `NoTelemetry` error when it is not requested.
+    /// Returns a `NoTelemetry` error when it is not requested. An error about a setting that
+    /// came from NIXL's configuration file names the file ([`settings::with_file_sources`]).
     pub fn from_env(agent: &str, capture_telemetry: bool) -> Result<Collector> {
         crate::logging::init();
-        if !config::telemetry_requested(&crate::env::process_env, capture_telemetry, agent)? {
-            return Err(Error::new(
-                Status::NoTelemetry,
-                format!("telemetry is not requested for agent '{agent}'"),
-            ));
-        }
-        Collector::new(agent, Config::from_env()?)
+        let created =
+            config::telemetry_requested(&crate::env::process_env, capture_telemetry, agent)
+                .and_then(|requested| {
+                    if !requested {
+                        return Err(Error::new(
+                            Status::NoTelemetry,
+                            format!("telemetry is not requested for agent '{agent}'"),
+                        ));
+                    }
+                    Collector::new(agent, Config::from_env()?)
+                });
+        created.map_err(|e| settings::with_file_sources(e, &config::Options::default()))
     }
 
     /// Creates the collector for `agent` unconditionally (`NIXL_TELEMETRY_ENABLE` and the
@@ -97,7 +104,10 @@ impl Collector {
     /// every setting they leave unset, by the environment.
     pub fn with_options(agent: &str, options: &config::Options) -> Result<Collector> {
         crate::logging::init();
-        Collector::build(agent, options.config(&crate::env::process_env)?)
+        options
+            .config(&crate::env::process_env)
+            .and_then(|config| Collector::build(agent, config))
+            .map_err(|e| settings::with_file_sources(e, options))
     }
 
     /// Creates the collector for `agent` with an explicit configuration. A scrape-port

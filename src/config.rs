@@ -140,7 +140,7 @@ pub struct Options {
 impl Options {
     /// The value this set of options gives variable `name`, if any (an empty string is unset,
     /// as an empty variable is).
-    fn value_of(&self, name: &str) -> Option<String> {
+    pub(crate) fn value_of(&self, name: &str) -> Option<String> {
         let text = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
         match name {
             ENV_EXPORTER => text(&self.exporter),

@@ -1,5 +1,6 @@
-//! Reading environment variables strictly: the lookup every parser takes (the process
-//! environment, or fixed pairs in tests), and NIXL's boolean and integer syntax. A value that is set but invalid is an
+//! Reading settings strictly: the lookup every parser takes (the process environment, then
+//! NIXL's configuration file ([`crate::settings`]); or fixed pairs in tests), and NIXL's boolean
+//! and integer syntax. A value that is set but invalid is an
 //! error that names the variable and the value, never a silent default.
 
 use crate::error::{Error, Result};
@@ -18,9 +19,17 @@ pub fn unset_if_empty(name: &str, value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty() || !name.starts_with(EMPTY_IS_UNSET_PREFIX))
 }
 
-/// Looks a variable up in the process environment; an empty `NIXL_TELEMETRY_*` value is unset
-/// ([`unset_if_empty`]).
+/// Looks a setting up as a collector does: in the process environment (an empty
+/// `NIXL_TELEMETRY_*` value is unset, [`unset_if_empty`]), else, for a setting this library
+/// knows ([`crate::settings::SETTINGS`]), in NIXL's configuration file. An error when the value
+/// is not UTF-8, or when the file is needed and cannot be read or gives the wrong type.
 pub fn process_env(name: &str) -> Result<Option<String>> {
+    Ok(crate::settings::lookup(name)?.map(|s| s.value))
+}
+
+/// Looks a variable up in the process environment alone; an empty `NIXL_TELEMETRY_*` value is
+/// unset ([`unset_if_empty`]).
+pub fn environment(name: &str) -> Result<Option<String>> {
     let value = match std::env::var_os(name) {
         None => None,
         Some(v) => Some(

@@ -38,6 +38,7 @@ pub mod owner_only;
 pub mod plugin;
 pub mod ring;
 pub mod segments;
+pub mod settings;
 pub mod staging;
 pub mod sync;
 mod worker;

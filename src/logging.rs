@@ -60,7 +60,12 @@ static LOGGER: Logger = Logger;
 /// WARN). An invalid value keeps the default and is reported once.
 fn threshold() -> LevelFilter {
     *THRESHOLD.get_or_init(|| {
-        let raw = std::env::var("NIXL_LOG_LEVEL").ok();
+        // The environment, else NIXL's configuration file; a file that cannot be read is
+        // reported here once (and again by whatever reads a setting from it).
+        let raw = crate::env::process_env("NIXL_LOG_LEVEL").unwrap_or_else(|e| {
+            eprintln!("[WARN nixl_telemetry] {}; using WARN", e.message);
+            None
+        });
         match raw.as_deref().map(str::to_ascii_uppercase).as_deref() {
             None => LevelFilter::Warn,
             Some("TRACE") => LevelFilter::Trace,

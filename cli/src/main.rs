@@ -1,5 +1,6 @@
 //! `nixl-telemetry`: read NIXL telemetry rings, summarise them, and run a demo agent.
 
+mod config;
 mod demo;
 mod filter;
 mod fpm;
@@ -42,6 +43,9 @@ enum Command {
     Fpm(fpm::FpmArgs),
     /// Serve every live prometheus_mp store of a directory at GET /metrics (a node sidecar).
     Serve(serve::ServeArgs),
+    /// Print the telemetry settings a collector would get here and where each came from
+    /// (environment, NIXL's configuration file, default); --check validates them.
+    Config(config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Fpm(args) => return fpm::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Config(args) => config::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

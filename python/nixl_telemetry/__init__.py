@@ -7,6 +7,8 @@ system); it needs nothing else at run time.
   library or NIXL itself wrote them, as :class:`Event` values.
 - :class:`Telemetry` is one agent's producer (``update``, ``add_xfer_stats``, ``update_error``),
   configured by ``NIXL_TELEMETRY_*`` like NIXL's.
+- :func:`effective_config` shows every setting's effective value and origin (the environment,
+  NIXL's configuration file, the default), as ``nixl-telemetry config`` does.
 - :class:`FpmTrace` writes Dynamo's FPM traces, configured by ``DYN_FPM_*``; it never blocks
   and never fails the caller.
 
@@ -15,6 +17,7 @@ Every exception derives from :class:`NixlTelemetryError` (see :mod:`nixl_telemet
 
 from importlib.metadata import PackageNotFoundError, version
 
+from nixl_telemetry.config import SettingValue, effective_config
 from nixl_telemetry.errors import (
     InvalidArgumentError,
     NixlTelemetryError,
@@ -56,5 +59,7 @@ __all__ = [
     "RingTruncatedError",
     "RingVersionError",
     "ScheduledRequestMetrics",
+    "SettingValue",
     "Telemetry",
+    "effective_config",
 ]

@@ -2,7 +2,7 @@
 //!
 //! Thin handles over the `nixl-telemetry` crate: a ring reader ([`ring`]), a collector
 //! ([`agent`]) and an FPM trace ([`fpm`], payloads encoded by [`payload`]), the last two held in
-//! a [`slot::Slot`]. The public classes,
+//! a [`slot::Slot`], and the effective configuration (`effective_config`). The public classes,
 //! their documentation and their lifecycle (context managers, interpreter exit, fork) are the
 //! Python modules of the package; failures are raised as the exceptions of
 //! `nixl_telemetry.errors` ([`errors`]).
@@ -39,7 +39,7 @@ fn counters<'py, const N: usize>(
 mod _native {
     use nixl_telemetry::EventType;
     use pyo3::prelude::*;
-    use pyo3::types::PyTuple;
+    use pyo3::types::{PyDict, PyTuple};
 
     #[pymodule_export]
     use super::agent::{open_collector, Agent};
@@ -47,6 +47,24 @@ mod _native {
     use super::fpm::{open_fpm, Fpm};
     #[pymodule_export]
     use super::ring::Ring;
+
+    /// Every telemetry setting's effective value, origin (`environment`, `file:<path>`,
+    /// `default`) and kind, as a collector created now would see them: a dict from the setting's
+    /// name to `{"value", "origin", "kind"}`, in the library's order.
+    #[pyfunction]
+    fn effective_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let settings = nixl_telemetry::settings::effective(&Default::default())
+            .map_err(super::errors::from_core)?;
+        let all = PyDict::new(py);
+        for e in settings {
+            let entry = PyDict::new(py);
+            entry.set_item("value", e.value)?;
+            entry.set_item("origin", e.origin.to_string())?;
+            entry.set_item("kind", e.setting.kind.name())?;
+            all.set_item(e.setting.name, entry)?;
+        }
+        Ok(all)
+    }
 
     /// The name of event type `event_type`: NIXL's base name, or `unknown_event_<n>`.
     #[pyfunction]

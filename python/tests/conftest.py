@@ -6,7 +6,7 @@ Run them against the installed package: ``pip install ./python``, then
 The library reads ``DYN_FPM_*`` once per process, so this process keeps FPM tracing off and every
 test that traces runs a child interpreter (``helpers.run_python``) with its own settings. The
 caller's ``NIXL_TELEMETRY_*`` and ``DYN_FPM_*`` settings are removed before anything is imported,
-so they cannot change a test's outcome.
+so they cannot change a test's outcome (and so is ``NIXL_CONFIG_FILE``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ _KEPT = {"NIXL_TELEMETRY_FIXTURES", "NIXL_TELEMETRY_LIB_DIR"}
 for _name in list(os.environ):
     if _name.startswith(("NIXL_TELEMETRY_", "DYN_FPM_")) and _name not in _KEPT:
         del os.environ[_name]
+# The configuration file the caller named, too (a test that needs one names its own).
+os.environ.pop("NIXL_CONFIG_FILE", None)
 
 # The tests exercise the installed package: the source tree beside them has no extension module,
 # so it must not shadow it (as it would when pytest runs from python/).

@@ -37,7 +37,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
 /// (see [`crate::plugin::trust`]).
 pub fn search_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = EXTRA_DIRS.lock_unpoisoned().clone();
-    match std::env::var_os("NIXL_PLUGIN_DIR") {
+    match crate::settings::lookup_os("NIXL_PLUGIN_DIR")? {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);
             trust::check_plugin_dir_var(&d)?;

@@ -1,0 +1,391 @@
+//! NIXL's configuration file as collectors read it: each case runs in a child process (the
+//! file is read once per process, from the process's `HOME` and `NIXL_CONFIG_FILE`) with a
+//! temporary `HOME` and no other NIXL setting in its environment. Also: the table of settings
+//! lists every `NIXL_TELEMETRY_*` variable the sources read.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nixl_telemetry::config::Options;
+use nixl_telemetry::settings::{self, Origin, SETTINGS};
+use nixl_telemetry::{Collector, EventType, RingReader, Status};
+
+/// The variable that tells the child which case to run.
+const CASE: &str = "NIXL_TEST_CHILD";
+
+/// A temporary `HOME` (with `rings/` and `opts/` directories) for one child.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["rings", "opts"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        Home { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Writes `$HOME/.nixl.cfg`; `@HOME@` in `text` stands for the directory.
+    fn write_cfg(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path(rel);
+        let home = self.dir.path().to_str().unwrap();
+        std::fs::write(&path, text.replace("@HOME@", home)).unwrap();
+        path
+    }
+
+    /// Runs `case` in a child with this `HOME`, no NIXL setting but `env`, and asserts it passed.
+    fn run(&self, case: &str, env: &[(&str, &OsStr)]) {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+            .env(CASE, case)
+            .env("HOME", self.dir.path())
+            .env_remove(settings::file::CONFIG_FILE_VAR);
+        for s in SETTINGS {
+            cmd.env_remove(s.name);
+        }
+        cmd.envs(env.iter().copied());
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "case {case} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn home_dir() -> PathBuf {
+    PathBuf::from(std::env::var_os("HOME").unwrap())
+}
+
+fn create_error() -> nixl_telemetry::Error {
+    Collector::from_env("agent", true)
+        .err()
+        .expect("creation must fail")
+}
+
+fn ring_capacity(path: &Path) -> u64 {
+    RingReader::open(path).unwrap().capacity()
+}
+
+/// The child's side of every case (does nothing in the parent).
+#[test]
+fn child() {
+    let Some(case) = std::env::var_os(CASE) else {
+        return;
+    };
+    let home = home_dir();
+    let cfg = home.join(".nixl.cfg");
+    match case.to_str().unwrap() {
+        "file_values_make_a_ring" => {
+            let c = Collector::from_env("agent", false).unwrap();
+            assert_eq!(c.exporter_name(), "BUFFER");
+            c.update_data(EventType::AgentTxBytes, 5);
+            c.close();
+            assert_eq!(ring_capacity(&home.join("rings/agent")), 64);
+            let effective = settings::effective(&Options::default()).unwrap();
+            let origin = |name: &str| {
+                let e = effective.iter().find(|e| e.setting.name == name).unwrap();
+                (e.value.clone(), e.origin.clone())
+            };
+            assert_eq!(
+                origin("NIXL_TELEMETRY_BUFFER_SIZE"),
+                (Some("64".into()), Origin::File(cfg.clone()))
+            );
+            assert_eq!(
+                origin("NIXL_TELEMETRY_RUN_INTERVAL"),
+                (Some("250".into()), Origin::File(cfg.clone()))
+            );
+            assert_eq!(origin("NIXL_TELEMETRY_EXPORTER"), (None, Origin::Default));
+        }
+        "environment_then_options_win" => {
+            // The environment sets the buffer size (32) over the file's 64.
+            let c = Collector::from_env("env-agent", false).unwrap();
+            c.close();
+            assert_eq!(ring_capacity(&home.join("rings/env-agent")), 32);
+            // Options win over both.
+            let options = Options {
+                dir: Some(home.join("opts").to_str().unwrap().to_owned()),
+                buffer_size: Some(16),
+                ..Options::default()
+            };
+            let c = Collector::with_options("opt-agent", &options).unwrap();
+            c.close();
+            assert_eq!(ring_capacity(&home.join("opts/opt-agent")), 16);
+            let effective = settings::effective(&options).unwrap();
+            let origins: Vec<(&str, Origin)> = effective
+                .iter()
+                .filter(|e| e.setting.name.ends_with("_DIR") || e.setting.name.ends_with("SIZE"))
+                .filter(|e| e.origin != Origin::Default)
+                .map(|e| (e.setting.name, e.origin.clone()))
+                .collect();
+            assert_eq!(
+                origins,
+                [
+                    ("NIXL_TELEMETRY_BUFFER_SIZE", Origin::Option),
+                    ("NIXL_TELEMETRY_DIR", Origin::Option),
+                ]
+            );
+        }
+        "empty_variable_lets_the_file_apply" => {
+            let c = Collector::from_env("agent", false).unwrap();
+            assert_eq!(c.exporter_name(), "BUFFER");
+            c.close();
+            assert!(home.join("rings/agent").exists());
+        }
+        "wrong_type_names_file_key_value" => {
+            let e = create_error();
+            assert_eq!(e.status, Status::InvalidParam);
+            assert_eq!(
+                e.message,
+                format!(
+                    "{}: NIXL_TELEMETRY_ENABLE = \"yes\" is not a boolean: write true or false \
+                     (a TOML boolean, without quotes)",
+                    cfg.display()
+                )
+            );
+            assert_eq!(settings::check(&Options::default()).unwrap_err(), e);
+        }
+        "invalid_file_value_names_the_file" => {
+            let e = create_error();
+            assert_eq!(
+                e.message,
+                format!(
+                    "NIXL_TELEMETRY_BUFFER_SIZE cannot be 0 (NIXL_TELEMETRY_BUFFER_SIZE is set \
+                     in {})",
+                    cfg.display()
+                )
+            );
+            assert_eq!(settings::check(&Options::default()).unwrap_err(), e);
+            // An option replacing the value: creation succeeds.
+            let options = Options {
+                buffer_size: Some(8),
+                ..Options::default()
+            };
+            Collector::with_options("agent", &options).unwrap().close();
+        }
+        "broken_file_is_an_error" => {
+            let e = create_error();
+            assert!(
+                e.message.starts_with(&format!("{}:1:", cfg.display())),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("not valid TOML"), "{}", e.message);
+            // Read once: the same error again, and for every setting the environment leaves
+            // unset.
+            assert_eq!(create_error(), e);
+            assert_eq!(settings::effective(&Options::default()).unwrap_err(), e);
+        }
+        "missing_named_file_is_an_error" => {
+            let e = create_error();
+            assert_eq!(
+                e.message,
+                format!(
+                    "NIXL_CONFIG_FILE={}: no such configuration file",
+                    home.join("absent.cfg").display()
+                )
+            );
+        }
+        "named_file_over_home" => {
+            let c = Collector::from_env("agent", false).unwrap();
+            c.close();
+            assert_eq!(ring_capacity(&home.join("rings/agent")), 128);
+            assert_eq!(
+                settings::config_file_path(),
+                Ok(Some(home.join("named.cfg")))
+            );
+        }
+        "plugin_reads_the_file" => {
+            // The plug-in's own copy of this crate reads NIXL_TELEMETRY_MULTIPROC_DIR (and the
+            // core NIXL_PLUGIN_DIR) from the file: its store appears there.
+            let c = Collector::from_env("mp-agent", false).unwrap();
+            assert_eq!(c.exporter_name(), "prometheus_mp");
+            let stores = std::fs::read_dir(home.join("mp")).unwrap().count();
+            c.close();
+            assert!(stores > 0, "no store file in {}", home.join("mp").display());
+        }
+        other => panic!("unknown case {other}"),
+    }
+}
+
+const RINGS: &str = "NIXL_TELEMETRY_ENABLE = true\nNIXL_TELEMETRY_DIR = '@HOME@/rings'\n\
+                     NIXL_TELEMETRY_BUFFER_SIZE = 64\nNIXL_TELEMETRY_RUN_INTERVAL = 00:00:00.250\n\
+                     OTHER_NIXL_SUBSYSTEM = { anything = 1 }\n";
+
+#[test]
+fn a_collector_uses_the_file_of_home() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", RINGS);
+    home.run("file_values_make_a_ring", &[]);
+}
+
+#[test]
+fn the_environment_and_the_options_win_over_the_file() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", RINGS);
+    home.run(
+        "environment_then_options_win",
+        &[("NIXL_TELEMETRY_BUFFER_SIZE", "32".as_ref())],
+    );
+}
+
+#[test]
+fn an_empty_telemetry_variable_is_unset_so_the_file_applies() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", RINGS);
+    home.run(
+        "empty_variable_lets_the_file_apply",
+        &[("NIXL_TELEMETRY_DIR", "".as_ref())],
+    );
+}
+
+#[test]
+fn a_wrong_type_fails_creation_naming_file_key_and_value() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", "NIXL_TELEMETRY_ENABLE = \"yes\"\n");
+    home.run("wrong_type_names_file_key_value", &[]);
+}
+
+#[test]
+fn an_invalid_value_from_the_file_names_the_file() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", "NIXL_TELEMETRY_BUFFER_SIZE = 0\n");
+    home.run("invalid_file_value_names_the_file", &[]);
+}
+
+#[test]
+fn a_file_that_does_not_parse_fails_creation() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", "NIXL_TELEMETRY_ENABLE = tru\n");
+    home.run("broken_file_is_an_error", &[]);
+}
+
+#[test]
+fn a_missing_named_file_fails_creation() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", RINGS);
+    let absent = home.path("absent.cfg");
+    home.run(
+        "missing_named_file_is_an_error",
+        &[(settings::file::CONFIG_FILE_VAR, absent.as_os_str())],
+    );
+}
+
+#[test]
+fn the_named_file_wins_over_home() {
+    let home = Home::new();
+    home.write_cfg(".nixl.cfg", RINGS);
+    let named = home.write_cfg(
+        "named.cfg",
+        "NIXL_TELEMETRY_ENABLE = true\nNIXL_TELEMETRY_DIR = '@HOME@/rings'\n\
+         NIXL_TELEMETRY_BUFFER_SIZE = 128\n",
+    );
+    home.run(
+        "named_file_over_home",
+        &[(settings::file::CONFIG_FILE_VAR, named.as_os_str())],
+    );
+}
+
+#[test]
+fn an_exporter_plugin_reads_the_file_too() {
+    let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus_mp"]);
+    let home = Home::new();
+    std::fs::create_dir(home.path("mp")).unwrap();
+    home.write_cfg(
+        ".nixl.cfg",
+        &format!(
+            "NIXL_TELEMETRY_ENABLE = true\nNIXL_TELEMETRY_EXPORTER = 'prometheus_mp'\n\
+             NIXL_PLUGIN_DIR = '{}'\nNIXL_TELEMETRY_MULTIPROC_DIR = '@HOME@/mp'\n\
+             NIXL_TELEMETRY_MP_SERVE = false\nNIXL_TELEMETRY_PROMETHEUS_LOCAL = true\n",
+            plugins.display()
+        ),
+    );
+    home.run("plugin_reads_the_file", &[]);
+}
+
+/// Names that look like settings but are not read through the settings table: test hooks and
+/// the test plug-ins' own variables.
+const NOT_SETTINGS: &[&str] = &[
+    // Test hooks of this repository's tests.
+    "NIXL_TELEMETRY_BLESS",
+    "NIXL_TELEMETRY_FIXTURES",
+    "NIXL_TELEMETRY_LIB_DIR",
+    "NIXL_TELEMETRY_REQUIRE_TMUX",
+    // Made-up names in unit tests.
+    "NIXL_TELEMETRY_A",
+    "NIXL_TELEMETRY_X",
+    "NIXL_TELEMETRY_ENV_RS_UNIT_TEST",
+    // The C test plug-ins' output directory (read with getenv by the test plug-ins).
+    "NIXL_TELEMETRY_CSV_DIR",
+    // The example plug-in's output directory (read from the environment, as a third-party
+    // plug-in would).
+    "NIXL_TELEMETRY_EXAMPLE_RUST_DIR",
+];
+
+/// Every `"NIXL_TELEMETRY_*"` string literal in the repository's sources.
+fn quoted_names(dir: &Path, found: &mut BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap_or("");
+        if path.is_dir() {
+            if !matches!(name, "target" | ".git" | "build" | "__pycache__")
+                && !name.starts_with('.')
+            {
+                quoted_names(&path, found);
+            }
+            continue;
+        }
+        let source = ["rs", "c", "cpp", "h", "hpp", "py", "pyi", "sh"]
+            .iter()
+            .any(|ext| path.extension() == Some(OsStr::new(ext)));
+        let Some(text) = source
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten()
+        else {
+            continue;
+        };
+        for (at, _) in text.match_indices("\"NIXL_TELEMETRY_") {
+            let rest = &text[at + 1..];
+            let len = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            if len > "NIXL_TELEMETRY_".len() && rest[len..].starts_with('"') {
+                found.insert(rest[..len].to_owned());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_settings_table_lists_every_variable_the_sources_read() {
+    let mut found = BTreeSet::new();
+    quoted_names(Path::new(env!("CARGO_MANIFEST_DIR")), &mut found);
+    assert!(found.contains("NIXL_TELEMETRY_DIR"), "{found:?}");
+    let missing: Vec<&String> = found
+        .iter()
+        .filter(|n| settings::find(n).is_none() && !NOT_SETTINGS.contains(&n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "variables read somewhere but missing from nixl_telemetry::settings::SETTINGS (add \
+         them there, or to NOT_SETTINGS if they are test hooks): {missing:?}"
+    );
+    let stale: Vec<&str> = NOT_SETTINGS
+        .iter()
+        .copied()
+        .filter(|n| !found.contains(*n) || settings::find(n).is_some())
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "NOT_SETTINGS entries no longer needed: {stale:?}"
+    );
+}
