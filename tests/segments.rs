@@ -11,57 +11,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 
 use nixl_telemetry::fpm::OpenErrorKind;
 use nixl_telemetry::fpm::{
     CaptureMode, FpmConfig, FpmPayload, FpmTrace, QueuedRequests, ScheduledRequests, Source,
 };
-use nixl_telemetry::segments::{
-    ManualClock, SegmentNaming, SegmentReader, SegmentWriter, WriterOptions,
+use nixl_telemetry::segments::testing::{
+    event_of_row_len, member_of, names, rows, segment, segment_sizes, writer,
 };
+use nixl_telemetry::segments::{ManualClock, SegmentReader, SegmentWriter};
 use nixl_telemetry_test_support::in_child;
-
-fn writer(prefix: &Path, producer: &str, roll_bytes: u64, max_segments: usize) -> SegmentWriter {
-    SegmentWriter::open(
-        SegmentNaming::new(prefix, producer),
-        WriterOptions {
-            roll_bytes,
-            max_segments,
-            buffer_bytes: 1 << 20,
-            flush_interval: Duration::from_secs(1),
-        },
-        Arc::new(ManualClock::new(0)),
-    )
-    .unwrap()
-}
-
-/// An event whose row (`{"timestamp":0,"event":"..."}\n`) is exactly `len` bytes.
-fn event_of_row_len(len: usize) -> String {
-    let overhead = r#"{"timestamp":0,"event":""}"#.len() + 1;
-    "x".repeat(len - overhead)
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    v.sort();
-    v
-}
-
-fn rows(path: &Path) -> Vec<String> {
-    let (rows, outcome) = SegmentReader::read_rows(path).unwrap();
-    assert_eq!(outcome.truncated, None, "{}", path.display());
-    rows.into_iter()
-        .map(|r| String::from_utf8(r).unwrap())
-        .collect()
-}
-
-fn segment(dir: &Path, producer: &str, index: u64) -> PathBuf {
-    dir.join(format!("fpm.{producer}.{index:06}.jsonl.gz"))
-}
 
 #[test]
 fn the_envelope_is_exact() {
@@ -443,21 +402,6 @@ fn set_file_size_limit(soft: libc::rlim_t) -> libc::rlim_t {
 }
 
 /// The regular files of `prefix`'s segments, by index, with their sizes.
-fn segment_sizes(dir: &Path, producer: &str) -> Vec<(u64, u64)> {
-    let naming = SegmentNaming::new(&dir.join("fpm"), producer);
-    let mut v: Vec<(u64, u64)> = fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            let index = naming.parse_index(&e.file_name())?;
-            let m = fs::symlink_metadata(e.path()).unwrap();
-            m.is_file().then_some((index, m.len()))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// `gzip -cd <prefix>.*.jsonl.gz` (the shell's glob, in its order): exit status and lines.
 fn gzip_cd_all(dir: &Path, producer: &str) -> (Option<i32>, Vec<String>) {
     let out = Command::new("sh")
@@ -472,14 +416,6 @@ fn gzip_cd_all(dir: &Path, producer: &str) -> (Option<i32>, Vec<String>) {
         .map(str::to_owned)
         .collect();
     (out.status.code(), lines)
-}
-
-/// One gzip member holding the row `{"timestamp":0,"event":<text>}`.
-fn member_of(text: &str) -> Vec<u8> {
-    use std::io::Write;
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-    writeln!(e, r#"{{"timestamp":0,"event":"{text}"}}"#).unwrap();
-    e.finish().unwrap()
 }
 
 #[test]

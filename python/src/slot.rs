@@ -1,9 +1,9 @@
 //! [`Slot`]: how a Python object holds a library handle that it can close from any thread, and
 //! abandon in a child created by `fork`.
 
+use nixl_telemetry::sync::RwLockUnpoisoned;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
-use nixl_telemetry::sync::RwLockUnpoisoned;
 
 /// A handle that is open (`Some`), disabled or closed (`None`), or abandoned.
 ///
@@ -40,9 +40,7 @@ impl<T> Slot<T> {
         if self.abandoned.load(Ordering::Relaxed) {
             return None;
         }
-        self.handle
-            .write_unpoisoned()
-            .take()
+        self.handle.write_unpoisoned().take()
     }
 
     /// Gives the handle up for good, without touching it (see the type's documentation).

@@ -23,6 +23,8 @@ pub mod guard;
 pub mod naming;
 pub mod reader;
 pub mod row;
+#[cfg(any(test, feature = "test-util"))]
+pub mod testing;
 pub mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
