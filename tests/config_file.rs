@@ -320,6 +320,8 @@ const NOT_SETTINGS: &[&str] = &[
     "NIXL_TELEMETRY_FIXTURES",
     "NIXL_TELEMETRY_LIB_DIR",
     "NIXL_TELEMETRY_REQUIRE_TMUX",
+    // The symbol a library built with the test hooks exports (not a variable).
+    "NIXL_TELEMETRY_TEST_UTIL",
     // Made-up names in unit tests.
     "NIXL_TELEMETRY_A",
     "NIXL_TELEMETRY_X",
