@@ -33,7 +33,7 @@
 //! `nixl_telemetry_get_stats` shows them.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -146,10 +146,6 @@ pub struct TraceExporter {
     _guard: PrefixGuard,
 }
 
-fn lock(writer: &Mutex<SegmentWriter>) -> MutexGuard<'_, SegmentWriter> {
-    writer.lock_unpoisoned()
-}
-
 impl TraceExporter {
     /// The rows lost to write errors since the last call (the collector counted them as
     /// exported when this exporter accepted them).
@@ -169,7 +165,7 @@ impl TraceExporter {
             format!("the TRACE exporter's flusher of agent '{agent}'"),
             FLUSH_CHECK,
             move || {
-                lock(&writer).flush_if_due();
+                writer.lock_unpoisoned().flush_if_due();
                 FLUSH_CHECK
             },
         )
@@ -213,12 +209,12 @@ impl TraceExporter {
 
     /// The writer's counters.
     pub fn stats(&self) -> WriterStats {
-        lock(&self.writer).stats()
+        self.writer.lock_unpoisoned().stats()
     }
 
     /// Writes the buffered rows now.
     pub fn flush(&self) {
-        lock(&self.writer).flush();
+        self.writer.lock_unpoisoned().flush();
     }
 
     /// Stops the flusher thread and writes every buffered row. Idempotent.
@@ -226,14 +222,14 @@ impl TraceExporter {
         if let Some(mut flusher) = self.flusher.take() {
             flusher.stop();
         }
-        lock(&self.writer).flush();
+        self.writer.lock_unpoisoned().flush();
     }
 }
 
 impl Exporter for TraceExporter {
     fn export_batch(&mut self, events: &[Event]) -> usize {
         let exported_at_unix_ms = self.clock.unix_ms();
-        let mut writer = lock(&self.writer);
+        let mut writer = self.writer.lock_unpoisoned();
         for event in events {
             let unknown;
             let name = match event.kind() {

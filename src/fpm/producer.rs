@@ -107,11 +107,6 @@ pub(crate) struct ProducerWriter {
     closed: AtomicBool,
 }
 
-/// Locks `m`, ignoring poisoning (every critical section leaves its data consistent).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock_unpoisoned()
-}
-
 impl ProducerWriter {
     /// Starts the writer of `source`'s producer around an opened segment `writer` and the claim
     /// `guard` on its prefix: with a worker thread, or (`spawn` false) driven by
@@ -152,7 +147,7 @@ impl ProducerWriter {
                 Duration::ZERO,
                 move || {
                     let wake = {
-                        let mut state = lock(&worker_state);
+                        let mut state = worker_state.lock_unpoisoned();
                         state.step();
                         state.next_wake()
                     };
@@ -194,7 +189,7 @@ impl ProducerWriter {
     }
 
     fn lock_state(&self) -> MutexGuard<'_, WorkerState> {
-        lock(&self.state)
+        self.state.lock_unpoisoned()
     }
 
     /// The writer's counters.
@@ -258,12 +253,12 @@ impl ProducerWriter {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(mut worker) = lock(&self.worker).take() {
+        if let Some(mut worker) = self.worker.lock_unpoisoned().take() {
             worker.stop();
         }
         // The worker has finished (or there is none): finish on this thread.
         self.lock_state().finish();
-        lock(&self.guard).take();
+        self.guard.lock_unpoisoned().take();
     }
 }
 

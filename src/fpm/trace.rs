@@ -43,12 +43,13 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use crate::error::{Error, Status};
 use crate::fpm::config::{FpmConfig, FpmPolicy};
 use crate::fpm::payload::FpmPayload;
-use crate::fpm::producer::{lock, FpmStats, ProducerWriter, RecordedPayload};
+use crate::fpm::producer::{FpmStats, ProducerWriter, RecordedPayload};
 use crate::fpm::queue::DEFAULT_QUEUE_CAPACITY;
 use crate::fpm::record::Source;
 use crate::owner_only::{create_dir_all, create_new_file};
 use crate::segments::guard::{GuardError, OpenPrefixes, Owner};
 use crate::segments::{Clock, SegmentNaming, SegmentWriter, SystemClock, WriterOptions};
+use crate::sync::LockUnpoisoned;
 
 /// Why a trace could not be opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +116,10 @@ pub struct FpmTrace {
 /// reason in its error).
 fn first_unwritable_warning(producer_id: &str) -> bool {
     static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    lock(WARNED.get_or_init(Default::default)).insert(producer_id.to_owned())
+    WARNED
+        .get_or_init(Default::default)
+        .lock_unpoisoned()
+        .insert(producer_id.to_owned())
 }
 
 /// Sequence number of the probe files of this process.
@@ -230,7 +234,7 @@ impl FpmTrace {
                 ));
             }
             let pair = (source.namespace.clone(), source.component.clone());
-            *lock(&writer.sources).entry(pair).or_insert(0) += 1;
+            *writer.sources.lock_unpoisoned().entry(pair).or_insert(0) += 1;
             return Ok(FpmTrace {
                 writer,
                 source: Arc::new(source),
@@ -350,7 +354,7 @@ impl FpmTrace {
         let (namespace, component) = (&self.source.namespace, &self.source.component);
         let mut open = OpenPrefixes::lock();
         let last_of_source = {
-            let mut sources = lock(&self.writer.sources);
+            let mut sources = self.writer.sources.lock_unpoisoned();
             let key = (namespace.clone(), component.clone());
             match sources.get_mut(&key) {
                 Some(n) if *n > 1 => {
@@ -453,7 +457,10 @@ mod tests {
         let first = open("7").unwrap();
         let second = open("7").unwrap();
         assert!(Arc::ptr_eq(&first.writer, &second.writer));
-        assert_eq!(lock(&first.writer.sources)[&("n".into(), "c".into())], 2);
+        assert_eq!(
+            first.writer.sources.lock_unpoisoned()[&("n".into(), "c".into())],
+            2
+        );
         // Another producer whose id sanitizes to the same file prefix is refused.
         let _dotted = open("a.b").unwrap();
         assert_eq!(open("a/b").err().unwrap().kind, OpenErrorKind::AlreadyOpen);
