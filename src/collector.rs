@@ -10,7 +10,6 @@ use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
 use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
-use crate::settings;
 use crate::staging::StagingQueue;
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
@@ -82,21 +81,25 @@ impl Collector {
     /// Creates the collector for `agent` if telemetry is requested (by `NIXL_TELEMETRY_ENABLE`,
     /// or by `capture_telemetry` when that variable is unset), configured from the environment.
     /// Returns a `NoTelemetry` error when it is not requested. An error about a setting that
-    /// came from NIXL's configuration file names the file ([`settings::with_file_sources`]).
+    /// came from NIXL's configuration file names the file
+    /// ([`config::Options::with_file_sources`]).
     pub fn from_env(agent: &str, capture_telemetry: bool) -> Result<Collector> {
         crate::logging::init();
-        let created =
-            config::telemetry_requested(&crate::env::process_env, capture_telemetry, agent)
-                .and_then(|requested| {
-                    if !requested {
-                        return Err(Error::new(
-                            Status::NoTelemetry,
-                            format!("telemetry is not requested for agent '{agent}'"),
-                        ));
-                    }
-                    Collector::new(agent, Config::from_env()?)
-                });
-        created.map_err(|e| settings::with_file_sources(e, &config::Options::default()))
+        let created = config::telemetry_requested(
+            &crate::settings::process_settings,
+            capture_telemetry,
+            agent,
+        )
+        .and_then(|requested| {
+            if !requested {
+                return Err(Error::new(
+                    Status::NoTelemetry,
+                    format!("telemetry is not requested for agent '{agent}'"),
+                ));
+            }
+            Collector::new(agent, Config::from_env()?)
+        });
+        created.map_err(|e| config::Options::default().with_file_sources(e))
     }
 
     /// Creates the collector for `agent` unconditionally (`NIXL_TELEMETRY_ENABLE` and the
@@ -105,9 +108,9 @@ impl Collector {
     pub fn with_options(agent: &str, options: &config::Options) -> Result<Collector> {
         crate::logging::init();
         options
-            .config(&crate::env::process_env)
+            .config(&crate::settings::process_settings)
             .and_then(|config| Collector::build(agent, config))
-            .map_err(|e| settings::with_file_sources(e, options))
+            .map_err(|e| options.with_file_sources(e))
     }
 
     /// Creates the collector for `agent` with an explicit configuration. A scrape-port

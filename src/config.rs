@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use crate::env::{parse_u64, process_env, read_bool, Lookup};
+use crate::env::{parse_u64, read_bool, Lookup};
 use crate::error::{Error, Result};
 use crate::exporter::{ExporterChoice, ENV_DIR, ENV_EXPORTER};
 use crate::filter::MetricMask;
+use crate::settings::{self, process_settings};
 
 /// `NIXL_TELEMETRY_ENABLE`: request telemetry (boolean word).
 pub const ENV_ENABLE: &str = "NIXL_TELEMETRY_ENABLE";
@@ -73,7 +74,7 @@ impl Default for Config {
 impl Config {
     /// Reads and validates every core variable from the process environment.
     pub fn from_env() -> Result<Config> {
-        Config::from_lookup(&process_env)
+        Config::from_lookup(&process_settings)
     }
 
     /// Reads and validates every core variable through `env`.
@@ -160,6 +161,28 @@ impl Options {
         };
         Config::from_lookup(&overlay)
     }
+
+    /// The effective value and origin of every setting for a collector created with these
+    /// options ([`settings::effective`]).
+    pub fn effective(&self) -> Result<Vec<settings::Effective>> {
+        settings::effective(&|name| self.value_of(name))
+    }
+
+    /// Validates the configuration a collector created with these options would get, without
+    /// creating anything: the configuration file, every set value's kind (including settings
+    /// only an exporter that is not chosen reads), and the core configuration with the exporter
+    /// choice (the `TRACE` settings included). The error is the one creation would give.
+    pub fn check(&self) -> Result<Config> {
+        settings::check_kinds(&|name| self.value_of(name))?;
+        self.config(&process_settings)
+            .map_err(|err| self.with_file_sources(err))
+    }
+
+    /// `error`, naming the configuration file for every setting it names that came from the
+    /// file rather than from these options ([`settings::with_file_sources`]).
+    pub fn with_file_sources(&self, error: Error) -> Error {
+        settings::with_file_sources(error, &|name| self.value_of(name))
+    }
 }
 
 #[cfg(test)]
@@ -220,7 +243,7 @@ pub(crate) mod tests {
 
     #[test]
     fn empty_values_are_unset() {
-        // As the process environment reads them (`process_env` applies the rule).
+        // As the process environment reads them (`process_settings` applies the rule).
         let raw = env_of(&[
             (ENV_ENABLE, ""),
             (ENV_BUFFER_SIZE, ""),

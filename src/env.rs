@@ -1,7 +1,8 @@
-//! Reading settings strictly: the lookup every parser takes (the process environment, then
-//! NIXL's configuration file ([`crate::settings`]); or fixed pairs in tests), and NIXL's boolean
-//! and integer syntax. A value that is set but invalid is an
-//! error that names the variable and the value, never a silent default.
+//! Reading settings strictly: the shape of the lookup every parser takes ([`Lookup`]: the
+//! process's settings, [`crate::settings::process_settings`], or fixed pairs in tests), the
+//! process environment alone ([`environment`]), and NIXL's boolean and integer syntax. A value
+//! that is set but invalid is an error that names the variable and the value, never a silent
+//! default.
 
 use crate::error::{Error, Result};
 
@@ -17,14 +18,6 @@ pub const EMPTY_IS_UNSET_PREFIX: &str = "NIXL_TELEMETRY_";
 /// their own rules.
 pub fn unset_if_empty(name: &str, value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty() || !name.starts_with(EMPTY_IS_UNSET_PREFIX))
-}
-
-/// Looks a setting up as a collector does: in the process environment (an empty
-/// `NIXL_TELEMETRY_*` value is unset, [`unset_if_empty`]), else, for a setting this library
-/// knows ([`crate::settings::SETTINGS`]), in NIXL's configuration file. An error when the value
-/// is not UTF-8, or when the file is needed and cannot be read or gives the wrong type.
-pub fn process_env(name: &str) -> Result<Option<String>> {
-    Ok(crate::settings::lookup(name)?.map(|s| s.value))
 }
 
 /// Looks a variable up in the process environment alone; an empty `NIXL_TELEMETRY_*` value is
@@ -89,7 +82,7 @@ pub fn read_bool(env: Lookup, name: &str) -> Result<Option<bool>> {
 
 /// A lookup over fixed `(name, value)` pairs instead of the process environment, for the
 /// `from_lookup` constructors in tests: the raw parser input, without the empty-is-unset rule
-/// of [`process_env`], so parsers can be tested on empty values. A test hook (feature
+/// of [`crate::settings::process_settings`], so parsers can be tested on empty values. A test hook (feature
 /// `test-util`).
 #[cfg(any(test, feature = "test-util"))]
 pub fn fixed_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Result<Option<String>> {
@@ -140,7 +133,10 @@ mod tests {
         }
         // Through the process environment (a name no other test uses).
         std::env::set_var("NIXL_TELEMETRY_ENV_RS_UNIT_TEST", "");
-        assert_eq!(process_env("NIXL_TELEMETRY_ENV_RS_UNIT_TEST"), Ok(None));
+        assert_eq!(
+            crate::settings::process_settings("NIXL_TELEMETRY_ENV_RS_UNIT_TEST"),
+            Ok(None)
+        );
         std::env::remove_var("NIXL_TELEMETRY_ENV_RS_UNIT_TEST");
     }
 

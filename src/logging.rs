@@ -62,7 +62,7 @@ fn threshold() -> LevelFilter {
     *THRESHOLD.get_or_init(|| {
         // The environment, else NIXL's configuration file; a file that cannot be read is
         // reported here once (and again by whatever reads a setting from it).
-        let raw = crate::env::process_env("NIXL_LOG_LEVEL").unwrap_or_else(|e| {
+        let raw = crate::settings::process_settings("NIXL_LOG_LEVEL").unwrap_or_else(|e| {
             eprintln!("[WARN nixl_telemetry] {}; using WARN", e.message);
             None
         });

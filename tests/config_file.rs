@@ -91,7 +91,7 @@ fn child() {
             c.update_data(EventType::AgentTxBytes, 5);
             c.close();
             assert_eq!(ring_capacity(&home.join("rings/agent")), 64);
-            let effective = settings::effective(&Options::default()).unwrap();
+            let effective = Options::default().effective().unwrap();
             let origin = |name: &str| {
                 let e = effective.iter().find(|e| e.setting.name == name).unwrap();
                 (e.value.clone(), e.origin.clone())
@@ -120,7 +120,7 @@ fn child() {
             let c = Collector::with_options("opt-agent", &options).unwrap();
             c.close();
             assert_eq!(ring_capacity(&home.join("opts/opt-agent")), 16);
-            let effective = settings::effective(&options).unwrap();
+            let effective = options.effective().unwrap();
             let origins: Vec<(&str, Origin)> = effective
                 .iter()
                 .filter(|e| e.setting.name.ends_with("_DIR") || e.setting.name.ends_with("SIZE"))
@@ -152,7 +152,7 @@ fn child() {
                     cfg.display()
                 )
             );
-            assert_eq!(settings::check(&Options::default()).unwrap_err(), e);
+            assert_eq!(Options::default().check().unwrap_err(), e);
         }
         "invalid_file_value_names_the_file" => {
             let e = create_error();
@@ -164,7 +164,7 @@ fn child() {
                     cfg.display()
                 )
             );
-            assert_eq!(settings::check(&Options::default()).unwrap_err(), e);
+            assert_eq!(Options::default().check().unwrap_err(), e);
             // An option replacing the value: creation succeeds.
             let options = Options {
                 buffer_size: Some(8),
@@ -183,7 +183,7 @@ fn child() {
             // Read once: the same error again, and for every setting the environment leaves
             // unset.
             assert_eq!(create_error(), e);
-            assert_eq!(settings::effective(&Options::default()).unwrap_err(), e);
+            assert_eq!(Options::default().effective().unwrap_err(), e);
         }
         "missing_named_file_is_an_error" => {
             let e = create_error();

@@ -169,6 +169,31 @@ fn strip_test_modules(code: &str) -> String {
     out
 }
 
+/// The names of the modules `code` declares as `#[cfg(test)] mod name;` (in a file of their
+/// own).
+fn test_module_declarations(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for (at, _) in code.match_indices("#[cfg(test)]") {
+        let rest = code[at + "#[cfg(test)]".len()..].trim_start();
+        let rest = rest
+            .strip_prefix("pub(crate) ")
+            .or_else(|| rest.strip_prefix("pub "))
+            .unwrap_or(rest);
+        let Some(rest) = rest.strip_prefix("mod ") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if rest[name.len()..].trim_start().starts_with(';') {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// The paths a `use` tree names, each as its segments (`self` inside braces names the prefix;
 /// `as` renames are dropped; a glob ends in `*`).
 fn expand_use_tree(tree: &str) -> Vec<Vec<String>> {
@@ -310,6 +335,18 @@ impl CrateModules {
                 }
             }
         }
+        // Modules declared `#[cfg(test)] mod name;` (tests in a file of their own) are tests.
+        let test_only: Vec<ModPath> = sources
+            .iter()
+            .flat_map(|(module, (_, code))| {
+                test_module_declarations(code).into_iter().map(move |name| {
+                    let mut child = module.clone();
+                    child.push(name);
+                    child
+                })
+            })
+            .collect();
+        sources.retain(|module, _| !test_only.iter().any(|t| module.starts_with(t)));
         let mut modules = CrateModules {
             files: sources
                 .iter()
@@ -602,6 +639,32 @@ fn a_cycle_through_a_reexport_inside_a_folder_is_found() {
     let cycles = modules.cycles();
     assert_eq!(cycles.len(), 1, "{cycles:?}");
     assert!(cycles[0].contains("crate::plugin:"), "{cycles:?}");
+}
+
+#[test]
+fn tests_in_a_file_of_their_own_are_not_part_of_the_layers() {
+    let (_dir, modules) = crate_of(&[
+        ("lib.rs", "pub mod store;\n"),
+        (
+            "store/mod.rs",
+            "pub mod writer;\n#[cfg(any(test, feature = \"t\"))]\npub mod testing;\n",
+        ),
+        (
+            "store/writer.rs",
+            "#[cfg(test)]\nmod tests;\npub struct W;\n",
+        ),
+        (
+            "store/writer/tests.rs",
+            "use crate::store::testing::helper;\n",
+        ),
+        (
+            "store/testing.rs",
+            "use super::writer::W;\npub fn helper() {}\n",
+        ),
+    ]);
+    assert_eq!(modules.cycles(), Vec::<String>::new());
+    let tests = ["store", "writer", "tests"].map(str::to_owned).to_vec();
+    assert!(!modules.files.contains_key(&tests));
 }
 
 #[test]

@@ -42,7 +42,7 @@ pub fn run(args: &ConfigArgs) -> CliResult {
     let options = Options::default();
     let mut out = std::io::stdout().lock();
     if args.check {
-        let config = settings::check(&options)?;
+        let config = options.check()?;
         let exporter = match &config.exporter {
             ExporterChoice::Buffer(dir) => format!("BUFFER (rings in {})", dir.display()),
             ExporterChoice::Nop => "NOP".to_owned(),
@@ -57,7 +57,7 @@ pub fn run(args: &ConfigArgs) -> CliResult {
         )?;
         return Ok(());
     }
-    let effective = settings::effective(&options)?;
+    let effective = options.effective()?;
     let file = settings::config_file_path()?;
     if args.json {
         let rows: Vec<_> = effective

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::env::process_env;
+use nixl_telemetry::settings::process_settings;
 use telemetry_exporter_prometheus_mp::config::{self, Aggregate, ScanConfig};
 use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
 use telemetry_exporter_prometheus_mp::{dir, join_election};
@@ -46,7 +46,7 @@ pub struct ServeArgs {
 
 /// The store scan settings and address `args` ask for, the environment filling what they leave out.
 fn settings(args: &ServeArgs) -> Result<(ScanConfig, SocketAddr), String> {
-    let env_addr = config::addr_from(&process_env)?;
+    let env_addr = config::addr_from(&process_settings)?;
     let ip = if args.local {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     } else {
@@ -55,11 +55,11 @@ fn settings(args: &ServeArgs) -> Result<(ScanConfig, SocketAddr), String> {
     let addr = SocketAddr::new(ip, args.port.unwrap_or(env_addr.port()));
     let stale_ttl = match args.stale_ttl {
         Some(s) => Duration::from_secs(s.min(i64::MAX as u64 / 1_000_000_000)),
-        None => config::stale_ttl_from(&process_env)?,
+        None => config::stale_ttl_from(&process_settings)?,
     };
     let aggregate = match &args.aggregate {
         Some(a) => Aggregate::parse("--aggregate", a)?,
-        None => config::aggregate_from(&process_env)?,
+        None => config::aggregate_from(&process_settings)?,
     };
     let scan = ScanConfig {
         dir: args.dir.clone(),

@@ -53,7 +53,8 @@ mod _native {
     /// name to `{"value", "origin", "kind"}`, in the library's order.
     #[pyfunction]
     fn effective_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-        let settings = nixl_telemetry::settings::effective(&Default::default())
+        let settings = nixl_telemetry::config::Options::default()
+            .effective()
             .map_err(super::errors::from_core)?;
         let all = PyDict::new(py);
         for e in settings {

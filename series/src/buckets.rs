@@ -5,8 +5,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use nixl_telemetry::env::{process_env, Lookup};
+use nixl_telemetry::env::Lookup;
 use nixl_telemetry::error::{Error, Result};
+use nixl_telemetry::settings::process_settings;
 
 /// `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: comma-separated, strictly increasing, positive
 /// microsecond upper bounds of the transfer-time histogram buckets.
@@ -121,7 +122,7 @@ impl Buckets {
 
     /// Reads [`ENV_HISTOGRAM_BUCKETS_US`] from the process environment.
     pub fn from_env() -> Result<Buckets> {
-        Buckets::from_lookup(&process_env)
+        Buckets::from_lookup(&process_settings)
     }
 
     /// The finite upper bounds, in increasing order (without `+Inf`).

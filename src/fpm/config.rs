@@ -19,8 +19,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::env::{process_env, Lookup};
+use crate::env::Lookup;
 pub use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::settings::process_settings;
 
 /// `DYN_FPM_TRACE`: the master switch.
 pub const ENV_TRACE: &str = "DYN_FPM_TRACE";
@@ -135,7 +136,7 @@ impl FpmPolicy {
         static POLICY: OnceLock<FpmPolicy> = OnceLock::new();
         POLICY.get_or_init(|| {
             crate::logging::init();
-            FpmPolicy::evaluate(&process_env)
+            FpmPolicy::evaluate(&process_settings)
         })
     }
 

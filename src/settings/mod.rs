@@ -3,8 +3,7 @@
 //! the options of `nixl_telemetry_create_with_options` (for the settings they cover), the
 //! process environment, NIXL's configuration file ([`file`]), the default.
 //!
-//! [`crate::env::process_env`], the lookup every parser takes, is [`lookup`] without the
-//! origin; so every reader (the core, the TRACE exporter, the plug-ins, each with its own copy of
+//! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; so every reader (the core, the TRACE exporter, the plug-ins, each with its own copy of
 //! this crate) gets the file's values by the same rules. Names that are not in the table (other
 //! variables, such as Dynamo's `DYN_FPM_*` or the rank variable `prometheus_mp` is told to read)
 //! come from the environment only.
@@ -15,7 +14,6 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::config::{Config, Options};
 use crate::env::{parse_bool, parse_u64, Lookup, EMPTY_IS_UNSET_PREFIX};
 use crate::error::{Error, Result};
 use file::ConfigFile;
@@ -292,15 +290,28 @@ pub struct Effective {
     pub origin: Origin,
 }
 
-/// The effective value of every setting of [`SETTINGS`] for a collector created with
-/// `options` (`Options::default()`: as `nixl_telemetry_create` would see them), in table order.
+/// Looks a setting up as a collector does: in the process environment (an empty
+/// `NIXL_TELEMETRY_*` value is unset, [`crate::env::unset_if_empty`]), else, for a setting this
+/// library knows ([`SETTINGS`]), in NIXL's configuration file: [`lookup`] without the origin,
+/// the [`Lookup`] every parser of a collector's settings is given. An error when the value is
+/// not UTF-8, or when the file is needed and cannot be read or gives the wrong type.
+pub fn process_settings(name: &str) -> Result<Option<String>> {
+    Ok(lookup(name)?.map(|s| s.value))
+}
+
+/// What the options of `nixl_telemetry_create_with_options` give a setting, by name (`None`
+/// for a setting they leave unset); see `config::Options::value_of`.
+pub type OptionValue<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The effective value of every setting of [`SETTINGS`] for a collector created with options
+/// giving `option` (none at all: as `nixl_telemetry_create` would see them), in table order.
 /// An error when the configuration file cannot be read or holds a value of the wrong type for
 /// a setting the environment does not override.
-pub fn effective(options: &Options) -> Result<Vec<Effective>> {
+pub fn effective(option: OptionValue) -> Result<Vec<Effective>> {
     SETTINGS
         .iter()
         .map(|setting| {
-            let sourced = match options.value_of(setting.name) {
+            let sourced = match option(setting.name) {
                 Some(value) => Some(Sourced {
                     value,
                     origin: Origin::Option,
@@ -331,22 +342,19 @@ pub fn config_file_path() -> Result<Option<PathBuf>> {
     }
 }
 
-/// Validates the configuration a collector created with `options` would get, without creating
-/// anything: the configuration file, every set value's kind (including settings only an
-/// exporter that is not chosen reads), and the core configuration with the exporter choice
-/// (the `TRACE` settings included). The error is the one creation would give.
-pub fn check(options: &Options) -> Result<Config> {
-    for e in effective(options)? {
+/// Checks every value set in a source (not the defaults) for its kind, with the error the
+/// setting's reader would give (including settings only an exporter that is not chosen reads),
+/// after the configuration file itself. `option` as for [`effective`].
+pub fn check_kinds(option: OptionValue) -> Result<()> {
+    for e in effective(option)? {
         if let (Some(value), false) = (&e.value, e.origin == Origin::Default) {
             e.setting
                 .kind
                 .validate(e.setting.name, value)
-                .map_err(|err| with_file_sources(err, options))?;
+                .map_err(|err| with_file_sources(err, option))?;
         }
     }
-    options
-        .config(&crate::env::process_env)
-        .map_err(|err| with_file_sources(err, options))
+    Ok(())
 }
 
 /// Whether `message` names variable `name` as a whole word (`NIXL_TELEMETRY_ENABLE` is not
@@ -361,11 +369,12 @@ fn names(message: &str, name: &str) -> bool {
 }
 
 /// Adds to `error`, for every setting it names whose value came from the configuration file
-/// (and not from `options`), which file that was: `... (NIXL_TELEMETRY_BUFFER_SIZE is set in
-/// /etc/nixl.cfg)`. Errors that already name the file are left as they are.
-pub fn with_file_sources(mut error: Error, options: &Options) -> Error {
+/// (and not from an option: `option` as for [`effective`]), which file that was: `...
+/// (NIXL_TELEMETRY_BUFFER_SIZE is set in /etc/nixl.cfg)`. Errors that already name the file
+/// are left as they are.
+pub fn with_file_sources(mut error: Error, option: OptionValue) -> Error {
     for setting in SETTINGS {
-        if !names(&error.message, setting.name) || options.value_of(setting.name).is_some() {
+        if !names(&error.message, setting.name) || option(setting.name).is_some() {
             continue;
         }
         if let Ok(Some(Sourced {

@@ -39,8 +39,8 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
 use nixl_telemetry_series::endpoint::{Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
@@ -128,7 +128,8 @@ impl TelemetryPlugin for DocaExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let config = DocaConfig::from_lookup(&process_env).map_err(CreateError::InvalidParam)?;
+        let config =
+            DocaConfig::from_lookup(&process_settings).map_err(CreateError::InvalidParam)?;
         let agent = params.agent_name;
         let agent_c = CString::new(agent)
             .map_err(|_| CreateError::InvalidParam(format!("agent name {agent:?} has a NUL")))?;

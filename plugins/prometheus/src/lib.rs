@@ -17,8 +17,8 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
 use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
@@ -43,7 +43,7 @@ impl TelemetryPlugin for PrometheusExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let addr = address_from_env(&process_env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
+        let addr = address_from_env(&process_settings, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
             .map_err(CreateError::InvalidParam)?;
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
         let agent = Arc::new(AgentSeries::new(params.agent_name, &hostname(), buckets));

@@ -35,8 +35,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use nixl_telemetry::env::process_env;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
 use nixl_telemetry_series::hostname;
 
@@ -85,7 +85,7 @@ impl TelemetryPlugin for PrometheusMpExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let config = MpConfig::from_lookup(&process_env).map_err(CreateError::InvalidParam)?;
+        let config = MpConfig::from_lookup(&process_settings).map_err(CreateError::InvalidParam)?;
         let dir = &config.scan.dir;
         dir::prepare(dir).map_err(|e| CreateError::Other(format!("prometheus_mp: {e}")))?;
         let id = Identity::for_this_process(params.agent_name, &hostname(), &config.local_rank);
