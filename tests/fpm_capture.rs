@@ -237,6 +237,45 @@ fn a_full_queue_drops_the_oldest_and_counts_exactly() {
 }
 
 #[test]
+fn the_queue_is_bounded_in_bytes_too_dropping_the_oldest_and_what_can_never_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(0));
+    let config = FpmConfig {
+        queue_max_bytes: 1 << 20,
+        ..config(dir.path(), CaptureMode::Full)
+    };
+    let trace = FpmTrace::open_manual(
+        Source::new("default", "backend", "4192"),
+        &config,
+        clock.clone(),
+        8192,
+    )
+    .unwrap();
+    // Six payloads of about 300 KB each: at most three fit in 1 MiB, the oldest go first.
+    let heavy = |counter: i64| {
+        let mut p = busy(0, counter);
+        p.worker_id = "w".repeat(300_000);
+        p.to_msgpack()
+    };
+    for counter in 0..6 {
+        trace.record_msgpack(&heavy(counter));
+    }
+    assert_eq!(trace.stats().dropped, 3);
+    // One payload larger than the whole bound is dropped itself; the queue keeps its three.
+    let mut huge = busy(0, 99);
+    huge.worker_id = "w".repeat(2 << 20);
+    trace.record_msgpack(&huge.to_msgpack());
+    let stats = trace.close();
+    assert_eq!((stats.recorded, stats.dropped, stats.written), (7, 4, 3));
+    let counters: Vec<u64> = rank_counter(&events(dir.path()))
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(counters, [3, 4, 5]);
+    assert_accounted(&stats);
+}
+
+#[test]
 fn the_small_queue_of_the_upstream_test_keeps_the_newest() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(0));

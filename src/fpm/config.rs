@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::env::Lookup;
+pub use crate::fpm::queue::DEFAULT_QUEUE_MAX_BYTES;
 pub use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
 use crate::settings::process_settings;
 
@@ -35,6 +36,9 @@ pub const ENV_SAMPLE_INTERVAL_MS: &str = "DYN_FPM_SAMPLE_INTERVAL_MS";
 pub const ENV_ROLL_BYTES: &str = "DYN_FPM_JSONL_GZ_ROLL_BYTES";
 /// `DYN_FPM_MAX_SEGMENTS`: segments kept per producer, the active one included.
 pub const ENV_MAX_SEGMENTS: &str = "DYN_FPM_MAX_SEGMENTS";
+/// `DYN_FPM_QUEUE_MAX_BYTES`: the bytes of recorded payloads a producer's queue holds at most
+/// (this library's addition to Dynamo's variables).
+pub const ENV_QUEUE_MAX_BYTES: &str = "DYN_FPM_QUEUE_MAX_BYTES";
 
 /// Default output prefix.
 pub const DEFAULT_OUTPUT_PATH: &str = "/tmp/dynamo-fpm";
@@ -74,6 +78,9 @@ pub struct FpmConfig {
     pub roll_bytes: u64,
     /// Segments kept per producer, the active one included (positive).
     pub max_segments: usize,
+    /// Bytes of recorded payloads a producer's queue holds at most (positive); the oldest are
+    /// dropped, and counted, to stay under it.
+    pub queue_max_bytes: usize,
 }
 
 impl Default for FpmConfig {
@@ -84,6 +91,7 @@ impl Default for FpmConfig {
             sample_interval: DEFAULT_SAMPLE_INTERVAL,
             roll_bytes: DEFAULT_ROLL_BYTES,
             max_segments: DEFAULT_MAX_SEGMENTS,
+            queue_max_bytes: DEFAULT_QUEUE_MAX_BYTES,
         }
     }
 }
@@ -199,6 +207,11 @@ fn read_enabled(env: Lookup) -> Result<FpmConfig, String> {
         config.max_segments = usize::try_from(n)
             .map_err(|_| format!("{ENV_MAX_SEGMENTS}='{v}' must be a positive integer"))?;
     }
+    if let Some(v) = get(ENV_QUEUE_MAX_BYTES)? {
+        let n = parse_positive(ENV_QUEUE_MAX_BYTES, &v)?;
+        config.queue_max_bytes = usize::try_from(n)
+            .map_err(|_| format!("{ENV_QUEUE_MAX_BYTES}='{v}' must be a positive integer"))?;
+    }
     Ok(config)
 }
 
@@ -235,6 +248,7 @@ mod tests {
                 sample_interval: Duration::from_millis(5000),
                 roll_bytes: 268_435_456,
                 max_segments: 4,
+                queue_max_bytes: 64 << 20,
             })
         );
     }
@@ -278,6 +292,7 @@ mod tests {
             (ENV_SAMPLE_INTERVAL_MS, "250"),
             (ENV_ROLL_BYTES, "4096"),
             (ENV_MAX_SEGMENTS, " 7 "),
+            (ENV_QUEUE_MAX_BYTES, "1048576"),
         ]);
         assert_eq!(
             p,
@@ -287,6 +302,7 @@ mod tests {
                 sample_interval: Duration::from_millis(250),
                 roll_bytes: 4096,
                 max_segments: 7,
+                queue_max_bytes: 1 << 20,
             })
         );
         assert_eq!(
@@ -303,7 +319,12 @@ mod tests {
 
     #[test]
     fn each_invalid_value_disables_the_whole_trace_naming_it() {
-        let numeric = [ENV_SAMPLE_INTERVAL_MS, ENV_ROLL_BYTES, ENV_MAX_SEGMENTS];
+        let numeric = [
+            ENV_SAMPLE_INTERVAL_MS,
+            ENV_ROLL_BYTES,
+            ENV_MAX_SEGMENTS,
+            ENV_QUEUE_MAX_BYTES,
+        ];
         for var in numeric {
             for bad in [
                 "0",

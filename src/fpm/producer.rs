@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::fpm::config::{CaptureMode, FpmConfig};
 use crate::fpm::payload::{FpmPayload, ValidPayload};
-use crate::fpm::queue::DropOldestQueue;
+use crate::fpm::queue::{DropOldestQueue, QueuedBytes};
 use crate::fpm::record::{FpmRecord, Source};
 use crate::fpm::sampler::{Offered, Sample, Sampler};
 use crate::segments::writer::WriterCounters;
@@ -65,6 +65,16 @@ struct QueuedPayload {
     source: Arc<Source>,
     observed_at_unix_ms: u64,
     payload: RecordedPayload,
+}
+
+impl QueuedBytes for QueuedPayload {
+    /// The msgpack bytes as recorded, or a typed payload's size with its `worker_id`.
+    fn queued_bytes(&self) -> usize {
+        match &self.payload {
+            RecordedPayload::Msgpack(bytes) => bytes.len(),
+            RecordedPayload::Typed(p) => std::mem::size_of::<FpmPayload>() + p.worker_id.len(),
+        }
+    }
 }
 
 /// What the record path and the worker share: the queue, the clock, the counters and the
@@ -121,7 +131,7 @@ impl ProducerWriter {
         guard: PrefixGuard,
     ) -> std::io::Result<Arc<ProducerWriter>> {
         let shared = Arc::new(QueueAndCounters {
-            queue: DropOldestQueue::new(queue_capacity),
+            queue: DropOldestQueue::new(queue_capacity, config.queue_max_bytes),
             clock: clock.clone(),
             rejected: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
