@@ -174,6 +174,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         505 => "HTTP Version Not Supported",
@@ -222,9 +223,28 @@ pub fn error(status: u16, message: &str) -> Response {
     )
 }
 
-/// Answers a parsed request: `GET`/`HEAD /metrics` get `metrics()` (content type and body);
+/// The largest request body the server reads past and discards before it closes the
+/// connection (a scrape has no body). A larger one would still be unread at the close, and the
+/// kernel would answer it with a reset that can cut the response short at the client: such a
+/// request is refused with 413 instead of a page that may arrive truncated.
+pub const MAX_REQUEST_BODY: usize = 64 * 1024;
+
+/// Answers a parsed request: a body larger than [`MAX_REQUEST_BODY`], or of unknown length
+/// (`Transfer-Encoding`), 413; `GET`/`HEAD /metrics` get `metrics()` (content type and body);
 /// other paths 404, other methods 405.
 pub fn route(request: &Request, metrics: impl FnOnce() -> (&'static str, Vec<u8>)) -> Response {
+    let declared = request.header("content-length").map(str::trim);
+    let too_large = match declared.map(str::parse::<u64>) {
+        Some(Ok(n)) => n > MAX_REQUEST_BODY as u64,
+        Some(Err(_)) => return error(400, "Content-Length is not a number"),
+        None => request.header("transfer-encoding").is_some(),
+    };
+    if too_large {
+        return error(
+            413,
+            "a scrape has no body; bodies over 64 KiB, or of unknown length, are refused",
+        );
+    }
     if request.path != METRICS_PATH {
         return error(404, "this endpoint serves GET /metrics");
     }
@@ -354,6 +374,14 @@ mod tests {
             "{}",
             text(&r)
         );
+        let big = "GET /metrics HTTP/1.1\r\nContent-Length: 65537\r\n\r\n";
+        assert_eq!(route(&parse(big).unwrap(), metrics).status, 413);
+        let chunked = "GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(route(&parse(chunked).unwrap(), metrics).status, 413);
+        let small = "GET /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
+        assert_eq!(route(&parse(small).unwrap(), metrics).status, 200);
+        let bad = "GET /metrics HTTP/1.1\r\nContent-Length: lots\r\n\r\n";
+        assert_eq!(route(&parse(bad).unwrap(), metrics).status, 400);
         let r = route(&parse("GET /other HTTP/1.1\r\n\r\n").unwrap(), metrics);
         assert_eq!(r.status, 404);
         assert!(!text(&r).contains("Allow:"));

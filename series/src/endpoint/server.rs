@@ -193,8 +193,9 @@ struct Conn {
     deadline: Instant,
 }
 
-/// Bytes of leftovers drained after a response before giving up on a polite close.
-const MAX_DRAIN: usize = 64 * 1024;
+/// Bytes of leftovers drained after a response before giving up on a polite close: a request
+/// body up to [`http::MAX_REQUEST_BODY`] (larger ones are refused with 413).
+const MAX_DRAIN: usize = http::MAX_REQUEST_BODY;
 
 /// How long a new connection has to send its request before it counts as idle for eviction.
 const GRACE: Duration = Duration::from_millis(250);
