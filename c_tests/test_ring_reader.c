@@ -2,7 +2,8 @@
  * The ring reader (nixl_telemetry_ring_open/pop/len/capacity/close) on files it did not write:
  * malformed, truncated, foreign-version or unreadable files are refused and left unchanged; a
  * hand-written ring is read with only read_pos written back; the ring files written by NIXL
- * itself (NIXL_TELEMETRY_FIXTURES, read from copies) are read exactly.
+ * itself (NIXL_TELEMETRY_FIXTURES, read from copies) are read exactly; a reader learns from
+ * nixl_telemetry_ring_check that its ring was replaced or deleted.
  */
 #include "check.h"
 
@@ -273,9 +274,52 @@ static void test_fixtures(void) {
     free(tmp);
 }
 
+static void test_ring_check_sees_a_replaced_ring(void) {
+    char *dir = make_tmpdir();
+    char *path = path_join(dir, "agent");
+    size_t len = 0;
+    unsigned char *img = ring_image(0, 0, 4, 8, 7, 8, &len);
+    write_file(path, img, len);
+    free(img);
+    nixl_telemetry_ring_t *r = NULL;
+    CHECK_STATUS(nixl_telemetry_ring_open(path, &r), NIXL_TELEMETRY_SUCCESS);
+    CHECK_STATUS(nixl_telemetry_ring_check(r), NIXL_TELEMETRY_SUCCESS);
+    nixl_telemetry_event_t e;
+    CHECK_STATUS(nixl_telemetry_ring_pop(r, &e), NIXL_TELEMETRY_EMPTY);
+
+    /* A writer with another size replaces the file: pop still sees an empty ring... */
+    char *next = path_join(dir, "agent.next");
+    img = ring_image(1, 0, 4, 16, 15, 16, &len);
+    put_u32(img + RING_HEADER, 3);
+    put_u64(img + RING_HEADER + 8, 33);
+    write_file(next, img, len);
+    free(img);
+    CHECK(rename(next, path) == 0);
+    CHECK_STATUS(nixl_telemetry_ring_pop(r, &e), NIXL_TELEMETRY_EMPTY);
+    /* ...and the check tells it to reopen, which reads the new ring. */
+    CHECK_STATUS(nixl_telemetry_ring_check(r), NIXL_TELEMETRY_ERR_MISMATCH);
+    CHECK_LAST_ERROR_HAS("another file");
+    nixl_telemetry_ring_close(r);
+    r = NULL;
+    CHECK_STATUS(nixl_telemetry_ring_open(path, &r), NIXL_TELEMETRY_SUCCESS);
+    CHECK_STATUS(nixl_telemetry_ring_pop(r, &e), NIXL_TELEMETRY_SUCCESS);
+    CHECK(e.event_type == 3 && e.value == 33);
+
+    CHECK(unlink(path) == 0);
+    CHECK_STATUS(nixl_telemetry_ring_check(r), NIXL_TELEMETRY_ERR_MISMATCH);
+    CHECK_LAST_ERROR_HAS("deleted");
+    nixl_telemetry_ring_close(r);
+    CHECK_STATUS(nixl_telemetry_ring_check(NULL), NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    free(next);
+    free(path);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void) {
     tests_begin();
     RUN(test_ring_open_bad_files);
+    RUN(test_ring_check_sees_a_replaced_ring);
     RUN(test_fixtures);
     return tests_end();
 }

@@ -349,6 +349,18 @@ nixl_telemetry_status_t nixl_telemetry_ring_open(const char *path, nixl_telemetr
 // `r` is NULL or a live reader; `out` is NULL or writable.
 nixl_telemetry_status_t nixl_telemetry_ring_pop(nixl_telemetry_ring_t *r, nixl_telemetry_event_t *out);
 
+// Whether the ring file this reader opened is still the one at its path:
+// `NIXL_TELEMETRY_SUCCESS` while it is, `NIXL_TELEMETRY_ERR_MISMATCH` once it was truncated,
+// deleted, replaced by another file (a writer with another `NIXL_TELEMETRY_BUFFER_SIZE`
+// recreates the file) or its header changed, with `nixl_telemetry_last_error` saying which;
+// then close the reader and open the ring again. `nixl_telemetry_ring_pop` keeps answering
+// `NIXL_TELEMETRY_EMPTY` from a replaced ring, so a reader that has seen nothing for a while
+// calls this (it costs one `stat`).
+//
+// # Safety
+// `r` is NULL or a live reader.
+nixl_telemetry_status_t nixl_telemetry_ring_check(const nixl_telemetry_ring_t *r);
+
 // Number of records in the ring (0 for NULL).
 //
 // # Safety

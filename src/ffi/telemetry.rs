@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void};
 use crate::collector::{Collector, Recorded};
 use crate::config::Options;
 use crate::constants::*;
-use crate::error::Error;
+use crate::error::{Error, Status};
 use crate::event::{Event, EventType};
 use crate::ffi::boundary::{self, entry, handle, handle_mut, out_arg};
 use crate::ffi::types::{
@@ -373,6 +373,37 @@ pub unsafe extern "C" fn nixl_telemetry_ring_pop(
             }
             None => NIXL_TELEMETRY_EMPTY,
         })
+    })
+}
+
+/// Whether the ring file this reader opened is still the one at its path:
+/// `NIXL_TELEMETRY_SUCCESS` while it is, `NIXL_TELEMETRY_ERR_MISMATCH` once it was truncated,
+/// deleted, replaced by another file (a writer with another `NIXL_TELEMETRY_BUFFER_SIZE`
+/// recreates the file) or its header changed, with `nixl_telemetry_last_error` saying which;
+/// then close the reader and open the ring again. `nixl_telemetry_ring_pop` keeps answering
+/// `NIXL_TELEMETRY_EMPTY` from a replaced ring, so a reader that has seen nothing for a while
+/// calls this (it costs one `stat`).
+///
+/// # Safety
+/// `r` is NULL or a live reader.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_ring_check(
+    r: *const nixl_telemetry_ring_t,
+) -> nixl_telemetry_status_t {
+    const FUNCTION: &str = "nixl_telemetry_ring_check";
+    entry(FUNCTION, || {
+        // SAFETY: the caller's contract: NULL or a live reader.
+        let r = unsafe { handle(FUNCTION, "r", r) }?;
+        match r.reader.replaced() {
+            None => Ok(NIXL_TELEMETRY_SUCCESS),
+            Some(why) => Err(Error::new(
+                Status::Mismatch,
+                format!(
+                    "the telemetry ring {} is no longer the file this reader opened: {why}",
+                    r.reader.path().display()
+                ),
+            )),
+        }
     })
 }
 
