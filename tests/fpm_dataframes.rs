@@ -91,10 +91,8 @@ fn the_pandas_and_duckdb_examples_read_the_segments_and_keep_timestamps_numbers(
     assert!(!files.is_empty());
     let prefix = dir.path().join("dynamo-fpm");
     let prefix = prefix.to_str().unwrap();
-    let docs = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fpm.md"),
-    )
-    .unwrap();
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fpm.md")).unwrap();
 
     // The claim: without dtype=False, pandas turns these timestamps into dates; with
     // convert_dates=False it keeps them but pandas 3 warns of the deprecation.
@@ -147,7 +145,10 @@ for row in r.fetchall():
     assert_eq!(lines.len(), 7, "{result}");
     for (i, line) in lines[1..].iter().enumerate() {
         let fields: Vec<&str> = line.split(' ').collect();
-        assert!(fields[0].parse::<u64>().unwrap() > PANDAS_DATE_THRESHOLD, "{line}");
+        assert!(
+            fields[0].parse::<u64>().unwrap() > PANDAS_DATE_THRESHOLD,
+            "{line}"
+        );
         assert_eq!(fields[3], (i + 1).to_string(), "{result}");
     }
 }

@@ -409,13 +409,13 @@ mod tests {
         s.add(5, false, Some(3000), Some(1.5));
         s.add(5, false, Some(2000), None);
         assert_eq!((s.rows, s.gaps, s.missing, s.non_increasing), (4, 1, 2, 1));
-        // A jump to a sampled row is sampling's, not a gap.
-        s.add(9, true, Some(4000), None);
-        assert_eq!((s.gaps, s.missing), (1, 2));
-        assert_eq!((s.sampling_gaps, s.coalesced), (1, 3));
         assert_eq!((s.first_counter, s.last_counter), (Some(1), Some(5)));
         assert_eq!(s.span_s(), 2.0);
         assert_eq!(s.heartbeats, 2);
         assert_eq!(s.mean_wall_time(), Some(1.0));
+        // A jump to a sampled row is sampling's, not a gap.
+        s.add(9, true, Some(4000), None);
+        assert_eq!((s.gaps, s.missing), (1, 2));
+        assert_eq!((s.sampling_gaps, s.coalesced), (1, 3));
     }
 }
