@@ -5,10 +5,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
-use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
-use nixl_telemetry::segments::{segments_of, ManualClock};
+use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload};
+use nixl_telemetry::segments::segments_of;
+use nixl_telemetry_test_support::manual_fpm_trace;
 
 /// pandas reads a `timestamp` column of numbers as seconds since 1970 once every value of the
 /// file exceeds one year in seconds.
@@ -49,19 +49,12 @@ fn code_block(markdown: &str, heading: &str, language: &str) -> String {
 /// Producer 4192 in full mode, its clock 33,000 s (9.2 hours) past its start: six rows, each
 /// flushed as its own gzip member (a multi-member file, as the writer makes every second).
 fn write_trace(dir: &Path) {
-    let clock = Arc::new(ManualClock::new(1_782_777_600_000));
     let config = FpmConfig {
         output_path: dir.join("dynamo-fpm"),
         mode: CaptureMode::Full,
         ..FpmConfig::default()
     };
-    let trace = FpmTrace::open_manual(
-        Source::new("default", "backend", "4192"),
-        &config,
-        clock.clone(),
-        64,
-    )
-    .unwrap();
+    let (clock, trace) = manual_fpm_trace(&config, "4192", 1_782_777_600_000, 64);
     clock.advance_ms(33_000_000);
     for counter in 1..=6 {
         let mut p = FpmPayload::heartbeat("w", 0, counter);

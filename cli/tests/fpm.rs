@@ -8,6 +8,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
 use nixl_telemetry::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
+use nixl_telemetry_test_support::manual_fpm_trace;
 use serde_json::Value;
 
 fn cmd() -> Command {
@@ -24,7 +25,6 @@ fn busy(worker: &str, rank: i64, counter: i64, wall_time: f64) -> FpmPayload {
 /// `pump` + `flush` writes one member. Counters: rank 0: 1, 2, 3, 6 (a gap of 2), with a
 /// heartbeat at 3; rank 1: 10, 11.
 fn write_trace(dir: &Path) -> u64 {
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let config = FpmConfig {
         output_path: dir.join("dynamo-fpm"),
         mode: CaptureMode::Full,
@@ -32,13 +32,7 @@ fn write_trace(dir: &Path) -> u64 {
         max_segments: 100,
         ..FpmConfig::default()
     };
-    let trace = FpmTrace::open_manual(
-        Source::new("default", "backend", "4192"),
-        &config,
-        clock.clone(),
-        64,
-    )
-    .unwrap();
+    let (clock, trace) = manual_fpm_trace(&config, "4192", 1_700_000_000_000, 64);
     for (rank, counter, wall) in [
         (0, 1, 0.5),
         (1, 10, 0.25),
@@ -308,20 +302,13 @@ fn a_row_longer_than_the_bound_is_refused_with_a_clear_error() {
 /// Producer "77" in sampled mode (1 s interval): counters 1..=5 in the first interval and
 /// 6..=9 in the second, so rows 5 and 9 are written and 6, 7, 8 were coalesced by design.
 fn write_sampled_trace(dir: &Path) {
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let config = FpmConfig {
         output_path: dir.join("dynamo-fpm"),
         mode: CaptureMode::Sampled,
         sample_interval: Duration::from_millis(1000),
         ..FpmConfig::default()
     };
-    let trace = FpmTrace::open_manual(
-        Source::new("default", "backend", "77"),
-        &config,
-        clock.clone(),
-        64,
-    )
-    .unwrap();
+    let (clock, trace) = manual_fpm_trace(&config, "77", 1_700_000_000_000, 64);
     for counters in [1..=5, 6..=9] {
         for counter in counters {
             trace.record(busy("s", 0, counter, 0.5));
