@@ -2,8 +2,9 @@
 # Installs what the tests need when it is missing, on Debian or Ubuntu (apt-get; as root, or
 # through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), pkg-config (the
 # install test), Prometheus'
-# promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`), and
-# pytest (the Python tests). Does nothing when everything is there. scripts/test.sh runs it.
+# promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`),
+# pytest (the Python tests), and pandas and duckdb (tests/fpm_dataframes.rs runs the FPM page's
+# examples; pip, about 30 s once). Does nothing when everything is there. scripts/test.sh runs it.
 set -euo pipefail
 
 missing=()
@@ -40,4 +41,11 @@ if ! python3 -m pytest --version >/dev/null 2>&1; then
   echo "== installing pytest"
   # A Python whose packages apt manages refuses pip (PEP 668): take Debian's pytest then.
   python3 -m pip install -q pytest 2>/dev/null || apt_install python3-pytest
+fi
+if ! python3 -c 'import pandas, duckdb' >/dev/null 2>&1; then
+  echo "== installing pandas and duckdb (pip)"
+  # PEP 668 (a Python whose packages apt manages) refuses a plain pip install; Debian has no
+  # duckdb package, so install both with pip anyway, beside apt's packages.
+  python3 -m pip install -q pandas duckdb 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pandas duckdb
 fi

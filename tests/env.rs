@@ -158,6 +158,30 @@ fn buffer_rings_are_private_and_names_are_checked() {
     assert!(!dir.path().join("agent-2").exists());
 }
 
+/// NIXL does not create `NIXL_TELEMETRY_DIR` and neither do we (a mistyped directory must not
+/// silently collect rings where no reader looks); the message says what to do.
+#[test]
+fn a_missing_telemetry_directory_is_not_created_and_the_error_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-yet");
+    let d = missing.to_str().unwrap();
+    let e = create_error(&[("NIXL_TELEMETRY_DIR", d)], "myagent");
+    assert_eq!(e.status, Status::NotFound);
+    assert!(!missing.exists(), "the directory must not be created");
+    for needle in [
+        "NIXL_TELEMETRY_DIR",
+        d,
+        "does not exist",
+        "create the directory first",
+    ] {
+        assert!(e.message.contains(needle), "{needle}: {}", e.message);
+    }
+    // A file where the directory should be is named as such.
+    std::fs::write(&missing, b"").unwrap();
+    let e = create_error(&[("NIXL_TELEMETRY_DIR", d)], "myagent");
+    assert!(e.message.contains("is not a directory"), "{}", e.message);
+}
+
 #[test]
 fn unknown_exporter_and_unmatched_metrics() {
     let e = create_error(&[("NIXL_TELEMETRY_EXPORTER", "nosuch")], "a");

@@ -21,23 +21,17 @@ use nixl_telemetry::segments::testing::{
 };
 use nixl_telemetry::segments::{ManualClock, SegmentReader, SegmentWriter};
 use nixl_telemetry_test_support::in_child;
+use nixl_telemetry_test_support::manual_fpm_trace;
 
 #[test]
 fn the_envelope_is_exact() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(1_782_777_600_000));
     let config = FpmConfig {
         output_path: dir.path().join("dynamo-fpm"),
         mode: CaptureMode::Full,
         ..FpmConfig::default()
     };
-    let trace = FpmTrace::open_manual(
-        Source::new("default", "backend", "4192"),
-        &config,
-        clock.clone(),
-        8192,
-    )
-    .unwrap();
+    let (clock, trace) = manual_fpm_trace(&config, "4192", 1_782_777_600_000, 8192);
     clock.advance_ms(1250);
     let payload = FpmPayload {
         version: 1,

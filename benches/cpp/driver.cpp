@@ -5,7 +5,8 @@
 // flush every 100 ms, 1 ms or 50 us, and the flush of a full queue into a BUFFER ring. The two
 // sides run alternately, one run each, so that drift on a noisy machine hits both alike.
 // Prints best and median ns per call for both and the ratio ours / baseline (lower is better).
-// Run it with `bash scripts/bench.sh`.
+// Run it with `bash scripts/bench.sh`; `--quick` (bench.sh --quick) runs every regime with a few
+// iterations, to check that the benchmark builds and runs (its numbers then mean nothing).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,9 +35,14 @@ using clock_type = std::chrono::steady_clock;
 using std::chrono::microseconds;
 using namespace std::chrono_literals;
 
-constexpr int kRepeats = 7;
-constexpr uint64_t kIters = 200000;
-constexpr int kFlushRepeats = 101;
+/** Runs of each side per regime, calls per producer thread and run, runs of the ring flush:
+ * 7, 200,000 and 101, or 1, 2,000 and 3 with --quick. */
+struct sizes {
+    int repeats;
+    uint64_t iters;
+    int flush_repeats;
+};
+sizes g = {7, 200000, 101};
 /** 4 producers x 200,000 calls x 4 events fit: nothing drops, whatever the flush does. */
 constexpr size_t kBigQueue = 4194304;
 constexpr size_t kRingEvents = 4096;
@@ -196,12 +202,12 @@ fill_calls(const regime &r) {
 
 uint64_t
 expected_drops(const regime &r) {
-    return r.full ? 4 * kIters * r.producers : 0;
+    return r.full ? 4 * g.iters * r.producers : 0;
 }
 
 /**
  * Runs r.producers threads; each makes its untimed calls, waits for the others, then times its
- * own loop of kIters calls. Returns the mean ns per call across threads.
+ * own loop of g.iters calls. Returns the mean ns per call across threads.
  */
 template <class Side>
 double
@@ -215,13 +221,13 @@ run_producers(const regime &r, Side &side) {
             time_calls(side, fill_calls(r));
             ready.fetch_add(1);
             while (!go.load()) std::this_thread::yield();
-            ns[p] = time_calls(side, kIters);
+            ns[p] = time_calls(side, g.iters);
         });
     }
     while (ready.load() != r.producers) std::this_thread::yield();
     go.store(true);
     for (auto &t : threads) t.join();
-    return std::accumulate(ns.begin(), ns.end(), 0.0) / r.producers / kIters;
+    return std::accumulate(ns.begin(), ns.end(), 0.0) / r.producers / g.iters;
 }
 
 /** Optional periodic flush: none for a zero period. */
@@ -299,7 +305,7 @@ print_table() {
 
 void
 run(const regime &r) {
-    auto [base, mine] = measure(kRepeats, [&] { return sample_baseline(r); },
+    auto [base, mine] = measure(g.repeats, [&] { return sample_baseline(r); },
                                 [&] { return sample_ours(r); });
     rows.push_back({r.name, mine, base});
 }
@@ -344,10 +350,10 @@ flush_into_ring() {
         expect(n, kRingEvents - 1, "events in the ring after a flush");
         return ns;
     };
-    auto [base, mine] = measure(kFlushRepeats, copy, flush);
+    auto [base, mine] = measure(g.flush_repeats, copy, flush);
     const nixl_telemetry_stats_t s = stats_of(t);
     expect(s.events_dropped, 0, "flush into the ring: staging drops");
-    expect(s.events_lost, kFlushRepeats, "flush into the ring: events lost");
+    expect(s.events_lost, static_cast<uint64_t>(g.flush_repeats), "flush into the ring: events lost");
     nixl_telemetry_ring_close(ring);
     nixl_telemetry_destroy(t);
     unlink(ring_path.c_str());
@@ -358,7 +364,19 @@ flush_into_ring() {
 } // namespace
 
 int
-main() {
+main(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) {
+            g = {1, 2000, 3};
+        } else {
+            std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (g.repeats == 1) {
+        std::printf("QUICK RUN (--quick): a few iterations per regime, to check that the benchmark "
+                    "runs; the numbers mean nothing.\n");
+    }
     std::printf("nixl-telemetry (ours, C ABI) vs a model of NIXL's staging queue (baseline), %u hardware threads\n"
                 "ns per call, best / median of %d runs of %llu calls per producer thread; with several producers\n"
                 "each thread times its own loop and a run's value is the mean per-call time across threads.\n"
@@ -366,8 +384,8 @@ main() {
                 "thread calling nixl_telemetry_flush at 50 us; baseline by a thread running NIXL's flush at the\n"
                 "same period. Last row: ns per flush of a full 4096-event queue into a BUFFER ring, baseline =\n"
                 "memcpy of 4096 x 16 bytes (%d runs). Ratio = ours / baseline, lower is better.\n\n",
-                std::thread::hardware_concurrency(), kRepeats, static_cast<unsigned long long>(kIters),
-                kFlushRepeats);
+                std::thread::hardware_concurrency(), g.repeats, static_cast<unsigned long long>(g.iters),
+                g.flush_repeats);
     std::fflush(stdout);
     const regime regimes[] = {
         {"append, 1 producer, no flush", 1, kBigQueue, 0us, false, false},

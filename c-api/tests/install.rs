@@ -339,6 +339,59 @@ fn a_staged_shipped_install_is_relocatable_and_has_no_test_hooks() {
 }
 
 /// Runs `exe` (the program of the staged-install test) with no `LD_LIBRARY_PATH`.
+/// `scripts/bench.sh --quick`, the documented benchmark as a fresh clone runs it (the script
+/// builds and installs the shipped packages itself), in the debug profile and with a few
+/// iterations: it builds the C++ driver against the installed tree and runs every regime, so
+/// the benchmark cannot break silently. Its cargo build is the one of the test above
+/// (`target/install-check`).
+#[test]
+fn the_benchmark_script_runs_in_quick_mode() {
+    let target = nixl_telemetry_test_support::profile_dir()
+        .parent()
+        .expect("target/<profile> has a parent")
+        .join("install-check");
+    let out = Command::new("bash")
+        .arg(nixl_telemetry_test_support::workspace_root().join("scripts/bench.sh"))
+        .arg("--quick")
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("QUICK RUN (--quick)"), "{stdout}");
+    let table: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("regime "))
+        .skip(1)
+        .collect();
+    for regime in [
+        "append, 1 producer, no flush",
+        "drop (queue full), 1 producer",
+        "deactivated-metric gate, 1 producer",
+        "4 producers, 100 ms flush",
+        "2 producers, 50 us drain",
+        "flush 4096 into ring (ns per flush)",
+    ] {
+        let row = table
+            .iter()
+            .find(|l| l.starts_with(regime))
+            .unwrap_or_else(|| panic!("{regime}: {stdout}"));
+        // best / median of both sides and the two ratios: six positive numbers.
+        let numbers: Vec<f64> = row[regime.len()..]
+            .split(['/', ' '])
+            .filter(|t| !t.is_empty())
+            .map(|t| t.parse().unwrap())
+            .collect();
+        assert_eq!(numbers.len(), 6, "{row}");
+        assert!(numbers.iter().all(|v| *v > 0.0), "{row}");
+    }
+    assert_eq!(table.len(), 8, "{stdout}");
+}
+
 fn assert_runs_printing_the_event_name(exe: &Path) {
     let out = Command::new(exe)
         .env_remove("LD_LIBRARY_PATH")

@@ -322,6 +322,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
                 name: args.agent.clone(),
                 rates: Some(Rates::from_summary(&interval, seconds)),
                 note: None,
+                totals: None,
                 aggregate: false,
             };
             interval = Summary::default();

@@ -1,9 +1,10 @@
 //! `nixl-telemetry fpm cat|summary`: read forward-pass-metrics trace segments
 //! (`<prefix>.<producer>.<index>.jsonl.gz`, multi-member gzip JSONL).
 //!
-//! Each argument is a segment file, a producer prefix (`/tmp/dynamo-fpm.4192`: its segments in
-//! index order) or an output prefix (`/tmp/dynamo-fpm`: every producer's segments, producer by
-//! producer, each in index order).
+//! Each argument is a segment file, a directory (every segment in it, producer by producer, each
+//! in index order), a producer prefix (`/tmp/dynamo-fpm.4192`: its segments in index order) or
+//! an output prefix (`/tmp/dynamo-fpm`: every producer's segments, producer by producer, each in
+//! index order).
 //!
 //! A file whose last gzip member is truncated (a crash while writing) or damaged yields every
 //! complete row before the damage, then one warning line on stderr naming the file and the byte
@@ -49,16 +50,17 @@ pub struct FpmArgs {
 enum FpmCommand {
     /// Print every row (one JSON envelope per line) of the given segments, in index order.
     Cat {
-        /// Segment files, producer prefixes (/tmp/dynamo-fpm.4192) or output prefixes
-        /// (/tmp/dynamo-fpm).
-        #[arg(required = true, value_name = "PREFIX_OR_FILE")]
+        /// Segment files, directories (every segment in them), producer prefixes
+        /// (/tmp/dynamo-fpm.4192) or output prefixes (/tmp/dynamo-fpm).
+        #[arg(required = true, value_name = "PREFIX_DIR_OR_FILE")]
         paths: Vec<PathBuf>,
     },
     /// Per (namespace, component, worker_id, dp_rank): rows, first/last counter_id, counter
-    /// gaps, time span and mean wall_time excluding idle heartbeats.
+    /// gaps (those sampling explains apart, as coalesced), time span and mean wall_time
+    /// excluding idle heartbeats.
     Summary {
-        /// Segment files, producer prefixes or output prefixes.
-        #[arg(required = true, value_name = "PREFIX_OR_FILE")]
+        /// Segment files, directories, producer prefixes or output prefixes.
+        #[arg(required = true, value_name = "PREFIX_DIR_OR_FILE")]
         paths: Vec<PathBuf>,
         /// Output format: a table, or one JSON object.
         #[arg(long, value_enum, default_value = "text")]
@@ -98,13 +100,15 @@ fn expand(paths: &[PathBuf]) -> io::Result<Vec<PathBuf>> {
         let found = segments_of(arg)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", arg.display())))?;
         if found.is_empty() {
+            let why = if arg.is_dir() {
+                "a directory without any segment <prefix>.<index>.jsonl.gz"
+            } else {
+                "no such file and no segment <prefix>.<index>.jsonl.gz or \
+                 <prefix>.<producer>.<index>.jsonl.gz matches it"
+            };
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!(
-                    "{}: no such file and no segment <prefix>.<index>.jsonl.gz or \
-                     <prefix>.<producer>.<index>.jsonl.gz matches it",
-                    arg.display()
-                ),
+                format!("{}: {why}", arg.display()),
             ));
         }
         for f in found {
@@ -168,10 +172,16 @@ struct RankSummary {
     rows: u64,
     first_counter: Option<u64>,
     last_counter: Option<u64>,
-    /// Forward jumps of more than one.
+    /// Forward jumps of more than one that sampling does not explain (to a row written in full
+    /// mode, where every valid payload is written).
     gaps: u64,
     /// Counter values skipped by those jumps.
     missing: u64,
+    /// Forward jumps of more than one to a sampled row: by design, since a sampled row is the
+    /// newest payload of its interval and the ones before it were coalesced.
+    sampling_gaps: u64,
+    /// Counter values skipped by those jumps (coalesced by the sampler).
+    coalesced: u64,
     /// Rows whose counter did not increase (a restarted producer, or out-of-order rows).
     non_increasing: u64,
     first_observed_ms: Option<u64>,
@@ -182,10 +192,21 @@ struct RankSummary {
 }
 
 impl RankSummary {
-    fn add(&mut self, counter: u64, observed_ms: Option<u64>, wall_time: Option<f64>) {
+    /// Adds one row: its counter, whether it was written by sampling (`capture_mode`
+    /// `sampled`), when it was observed and its wall time.
+    fn add(
+        &mut self,
+        counter: u64,
+        sampled: bool,
+        observed_ms: Option<u64>,
+        wall_time: Option<f64>,
+    ) {
         self.rows += 1;
         if let Some(prev) = self.last_counter {
-            if counter > prev + 1 {
+            if counter > prev + 1 && sampled {
+                self.sampling_gaps += 1;
+                self.coalesced += counter - prev - 1;
+            } else if counter > prev + 1 {
                 self.gaps += 1;
                 self.missing += counter - prev - 1;
             } else if counter <= prev {
@@ -253,6 +274,7 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
         match (key, counter) {
             (Some(key), Some(counter)) => ranks.entry(key).or_default().add(
                 counter,
+                event.is_some_and(|e| e["capture_mode"] == "sampled"),
                 event.and_then(|e| e["observed_at_unix_ms"].as_u64()),
                 fpm.and_then(|f| f["wall_time"].as_f64()),
             ),
@@ -292,6 +314,8 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
                     "last_counter_id": s.last_counter,
                     "counter_gaps": s.gaps,
                     "missing_counters": s.missing,
+                    "sampling_gaps": s.sampling_gaps,
+                    "coalesced_counters": s.coalesced,
                     "non_increasing_counters": s.non_increasing,
                     "first_observed_at_unix_ms": s.first_observed_ms,
                     "last_observed_at_unix_ms": s.last_observed_ms,
@@ -312,7 +336,7 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
     } else {
         writeln!(
             out,
-            "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10} {:>12}",
+            "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10} {:>10} {:>12}",
             "namespace",
             "component",
             "worker_id",
@@ -322,6 +346,7 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
             "last_counter",
             "gaps",
             "missing",
+            "coalesced",
             "span_s",
             "heartbeats",
             "mean_wall_s"
@@ -332,7 +357,7 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
                 .map_or_else(|| "-".to_owned(), |m| format!("{m:.6}"));
             writeln!(
                 out,
-                "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10.3} {:>10} {:>12}",
+                "{:<12} {:<12} {:<20} {:>7} {:>10} {:>14} {:>14} {:>6} {:>9} {:>10} {:>10.3} {:>10} {:>12}",
                 namespace,
                 component,
                 worker,
@@ -342,6 +367,7 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
                 s.last_counter.unwrap_or(0),
                 s.gaps,
                 s.missing,
+                s.coalesced,
                 s.span_s(),
                 s.heartbeats,
                 mean
@@ -358,6 +384,14 @@ fn summary(paths: &[PathBuf], as_json: bool) -> io::Result<bool> {
                 " (some files truncated: see warnings)"
             }
         )?;
+        if ranks.values().any(|s| s.coalesced > 0) {
+            writeln!(
+                out,
+                "coalesced: counter values between sampled rows (DYN_FPM_MODE=sampled writes the \
+                 newest payload of each interval), skipped by design; gaps and missing count \
+                 only the gaps sampling does not explain"
+            )?;
+        }
     }
     out.flush()?;
     Ok(complete)
@@ -370,14 +404,18 @@ mod tests {
     #[test]
     fn gaps_and_means() {
         let mut s = RankSummary::default();
-        s.add(1, Some(1000), Some(0.5));
-        s.add(2, Some(1100), Some(0.0));
-        s.add(5, Some(3000), Some(1.5));
-        s.add(5, Some(2000), None);
+        s.add(1, false, Some(1000), Some(0.5));
+        s.add(2, false, Some(1100), Some(0.0));
+        s.add(5, false, Some(3000), Some(1.5));
+        s.add(5, false, Some(2000), None);
         assert_eq!((s.rows, s.gaps, s.missing, s.non_increasing), (4, 1, 2, 1));
         assert_eq!((s.first_counter, s.last_counter), (Some(1), Some(5)));
         assert_eq!(s.span_s(), 2.0);
         assert_eq!(s.heartbeats, 2);
         assert_eq!(s.mean_wall_time(), Some(1.0));
+        // A jump to a sampled row is sampling's, not a gap.
+        s.add(9, true, Some(4000), None);
+        assert_eq!((s.gaps, s.missing), (1, 2));
+        assert_eq!((s.sampling_gaps, s.coalesced), (1, 3));
     }
 }

@@ -78,11 +78,6 @@ impl Tracked {
         self.reader.as_ref()
     }
 
-    /// Starts peeking at the current end of the ring (only events written from now on).
-    pub fn skip_backlog(&mut self) {
-        self.cursor = self.reader.as_ref().map(|r| r.header().write_pos);
-    }
-
     fn announce(&mut self, state: String) {
         if self.announced.as_deref() != Some(state.as_str()) {
             note(&state);

@@ -8,6 +8,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
 use nixl_telemetry::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
+use nixl_telemetry_test_support::manual_fpm_trace;
 use serde_json::Value;
 
 fn cmd() -> Command {
@@ -24,7 +25,6 @@ fn busy(worker: &str, rank: i64, counter: i64, wall_time: f64) -> FpmPayload {
 /// `pump` + `flush` writes one member. Counters: rank 0: 1, 2, 3, 6 (a gap of 2), with a
 /// heartbeat at 3; rank 1: 10, 11.
 fn write_trace(dir: &Path) -> u64 {
-    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let config = FpmConfig {
         output_path: dir.join("dynamo-fpm"),
         mode: CaptureMode::Full,
@@ -32,13 +32,7 @@ fn write_trace(dir: &Path) -> u64 {
         max_segments: 100,
         ..FpmConfig::default()
     };
-    let trace = FpmTrace::open_manual(
-        Source::new("default", "backend", "4192"),
-        &config,
-        clock.clone(),
-        64,
-    )
-    .unwrap();
+    let (clock, trace) = manual_fpm_trace(&config, "4192", 1_700_000_000_000, 64);
     for (rank, counter, wall) in [
         (0, 1, 0.5),
         (1, 10, 0.25),
@@ -303,4 +297,86 @@ fn a_row_longer_than_the_bound_is_refused_with_a_clear_error() {
     );
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert_eq!(out, b"{\"timestamp\":0,\"event\":\"fine\"}\n");
+}
+
+/// Producer "77" in sampled mode (1 s interval): counters 1..=5 in the first interval and
+/// 6..=9 in the second, so rows 5 and 9 are written and 6, 7, 8 were coalesced by design.
+fn write_sampled_trace(dir: &Path) {
+    let config = FpmConfig {
+        output_path: dir.join("dynamo-fpm"),
+        mode: CaptureMode::Sampled,
+        sample_interval: Duration::from_millis(1000),
+        ..FpmConfig::default()
+    };
+    let (clock, trace) = manual_fpm_trace(&config, "77", 1_700_000_000_000, 64);
+    for counters in [1..=5, 6..=9] {
+        for counter in counters {
+            trace.record(busy("s", 0, counter, 0.5));
+        }
+        trace.pump();
+        clock.advance_ms(1000);
+        trace.pump();
+        trace.flush();
+    }
+    let stats = trace.close();
+    assert_eq!((stats.written, stats.coalesced), (2, 7), "{stats:?}");
+}
+
+#[test]
+fn a_directory_is_every_producer_in_it_and_sampling_gaps_are_told_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(dir.path());
+    write_sampled_trace(dir.path());
+    // cat: the directory reads like the output prefix, every producer in order.
+    let by_dir = stdout_lines(&["fpm".as_ref(), "cat".as_ref(), dir.path().as_os_str()]);
+    assert_eq!(counters(&by_dir), [1, 10, 2, 3, 11, 6, 5, 9]);
+    let by_prefix = stdout_lines(&[
+        "fpm".as_ref(),
+        "cat".as_ref(),
+        dir.path().join("dynamo-fpm").as_os_str(),
+    ]);
+    assert_eq!(by_dir, by_prefix);
+
+    let out = stdout_lines(&[
+        "fpm".as_ref(),
+        "summary".as_ref(),
+        "--json".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    let doc: Value = serde_json::from_str(&out[0]).unwrap();
+    assert_eq!(doc["rows"], 8);
+    let ranks = doc["ranks"].as_array().unwrap();
+    let rank = |worker: &str, dp: u64| {
+        ranks
+            .iter()
+            .find(|r| r["worker_id"] == worker && r["dp_rank"] == dp)
+            .unwrap_or_else(|| panic!("{doc}"))
+    };
+    let gaps = |r: &Value| {
+        [
+            "counter_gaps",
+            "missing_counters",
+            "sampling_gaps",
+            "coalesced_counters",
+        ]
+        .map(|k| r[k].as_u64().unwrap())
+    };
+    // Full mode: 3 -> 6 is a real gap; sampled: 5 -> 9 is sampling's.
+    assert_eq!(gaps(rank("w", 0)), [1, 2, 0, 0]);
+    assert_eq!(gaps(rank("s", 0)), [0, 0, 1, 3]);
+
+    let table = stdout_lines(&["fpm".as_ref(), "summary".as_ref(), dir.path().as_os_str()]);
+    assert!(table[0].contains(" coalesced "), "{table:?}");
+    assert!(
+        table.iter().any(|l| l.starts_with("coalesced: ")),
+        "{table:?}"
+    );
+
+    // A directory without segments is an error that says so.
+    let empty = tempfile::tempdir().unwrap();
+    let (_, err) = run_with_status(
+        &["fpm".as_ref(), "summary".as_ref(), empty.path().as_os_str()],
+        1,
+    );
+    assert!(err.contains("a directory without any segment"), "{err}");
 }

@@ -173,10 +173,18 @@ fn once_from_a_scrape_endpoint_uses_counter_deltas_and_buckets() {
         .iter()
         .find(|l| l.starts_with("agent-x pid=7"))
         .unwrap_or_else(|| panic!("{out}"));
-    // p50 interpolated in (0, 100], p99 in (100, 1000]: exact, whatever the interval.
+    // p50 in the bucket (0, 100], p99 in (100, 1000]: shown as the buckets, not as values
+    // interpolated inside them (histogram_quantile would say 982 us for the p99).
     assert!(
-        rank.contains(" 100 us ") && rank.contains(" 982 us "),
+        rank.contains(" <=100 us ") && rank.contains(" <=1.0 ms "),
         "{rank}"
+    );
+    assert!(!rank.contains("982"), "{rank}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("<=x, >x: the percentile lies in the histogram bucket")),
+        "{out}"
     );
     assert!(rank.contains("MB/s"), "{rank}");
     // The label set without pid is a sum of the other: shown, not added to the node total.
@@ -321,4 +329,61 @@ fn live_view_in_a_terminal_quits_with_q() {
 #[test]
 fn live_view_in_a_terminal_quits_with_ctrl_c() {
     quit_with("c", "C-c");
+}
+
+/// A finished ring (its writer gone) has no activity in the interval: its row shows what the
+/// ring holds, and says so, rather than `0 B/s` and `-`.
+#[test]
+fn once_on_a_finished_ring_shows_its_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ring = RingWriter::create(dir.path(), "done", 1 << 10).unwrap();
+        for _ in 0..10 {
+            ring.push_batch(&[
+                Event::new(EventType::AgentXferTime, 120),
+                Event::new(EventType::AgentTxBytes, 1_000_000),
+                Event::new(EventType::AgentTxRequestsNum, 1),
+                Event::new(EventType::AgentErrBackend, 1),
+            ]);
+        }
+    }
+    let (code, out, err) = once(&[dir.path().join("done").to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("done "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains(" 10.0 MB ") && !row.contains("B/s"), "{row}");
+    assert!(row.contains(" 120 us "), "{row}");
+    // 10 requests and 10 errors: counts, not rates.
+    assert_eq!(row.matches(" 10 ").count(), 2, "{row}");
+    assert!(
+        row.contains("idle for ") && row.contains("totals of the 40 events seen"),
+        "{row}"
+    );
+    // Peeked: the ring still holds them.
+    let left = nixl_telemetry::RingReader::open(dir.path().join("done")).unwrap();
+    assert_eq!(left.len(), 40);
+}
+
+/// An endpoint whose counters did not move: the totals since the exporter started.
+#[test]
+fn once_on_an_idle_scrape_endpoint_shows_its_totals() {
+    let body = exposition(1_000_000, 3, [2, 4, 4]);
+    let port = endpoint(vec![body.clone(), body]);
+    let (code, out, err) = once(&[&format!("http://127.0.0.1:{port}/metrics")]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("agent-x pid=7"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains(" 1.0 MB ") && !row.contains("B/s"), "{row}");
+    assert!(
+        row.contains(" <=100 us ") && row.contains(" <=1.0 ms "),
+        "{row}"
+    );
+    assert!(
+        row.contains("idle for ") && row.contains("totals since the exporter started"),
+        "{row}"
+    );
 }

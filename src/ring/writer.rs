@@ -291,7 +291,11 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
         if e.raw_os_error() == Some(libc::ELOOP) {
             refuse("it is a symbolic link")
         } else {
-            Error::io(format!("cannot create telemetry ring {shown}"), &e)
+            let what = format!("cannot create telemetry ring {shown}");
+            match missing_directory(path) {
+                Some(why) => Error::new(Status::NotFound, format!("{what}: {why}")),
+                None => Error::io(what, &e),
+            }
         }
     })?;
     let meta = file
@@ -309,6 +313,23 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
     lock_exclusive(&file, path)?;
     owner_only::set_file_mode(&file).map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
     Ok(file)
+}
+
+/// Why the directory of the ring `path` cannot hold it, when it does not exist or is not a
+/// directory. Like NIXL, the BUFFER exporter never creates it: a mistyped `NIXL_TELEMETRY_DIR`
+/// fails instead of collecting rings where no reader looks.
+fn missing_directory(path: &Path) -> Option<String> {
+    let dir = path.parent()?;
+    let problem = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => return None,
+        Ok(_) => "is not a directory",
+        Err(_) => "does not exist",
+    };
+    Some(format!(
+        "the telemetry directory {} (NIXL_TELEMETRY_DIR) {problem}: create the directory first \
+         (mkdir -p); like NIXL, the BUFFER exporter does not create it",
+        dir.display()
+    ))
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {

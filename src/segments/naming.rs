@@ -162,12 +162,16 @@ impl SegmentNaming {
 }
 
 /// The segment files named by `arg`: the file itself when it exists and is not a directory;
+/// every segment of a directory, grouped by producer prefix (sorted), each in index order;
 /// otherwise `arg` is a producer prefix (`/tmp/dynamo-fpm.4192`) whose segments are returned in
 /// index order, or, when it has none, an output prefix (`/tmp/dynamo-fpm`) whose producers'
 /// segments are returned grouped by producer (sorted), each in index order.
 pub fn segments_of(arg: &Path) -> io::Result<Vec<PathBuf>> {
     if arg.is_file() {
         return Ok(vec![arg.to_owned()]);
+    }
+    if arg.is_dir() {
+        return scan_segments(arg, None);
     }
     let bytes = arg.as_os_str().as_encoded_bytes();
     let stem_path = PathBuf::from(arg);
@@ -203,32 +207,39 @@ pub fn segments_of(arg: &Path) -> io::Result<Vec<PathBuf>> {
         return Ok(exact);
     }
     // An output prefix: `<stem>.<producer>.<index>.jsonl.gz` for any producer.
+    scan_segments(&dir, Some(&stem))
+}
+
+/// The regular files of `dir` named `<prefix>.<index>.jsonl.gz`, sorted by prefix, then index.
+/// With `output_prefix`, only those whose prefix is `<output_prefix>.<producer>` (a producer
+/// without dots); without it, any non-empty prefix.
+fn scan_segments(dir: &Path, output_prefix: Option<&str>) -> io::Result<Vec<PathBuf>> {
     let mut found: Vec<(String, u64, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(&dir)? {
+    for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        let Some(rest) = name
-            .strip_prefix(stem.as_str())
-            .and_then(|r| r.strip_prefix('.'))
-            .and_then(|r| r.strip_suffix(SEGMENT_SUFFIX))
+        let Some((prefix, digits)) = name
+            .strip_suffix(SEGMENT_SUFFIX)
+            .and_then(|r| r.rsplit_once('.'))
         else {
-            continue;
-        };
-        let Some((producer, digits)) = rest.rsplit_once('.') else {
             continue;
         };
         let Some(index) = parse_index_digits(digits.as_bytes()) else {
             continue;
         };
-        if producer.is_empty()
-            || producer.contains('.')
-            || !entry.file_type().map(|t| t.is_file()).unwrap_or(false)
-        {
+        let prefix_matches = match output_prefix {
+            Some(stem) => prefix
+                .strip_prefix(stem)
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(|producer| !producer.is_empty() && !producer.contains('.')),
+            None => !prefix.is_empty(),
+        };
+        if !prefix_matches || !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
             continue;
         }
-        found.push((producer.to_owned(), index, entry.path()));
+        found.push((prefix.to_owned(), index, entry.path()));
     }
     found.sort();
     Ok(found.into_iter().map(|(_, _, p)| p).collect())
@@ -237,6 +248,42 @@ pub fn segments_of(arg: &Path) -> io::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_names_every_segment_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for name in [
+            "fpm.b.000001.jsonl.gz",
+            "fpm.a.000002.jsonl.gz",
+            "fpm.b.000000.jsonl.gz",
+            "nixl.agent_0.000000.jsonl.gz",
+            "fpm.b.lock",
+            "fpm.b.00001.jsonl.gz",
+            "notes.txt",
+        ] {
+            std::fs::write(d.join(name), b"x").unwrap();
+        }
+        std::fs::create_dir(d.join("fpm.c.000000.jsonl.gz")).unwrap();
+        let names: Vec<String> = segments_of(d)
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "fpm.a.000002.jsonl.gz",
+                "fpm.b.000000.jsonl.gz",
+                "fpm.b.000001.jsonl.gz",
+                "nixl.agent_0.000000.jsonl.gz"
+            ]
+        );
+        // The output prefix still selects its producers only.
+        assert_eq!(segments_of(&d.join("fpm")).unwrap().len(), 3);
+        let empty = tempfile::tempdir().unwrap();
+        assert!(segments_of(empty.path()).unwrap().is_empty());
+    }
 
     #[test]
     fn producer_ids_are_sanitized() {

@@ -129,3 +129,26 @@ pub fn in_child(name: &str) -> bool {
     );
     false
 }
+
+/// An FPM trace of producer `producer_id` (namespace `default`, component `backend`) driven by
+/// [`nixl_telemetry::fpm::FpmTrace::pump`] and a manual clock starting at `unix_ms`, so that
+/// every timing decision is the test's; `queue_capacity` is normally 8192.
+pub fn manual_fpm_trace(
+    config: &nixl_telemetry::fpm::FpmConfig,
+    producer_id: &str,
+    unix_ms: u64,
+    queue_capacity: usize,
+) -> (
+    std::sync::Arc<nixl_telemetry::segments::ManualClock>,
+    nixl_telemetry::fpm::FpmTrace,
+) {
+    let clock = std::sync::Arc::new(nixl_telemetry::segments::ManualClock::new(unix_ms));
+    let trace = nixl_telemetry::fpm::FpmTrace::open_manual(
+        nixl_telemetry::fpm::Source::new("default", "backend", producer_id),
+        config,
+        clock.clone(),
+        queue_capacity,
+    )
+    .expect("the FPM trace opens");
+    (clock, trace)
+}

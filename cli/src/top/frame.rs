@@ -3,7 +3,7 @@
 
 use nixl_telemetry::EventType;
 
-use crate::top::rates::Rates;
+use crate::top::rates::{Quantile, Rates};
 
 /// One line of the table.
 #[derive(Clone, Debug)]
@@ -14,6 +14,9 @@ pub struct Row {
     pub rates: Option<Rates>,
     /// Why it shows no rates, or a warning.
     pub note: Option<String>,
+    /// Everything seen so far (sums, not rates), shown instead of the rates when the interval
+    /// had no activity (a finished ring, an idle agent); the note then says so.
+    pub totals: Option<Rates>,
     /// A sum of other rows (a `prometheus_mp` node total): left out of the node total.
     pub aggregate: bool,
 }
@@ -30,7 +33,15 @@ pub struct Frame {
 
 /// A byte rate with a decimal unit (`12.3 MB/s`).
 fn bytes_per_s(v: f64) -> String {
-    let units = ["B/s", "KB/s", "MB/s", "GB/s", "TB/s"];
+    bytes_in(v, ["B/s", "KB/s", "MB/s", "GB/s", "TB/s"])
+}
+
+/// A number of bytes with a decimal unit (`12.3 MB`).
+fn bytes(v: f64) -> String {
+    bytes_in(v, ["B", "KB", "MB", "GB", "TB"])
+}
+
+fn bytes_in(v: f64, units: [&str; 5]) -> String {
     let mut v = v;
     let mut unit = 0;
     while v >= 1000.0 && unit + 1 < units.len() {
@@ -41,6 +52,15 @@ fn bytes_per_s(v: f64) -> String {
         format!("{v:.0} {}", units[0])
     } else {
         format!("{v:.1} {}", units[unit])
+    }
+}
+
+/// A count, shortened with `k` and `M` (`12`, `12.3k`).
+fn count(v: f64) -> String {
+    if v >= 1e4 {
+        per_s(v)
+    } else {
+        format!("{v:.0}")
     }
 }
 
@@ -61,6 +81,29 @@ fn micros(v: Option<f64>) -> String {
         Some(v) if v < 1e6 => format!("{:.1} ms", v / 1e3),
         Some(v) => format!("{:.2} s", v / 1e6),
     }
+}
+
+/// A percentile: a value, or the bound of the histogram bucket holding it (`<=1.0 ms`, or
+/// `>10.00 s` for the overflow bucket). The second element says whether it is a bucket.
+fn percentile(q: Option<Quantile>) -> (String, bool) {
+    match q {
+        None => (micros(None), false),
+        Some(Quantile::Value(v)) => (micros(Some(v)), false),
+        Some(Quantile::AtMost(b)) => (format!("<={}", micros(Some(b))), true),
+        Some(Quantile::Above(b)) => (format!(">{}", micros(Some(b))), true),
+    }
+}
+
+/// The line under the table explaining `<=` and `>` percentiles.
+pub const BUCKET_LEGEND: &str = "<=x, >x: the percentile lies in the histogram bucket ending at \
+x (or above the last bound): a scrape has bucket counts, not values; `nixl-telemetry stats` on \
+a ring gives exact ones";
+
+/// How a row's numbers read: rates of the last interval, or totals so far.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Rates,
+    Totals,
 }
 
 impl Frame {
@@ -90,22 +133,36 @@ impl Frame {
         let mut node: Option<Rates> = None;
         let mut counted = 0;
         let mut error_lines = Vec::new();
-        let row_line = |name: &str, rates: Option<&Rates>, note: Option<&str>| {
+        let mut bucketed = false;
+        let mut row_line = |name: &str, rates: Option<&Rates>, note: Option<&str>, shown| {
             let Some(r) = rates else {
                 return format!("{name:<width$} {}", note.unwrap_or("-"));
             };
             let p = |t: EventType| r.per_s[t as usize];
+            let amount = |v: f64| match shown {
+                Shown::Rates => bytes_per_s(v),
+                Shown::Totals => bytes(v),
+            };
+            let number = |v: f64| match shown {
+                Shown::Rates => per_s(v),
+                Shown::Totals => count(v),
+            };
+            let mut quantile = |d: &crate::top::rates::Dist, q: f64| {
+                let (text, bucket) = percentile(d.quantile(q));
+                bucketed |= bucket;
+                text
+            };
             let mut line = format!(
                 "{name:<width$} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}",
-                bytes_per_s(p(EventType::AgentTxBytes)),
-                bytes_per_s(p(EventType::AgentRxBytes)),
-                per_s(p(EventType::AgentTxRequestsNum)),
-                per_s(p(EventType::AgentRxRequestsNum)),
-                micros(r.xfer.quantile(0.5)),
-                micros(r.xfer.quantile(0.99)),
-                micros(r.post.quantile(0.5)),
-                per_s(r.errors()),
-                per_s(p(EventType::AgentTelemetryEventsDropped)),
+                amount(p(EventType::AgentTxBytes)),
+                amount(p(EventType::AgentRxBytes)),
+                number(p(EventType::AgentTxRequestsNum)),
+                number(p(EventType::AgentRxRequestsNum)),
+                quantile(&r.xfer, 0.5),
+                quantile(&r.xfer, 0.99),
+                quantile(&r.post, 0.5),
+                number(r.errors()),
+                number(p(EventType::AgentTelemetryEventsDropped)),
             );
             if let Some(note) = note {
                 line.push_str("  ");
@@ -113,13 +170,27 @@ impl Frame {
             }
             line
         };
+        let mut node_totals: Option<Rates> = None;
         for row in &self.rows {
             let shown = if row.aggregate {
                 format!("{} (sum)", row.name)
             } else {
                 row.name.clone()
             };
-            lines.push(row_line(&shown, row.rates.as_ref(), row.note.as_deref()));
+            match &row.totals {
+                Some(t) => lines.push(row_line(
+                    &shown,
+                    Some(t),
+                    row.note.as_deref(),
+                    Shown::Totals,
+                )),
+                None => lines.push(row_line(
+                    &shown,
+                    row.rates.as_ref(),
+                    row.note.as_deref(),
+                    Shown::Rates,
+                )),
+            }
             let Some(r) = &row.rates else { continue };
             let by_status: Vec<String> = EventType::ALL
                 .iter()
@@ -141,11 +212,29 @@ impl Frame {
                     Some(n) => n.add(r),
                     None => node = Some(r.clone()),
                 }
+                let total = row.totals.as_ref().unwrap_or(r);
+                match &mut node_totals {
+                    Some(n) => n.add(total),
+                    None => node_totals = Some(total.clone()),
+                }
             }
         }
         if self.rows.len() > 1 {
             let name = format!("node ({counted} agents)");
-            lines.push(row_line(&name, node.as_ref(), None));
+            let idle = node.as_ref().is_some_and(Rates::is_idle);
+            match node_totals.filter(|t| idle && !t.is_idle()) {
+                Some(t) => lines.push(row_line(
+                    &name,
+                    Some(&t),
+                    Some("idle: totals"),
+                    Shown::Totals,
+                )),
+                None => lines.push(row_line(&name, node.as_ref(), None, Shown::Rates)),
+            }
+        }
+        if bucketed {
+            lines.push(String::new());
+            lines.push(BUCKET_LEGEND.to_owned());
         }
         if !error_lines.is_empty() {
             lines.push(String::new());
@@ -176,12 +265,14 @@ mod tests {
                     name: "a".into(),
                     rates: Some(r.clone()),
                     note: None,
+                    totals: None,
                     aggregate: false,
                 },
                 Row {
                     name: "b".into(),
                     rates: Some(r),
                     note: None,
+                    totals: None,
                     aggregate: false,
                 },
             ],
@@ -204,5 +295,8 @@ mod tests {
         assert_eq!(micros(Some(2500.0)), "2.5 ms");
         assert_eq!(micros(None), "-");
         assert_eq!(per_s(12345.0), "12.3k");
+        assert_eq!((count(13.0), count(12345.0)), ("13".into(), "12.3k".into()));
+        assert_eq!(percentile(Some(Quantile::AtMost(1000.0))).0, "<=1.0 ms");
+        assert_eq!(percentile(Some(Quantile::Above(1e7))).0, ">10.00 s");
     }
 }

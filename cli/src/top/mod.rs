@@ -6,8 +6,10 @@
 //! A ring is peeked by default, so `top` never takes events from the ring's reader; with
 //! `--consume` it is the reader itself (then nothing else should read the ring). A scrape
 //! endpoint gives cumulative counters and histogram buckets: rates are the deltas between two
-//! scrapes, percentiles are interpolated inside the buckets as Prometheus'
-//! `histogram_quantile` does. Plain ANSI escapes, no terminal library: `q` or Ctrl+C quits.
+//! scrapes, and a percentile is the bucket holding it (`<=1.0 ms`), not a value interpolated
+//! inside it. A row with no activity in the last interval (a finished ring, an idle agent)
+//! shows the totals seen so far instead, and says so. Plain ANSI escapes, no terminal library:
+//! `q` or Ctrl+C quits.
 //!
 //! - [`rates`]: the rate and percentile arithmetic;
 //! - [`source`]: the rings and scrape endpoints rows come from;
@@ -88,13 +90,9 @@ pub fn run(args: &TopArgs) -> CliResult {
     };
     let started = Instant::now();
     let interval = Duration::from_secs_f64(args.interval);
-    // The first look is the baseline: a ring's backlog and a scrape's totals are not rates.
+    // The first look is the baseline: a ring's backlog and a scrape's totals are not rates
+    // (they are the totals an idle row shows).
     for s in &mut sources {
-        if let Source::Rings(set, _) = s {
-            for ring in &mut set.rings {
-                ring.skip_backlog();
-            }
-        }
         s.sample(mode, args.interval, true);
     }
     let screen = interactive.then(Screen::enter);

@@ -1,7 +1,8 @@
 //! The rate arithmetic of `top`: per-second rates of one interval from a ring's events or from
 //! the deltas between two scrapes (a reset counter counts from zero), and percentiles from a
-//! ring's values or interpolated inside histogram buckets as Prometheus'
-//! `histogram_quantile` does.
+//! ring's values or, from histogram buckets, the bucket holding the percentile's rank (the
+//! bucket `histogram_quantile` interpolates in): a value interpolated inside a wide bucket
+//! could lie far above every observed value.
 
 use nixl_telemetry::event::EVENT_TYPE_COUNT;
 use nixl_telemetry::EventType;
@@ -47,19 +48,29 @@ impl Dist {
     }
 
     /// The `q` quantile, in the values' unit.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
+    pub fn quantile(&self, q: f64) -> Option<Quantile> {
         match self {
             Dist::Empty | Dist::Mixed => None,
-            Dist::Sketch(s) => s.quantile(q).map(|v| v as f64),
+            Dist::Sketch(s) => s.quantile(q).map(|v| Quantile::Value(v as f64)),
             Dist::Buckets(b) => bucket_quantile(b, q),
         }
     }
 }
 
-/// Prometheus' `histogram_quantile` over cumulative `(upper bound, count)` buckets: linear
-/// interpolation inside the bucket holding the rank; the `+Inf` bucket gives the largest
-/// finite bound.
-fn bucket_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+/// A percentile as far as the data tells it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Quantile {
+    /// An observed value (rings).
+    Value(f64),
+    /// In the histogram bucket ending at this bound: at most it, above the bucket below.
+    AtMost(f64),
+    /// In the overflow bucket: above the largest finite bound.
+    Above(f64),
+}
+
+/// The bucket holding the `q` quantile's rank among cumulative `(upper bound, count)` buckets,
+/// chosen as Prometheus' `histogram_quantile` chooses the bucket it interpolates in.
+fn bucket_quantile(buckets: &[(f64, f64)], q: f64) -> Option<Quantile> {
     let total = buckets.last().map(|b| b.1)?;
     if total <= 0.0 || !buckets.last()?.0.is_infinite() {
         return None;
@@ -69,13 +80,13 @@ fn bucket_quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     for &(bound, count) in buckets {
         if count >= rank && count > below {
             if bound.is_infinite() {
-                return Some(low);
+                return Some(Quantile::Above(low));
             }
-            return Some(low + (bound - low) * (rank - below) / (count - below));
+            return Some(Quantile::AtMost(bound));
         }
         (low, below) = (bound, count);
     }
-    Some(low)
+    Some(Quantile::Above(low))
 }
 
 /// What one agent did per second over the last interval.
@@ -151,6 +162,13 @@ impl Rates {
         self.post.merge(&other.post);
     }
 
+    /// Whether nothing happened: no value of any event and no time observed.
+    pub(super) fn is_idle(&self) -> bool {
+        self.per_s.iter().all(|v| *v == 0.0)
+            && self.xfer.quantile(0.5).is_none()
+            && self.post.quantile(0.5).is_none()
+    }
+
     /// Errors per second, all statuses together.
     pub(super) fn errors(&self) -> f64 {
         EventType::ALL
@@ -180,13 +198,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn histogram_quantiles_interpolate_like_prometheus() {
+    fn histogram_quantiles_are_the_bucket_prometheus_interpolates_in() {
         let b = [(10.0, 2.0), (100.0, 4.0), (f64::INFINITY, 4.0)];
-        assert_eq!(bucket_quantile(&b, 0.5), Some(10.0));
-        assert_eq!(bucket_quantile(&b, 0.75), Some(55.0));
-        assert_eq!(bucket_quantile(&b, 0.25), Some(5.0));
+        assert_eq!(bucket_quantile(&b, 0.5), Some(Quantile::AtMost(10.0)));
+        assert_eq!(bucket_quantile(&b, 0.75), Some(Quantile::AtMost(100.0)));
+        assert_eq!(bucket_quantile(&b, 0.25), Some(Quantile::AtMost(10.0)));
         let inf = [(10.0, 1.0), (f64::INFINITY, 3.0)];
-        assert_eq!(bucket_quantile(&inf, 0.99), Some(10.0));
+        assert_eq!(bucket_quantile(&inf, 0.99), Some(Quantile::Above(10.0)));
         assert_eq!(bucket_quantile(&[(f64::INFINITY, 0.0)], 0.5), None);
     }
 
@@ -198,9 +216,11 @@ mod tests {
         assert_eq!(r.errors(), 2.0);
         assert_eq!(
             r.xfer.quantile(0.5),
-            Some(10.0),
+            Some(Quantile::Above(10.0)),
             "all four new in the +Inf bucket"
         );
+        assert!(!r.is_idle());
+        assert!(Rates::from_scrapes(Some(&now), &now, 1.0).is_idle());
         // A reset counter counts from zero.
         let reset = Rates::from_scrapes(Some(&now), &before, 1.0);
         assert_eq!(reset.per_s[EventType::AgentTxBytes as usize], 1000.0);

@@ -1,7 +1,8 @@
 //! The data sources of `top`: rings (peeked or consumed, picked up as they appear) and scrape
 //! endpoints, each turned into the rows of one interval.
 
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use crate::rings::{Mode, RingSet};
 use crate::scrape::{self, Identity, Totals, Url};
@@ -9,15 +10,55 @@ use crate::stats::Summary;
 use crate::top::frame::Row;
 use crate::top::rates::Rates;
 
+/// What `top` saw of one ring.
+pub struct Seen {
+    /// The events since the last frame.
+    interval: Summary,
+    /// Every event seen since `top` started (the ring's backlog included).
+    all: Summary,
+    /// When an interval last had events, or when the ring was first seen.
+    active: Instant,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen {
+            interval: Summary::default(),
+            all: Summary::default(),
+            active: Instant::now(),
+        }
+    }
+}
+
 /// Where rows come from.
 pub enum Source {
-    /// Rings, and what each one got since the last frame.
-    Rings(RingSet, Vec<Summary>),
-    /// A scrape endpoint, and its last scrape.
+    /// Rings, and what `top` saw of each one.
+    Rings(RingSet, Vec<Seen>),
+    /// A scrape endpoint: its last scrape, and when each series last changed (or was first
+    /// seen).
     Url {
         url: Url,
-        last: Option<(Instant, std::collections::BTreeMap<Identity, Totals>)>,
+        last: Option<(Instant, BTreeMap<Identity, Totals>)>,
+        active: BTreeMap<Identity, Instant>,
     },
+}
+
+/// `idle for 1.5 s`, `idle for 3 min 20 s`.
+fn idle_for(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("idle for {s:.1} s")
+    } else {
+        format!("idle for {} min {} s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+/// Joins an existing note and another one.
+fn with_note(note: Option<String>, more: String) -> Option<String> {
+    Some(match note {
+        Some(n) => format!("{n}; {more}"),
+        None => more,
+    })
 }
 
 /// The display name of a scraped series: `agent_name`, with the other labels (but `hostname`,
@@ -40,37 +81,48 @@ fn series_name(id: &Identity, show_host: bool) -> String {
 impl Source {
     /// A scrape endpoint.
     pub fn url(url: Url) -> Source {
-        Source::Url { url, last: None }
+        Source::Url {
+            url,
+            last: None,
+            active: BTreeMap::new(),
+        }
     }
 
     /// Takes the rings' new events into the current frame's summaries. Called often between
     /// frames: a peeked ring shows only events still unread, so looking often sees the events
     /// another reader consumes soon after they arrive.
     pub fn collect(&mut self, mode: Mode) {
-        let Source::Rings(set, summaries) = self else {
+        let Source::Rings(set, seen) = self else {
             return;
         };
-        summaries.resize_with(set.rings.len(), Summary::default);
-        for (ring, summary) in set.rings.iter_mut().zip(summaries) {
+        seen.resize_with(set.rings.len(), Seen::default);
+        for (ring, seen) in set.rings.iter_mut().zip(seen) {
             let limit = ring.reader().map_or(0, |r| r.capacity() as usize);
             let _ = ring.take_batches(mode, limit, true, |events| {
-                events.iter().for_each(|e| summary.add(e));
+                events.iter().for_each(|e| seen.interval.add(e));
                 Ok(())
             });
         }
     }
 
     /// Rows of the activity since the last call, which took `seconds` (no rates with
-    /// `baseline`; a scrape endpoint's first call gives none either).
+    /// `baseline`; a scrape endpoint's first call gives none either). A row whose interval had
+    /// no activity carries the totals seen so far instead, and a note saying so: for a ring,
+    /// every event `top` saw of it (its backlog at the first look included); for a scrape,
+    /// the cumulative counters.
     pub fn sample(&mut self, mode: Mode, seconds: f64, baseline: bool) -> Vec<Row> {
         self.collect(mode);
         match self {
-            Source::Rings(set, summaries) => {
+            Source::Rings(set, seen) => {
                 set.rescan();
                 let mut rows = Vec::new();
-                summaries.resize_with(set.rings.len(), Summary::default);
-                for (ring, summary) in set.rings.iter_mut().zip(summaries) {
-                    let summary = std::mem::take(summary);
+                seen.resize_with(set.rings.len(), Seen::default);
+                for (ring, seen) in set.rings.iter_mut().zip(seen) {
+                    let summary = std::mem::take(&mut seen.interval);
+                    seen.all.merge(&summary);
+                    if summary.total() > 0 {
+                        seen.active = Instant::now();
+                    }
                     let note = match ring.reader() {
                         None => Some("waiting for the ring".to_owned()),
                         Some(r) if mode == Mode::Peek && r.len() + 1 >= r.capacity() => Some(
@@ -82,20 +134,34 @@ impl Source {
                     };
                     let rates = (!baseline && ring.reader().is_some())
                         .then(|| Rates::from_summary(&summary, seconds));
-                    rows.push(Row {
+                    let mut row = Row {
                         name: ring.name.clone(),
                         rates,
                         note,
+                        totals: None,
                         aggregate: false,
-                    });
+                    };
+                    if row.rates.as_ref().is_some_and(Rates::is_idle) && seen.all.total() > 0 {
+                        row.totals = Some(Rates::from_summary(&seen.all, 1.0));
+                        row.note = with_note(
+                            row.note,
+                            format!(
+                                "{}: totals of the {} events seen",
+                                idle_for(seen.active.elapsed()),
+                                seen.all.total()
+                            ),
+                        );
+                    }
+                    rows.push(row);
                 }
                 rows
             }
-            Source::Url { url, last } => match scrape::scrape(url) {
+            Source::Url { url, last, active } => match scrape::scrape(url) {
                 Err(e) => vec![Row {
                     name: url.to_string(),
                     rates: None,
                     note: Some(format!("cannot scrape: {e}")),
+                    totals: None,
                     aggregate: false,
                 }],
                 Ok(now) => {
@@ -113,16 +179,30 @@ impl Source {
                                 let secs = at.duration_since(*then).as_secs_f64().max(1e-3);
                                 Rates::from_scrapes(before.get(id), totals, secs)
                             });
+                            let since = active.entry(id.clone()).or_insert(at);
+                            if rates.as_ref().is_some_and(|r| !r.is_idle()) {
+                                *since = at;
+                            }
                             // A label set contained in another one is a sum over it.
                             let aggregate = now.keys().any(|other| {
                                 other.len() > id.len() && id.iter().all(|l| other.contains(l))
                             });
-                            Row {
+                            let mut row = Row {
                                 name: series_name(id, hosts.len() > 1),
                                 rates,
                                 note: None,
+                                totals: None,
                                 aggregate,
+                            };
+                            let sums = Rates::from_scrapes(None, totals, 1.0);
+                            if row.rates.as_ref().is_some_and(Rates::is_idle) && !sums.is_idle() {
+                                row.totals = Some(sums);
+                                row.note = Some(format!(
+                                    "{}: totals since the exporter started",
+                                    idle_for(at.duration_since(*since))
+                                ));
                             }
+                            row
                         })
                         .collect::<Vec<_>>();
                     *last = Some((at, now));
@@ -131,6 +211,7 @@ impl Source {
                             name: url.to_string(),
                             rates: None,
                             note: Some("no NIXL telemetry series at this endpoint".into()),
+                            totals: None,
                             aggregate: false,
                         }];
                     }
