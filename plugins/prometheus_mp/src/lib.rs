@@ -88,7 +88,12 @@ impl TelemetryPlugin for PrometheusMpExporter {
         let config = MpConfig::from_lookup(&process_env).map_err(CreateError::InvalidParam)?;
         let dir = &config.scan.dir;
         dir::prepare(dir).map_err(|e| CreateError::Other(format!("prometheus_mp: {e}")))?;
-        let id = Identity::for_this_process(params.agent_name, &hostname(), &config.local_rank);
+        let id = Identity::for_this_process(
+            params.agent_name,
+            &hostname(),
+            &config.local_rank,
+            config.labels.clone(),
+        );
         let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
             CreateError::Other(format!(
                 "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",

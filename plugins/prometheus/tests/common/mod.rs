@@ -19,7 +19,11 @@ use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared between tests.
-const VARS: [&str; 8] = [
+const VARS: [&str; 12] = [
+    "NIXL_TELEMETRY_LABELS",
+    "NIXL_TELEMETRY_LABELS_FROM",
+    "POD_NAME",
+    "POD_NAMESPACE",
     "NIXL_TELEMETRY_PROMETHEUS_PORT",
     "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
     "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
