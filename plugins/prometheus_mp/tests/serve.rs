@@ -207,9 +207,10 @@ fn serve_writes_a_textfile_that_node_exporter_serves() {
         .args(["--interval", "1", "--aggregate", "sum"])
         .env("NIXL_LOG_LEVEL", "WARN")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(scratch.path().join("serve.stderr")).unwrap())
         .spawn()
         .unwrap();
+    let serve_err = || std::fs::read_to_string(scratch.path().join("serve.stderr")).unwrap();
     let mut out = BufReader::new(serve.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -321,12 +322,31 @@ fn serve_writes_a_textfile_that_node_exporter_serves() {
         .filter(|n| n.ends_with(".prom"))
         .collect();
     assert_eq!(names, ["nixl.prom"]);
+    // The directory gone: one message, then the writes resume once it is back.
+    let away = scratch.path().join("away");
+    std::fs::rename(&textfiles, &away).unwrap();
+    poll(
+        Duration::from_secs(10),
+        "a failed write is reported",
+        || serve_err().contains("cannot write").then_some(()),
+    );
+    std::fs::rename(&away, &textfiles).unwrap();
+    poll(Duration::from_secs(10), "writes resume", || {
+        serve_err().contains("writing").then_some(())
+    });
+    assert_eq!(
+        serve_err().matches("cannot write").count(),
+        1,
+        "{}",
+        serve_err()
+    );
     // SIGTERM: stopped, and the file is gone.
     // SAFETY: kill(2) of our own child, still running (not yet waited for).
     assert_eq!(unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) }, 0);
     let status = serve.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{status}: {err}");
+    assert!(status.success(), "{status}: {}", serve_err());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest.trim(), "stopped");
     assert!(!file.exists());
 }
