@@ -134,7 +134,7 @@ impl WorkloadLabels {
                     if value.is_empty() || pairs[..explicit].iter().any(|(n, _)| n == label) {
                         continue;
                     }
-                    let kept = truncate(value, MAX_VALUE_BYTES);
+                    let kept = truncate_str(value, MAX_VALUE_BYTES);
                     if kept.len() < value.len() {
                         log::warn!(
                             "{ENV_LABELS_FROM}: {var} is longer than {MAX_VALUE_BYTES} bytes; \
@@ -290,8 +290,9 @@ fn check_value(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `s` cut to at most `max` bytes at a character boundary.
-fn truncate(s: &str, max: usize) -> &str {
+/// `s` cut to at most `max` bytes at a character boundary (the layout of `prometheus_mp`'s
+/// store fields and the label values share it).
+pub fn truncate_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

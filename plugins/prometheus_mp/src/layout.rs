@@ -229,16 +229,7 @@ impl Image {
 }
 
 /// Truncates `s` to at most `max` bytes at a character boundary.
-pub fn truncate_str(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use nixl_telemetry_series::labels::truncate_str;
 
 #[cfg(test)]
 mod tests {
@@ -267,7 +258,7 @@ mod tests {
         assert_eq!(&bytes[..8], b"NIXLLBL1");
         assert_eq!(
             bytes.len(),
-            LABELS_HEADER + "slurm_job_id\042\0team\0kv cache é\0".len()
+            LABELS_HEADER + "slurm_job_id\x0042\x00team\x00kv cache é\x00".len()
         );
         assert_eq!(decode_labels(&bytes).unwrap(), labels);
         // Trailing bytes after the extension are ignored; no extension, no labels.
