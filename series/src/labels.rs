@@ -389,10 +389,27 @@ mod tests {
                 ("slurm_node_id", "0")
             ])
         );
-        // A long job name is truncated, not fatal.
+        // A long job name is truncated with a warning, not fatal.
         let long = "n".repeat(300);
-        let l = labels(&[(ENV_LABELS_FROM, "slurm")], &[("SLURM_JOB_NAME", &long)]).unwrap();
+        let (l, logged) = nixl_telemetry::logging::capture(|| {
+            labels(&[(ENV_LABELS_FROM, "slurm")], &[("SLURM_JOB_NAME", &long)]).unwrap()
+        });
         assert_eq!(l[0].1.len(), MAX_VALUE_BYTES);
+        let w = nixl_telemetry::logging::warnings(&logged);
+        assert!(
+            w.len() == 1 && w[0].contains("SLURM_JOB_NAME is longer than 256"),
+            "{w:?}"
+        );
+        // A source none of whose variables is set: no label, one warning naming them.
+        let (l, logged) = nixl_telemetry::logging::capture(|| {
+            labels(&[(ENV_LABELS_FROM, "kubernetes")], &[]).unwrap()
+        });
+        assert!(l.is_empty());
+        let w = nixl_telemetry::logging::warnings(&logged);
+        assert!(
+            w.len() == 1 && w[0].contains("names kubernetes but none of POD_NAME"),
+            "{w:?}"
+        );
     }
 
     #[test]
