@@ -2,9 +2,10 @@
 # Installs what the tests need when it is missing, on Debian or Ubuntu (apt-get; as root, or
 # through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), pkg-config (the
 # install test), Prometheus'
-# promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`),
-# pytest (the Python tests), and pandas and duckdb (tests/fpm_dataframes.rs runs the FPM page's
-# examples; pip, about 30 s once). Does nothing when everything is there. scripts/test.sh runs it.
+# promtool and server (the exposition and scrape tests), Prometheus' node_exporter (the
+# textfile test of `serve --textfile`), tmux (the terminal test of `top`), pytest (the Python
+# tests), and pandas and duckdb (tests/fpm_dataframes.rs runs the FPM page's examples; pip,
+# about 30 s once). Does nothing when everything is there. scripts/test.sh runs it.
 set -euo pipefail
 
 missing=()
@@ -14,6 +15,7 @@ command -v cc >/dev/null || missing+=(gcc)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 # Debian's `prometheus` package provides both promtool and the server.
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || missing+=(prometheus-node-exporter)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v python3 >/dev/null || missing+=(python3)
 if command -v python3 >/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
@@ -30,7 +32,8 @@ apt_install() {
   echo "== installing $* (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  # No recommended packages: Debian's prometheus would also pull in node-exporter.
+  # No recommended packages (Debian's prometheus would pull in node-exporter, which is listed
+  # on its own when the tests need it).
   $sudo apt-get install -y -qq --no-install-recommends "$@"
 }
 

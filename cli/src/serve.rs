@@ -4,6 +4,10 @@
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. Runs until SIGINT or SIGTERM.
+//!
+//! `--textfile PATH` writes the same page to `PATH` every `--interval` seconds instead, for
+//! node_exporter's textfile collector ([`textfile`]); no port is opened. The file is removed
+//! when `serve` stops, so node_exporter does not go on serving a stale page.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -13,7 +17,8 @@ use std::time::{Duration, Instant};
 use nixl_telemetry::settings::process_settings;
 use telemetry_exporter_prometheus_mp::config::{self, Aggregate, ScanConfig};
 use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
-use telemetry_exporter_prometheus_mp::{dir, join_election};
+use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
+use telemetry_exporter_prometheus_mp::{dir, join_election, textfile};
 
 use crate::output::{CliError, CliResult};
 
@@ -42,6 +47,14 @@ pub struct ServeArgs {
     /// [default: NIXL_TELEMETRY_MP_AGGREGATE, else none].
     #[arg(long, value_name = "MODE")]
     aggregate: Option<String>,
+    /// Write the page to this file (ending in .prom, in node_exporter's
+    /// --collector.textfile.directory) every --interval seconds instead of serving a port.
+    #[arg(long, value_name = "PATH")]
+    textfile: Option<PathBuf>,
+    /// Seconds between two writes of --textfile.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=86400))]
+    interval: u64,
 }
 
 /// The store scan settings and address `args` ask for, the environment filling what they leave out.
@@ -96,12 +109,62 @@ fn signalled(set: &libc::sigset_t, timeout: Duration) -> bool {
     unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) > 0 }
 }
 
-/// Runs the endpoint until SIGINT or SIGTERM.
+/// Writes the page to `path` every `interval` until SIGINT or SIGTERM, then removes it.
+fn run_textfile(
+    scan: ScanConfig,
+    path: &std::path::Path,
+    interval: Duration,
+    signals: &libc::sigset_t,
+) -> CliResult {
+    let scan = StoreScan::new(scan);
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "writing {} every {}s for {}",
+        path.display(),
+        interval.as_secs(),
+        scan.config().dir.display()
+    )?;
+    out.flush()?;
+    let mut failing = false;
+    loop {
+        match textfile::write_atomically(path, &scan.scrape()) {
+            Ok(()) if failing => {
+                failing = false;
+                eprintln!("nixl-telemetry serve: writing {} again", path.display());
+            }
+            Ok(()) => {}
+            // Once per run of failures; the next interval tries again.
+            Err(e) if !failing => {
+                failing = true;
+                eprintln!(
+                    "nixl-telemetry serve: cannot write {} ({e}); retrying every {}s",
+                    path.display(),
+                    interval.as_secs()
+                );
+            }
+            Err(_) => {}
+        }
+        if signalled(signals, interval) {
+            break;
+        }
+    }
+    let _ = std::fs::remove_file(path);
+    writeln!(out, "stopped")?;
+    Ok(())
+}
+
+/// Runs the endpoint (or writes the textfile) until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> CliResult {
     nixl_telemetry::logging::init();
     let signals = stop_signals();
     let (scan, addr) = settings(args).map_err(failure)?;
     dir::prepare(&scan.dir).map_err(failure)?;
+    if let Some(path) = &args.textfile {
+        textfile::check_path(path).map_err(|e| failure(format!("--textfile {e}")))?;
+        let interval = Duration::from_secs(args.interval);
+        return run_textfile(scan, path, interval, &signals);
+    }
     let election = join_election(&scan, addr);
     let dir = election.dir().display().to_string();
     let mut out = std::io::stdout();

@@ -14,6 +14,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::buckets::Buckets;
+use crate::labels::WorkloadLabels;
 use nixl_telemetry::event::{Event, EventType, EVENT_TYPE_COUNT};
 
 /// The events feeding a histogram, in exposition order (`agent_xfer_time_us`,
@@ -55,6 +56,7 @@ impl Histogram {
 pub struct AgentSeries {
     agent_name: Arc<str>,
     hostname: Arc<str>,
+    labels: WorkloadLabels,
     buckets: Buckets,
     /// Cumulative sums by event type (errors: their own slot, exposed under `status`).
     counters: [AtomicU64; EVENT_TYPE_COUNT],
@@ -82,6 +84,7 @@ impl AgentSeries {
         AgentSeries {
             agent_name: Arc::from(agent_name),
             hostname: Arc::from(hostname),
+            labels: WorkloadLabels::none(),
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             gauges: std::array::from_fn(|_| AtomicU64::new(0)),
             histograms: [Histogram::new(len), Histogram::new(len)],
@@ -90,9 +93,21 @@ impl AgentSeries {
         }
     }
 
+    /// The same series with workload labels added to every sample (after `agent_name` and
+    /// `hostname`).
+    pub fn with_labels(mut self, labels: WorkloadLabels) -> AgentSeries {
+        self.labels = labels;
+        self
+    }
+
     /// The `agent_name` label.
     pub fn agent_name(&self) -> &str {
         &self.agent_name
+    }
+
+    /// The workload labels.
+    pub fn labels(&self) -> &WorkloadLabels {
+        &self.labels
     }
 
     /// The `hostname` label.
@@ -205,6 +220,7 @@ impl AgentSeries {
         let mut snap = AgentSnapshot {
             agent_name: self.agent_name.clone(),
             hostname: self.hostname.clone(),
+            labels: self.labels.clone(),
             counters: [0; EVENT_TYPE_COUNT],
             gauges: [0; EVENT_TYPE_COUNT],
             histograms: std::array::from_fn(|_| HistogramSnapshot {
@@ -291,6 +307,8 @@ pub struct AgentSnapshot {
     pub agent_name: Arc<str>,
     /// The `hostname` label.
     pub hostname: Arc<str>,
+    /// The workload labels (none unless configured).
+    pub labels: WorkloadLabels,
     /// Cumulative sums by event type.
     pub counters: [u64; EVENT_TYPE_COUNT],
     /// Last values by event type.

@@ -13,6 +13,8 @@
 //! - [`buckets`]: histogram bounds (defaults, `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`).
 //! - [`engine`]: one agent's series ([`AgentSeries`]), updated lock-free from event batches,
 //!   read as a consistent [`AgentSnapshot`].
+//! - [`labels`]: the workload labels (`NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`)
+//!   every exporter adds to its series ([`WorkloadLabels`]).
 //! - [`registry`]: the agents exposed by one endpoint ([`Registry`]).
 //! - [`text`]: the Prometheus text exposition format 0.0.4 encoder (and its parser, for tests
 //!   and tools).
@@ -26,6 +28,7 @@
 pub mod buckets;
 pub mod endpoint;
 pub mod engine;
+pub mod labels;
 pub mod registry;
 pub mod text;
 
@@ -35,6 +38,7 @@ use nixl_telemetry::event::{EventType, ERRORS_SERIES};
 
 pub use buckets::{Buckets, DEFAULT_BUCKETS_US, ENV_HISTOGRAM_BUCKETS_US};
 pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS};
+pub use labels::WorkloadLabels;
 pub use registry::{DuplicateAgent, Registry};
 
 /// The Prometheus type of a family.

@@ -4,8 +4,8 @@
 //! Output, for every family of [`families`] that has at least one agent:
 //! `# HELP` and `# TYPE` lines, then one sample per agent (twelve for `agent_errors_total`,
 //! one per `status`; for a histogram the cumulative `_bucket{le}` lines ending with `+Inf`,
-//! then `_sum` and `_count`). Labels are sorted by name: `agent_name`, `hostname`, then
-//! `le` or `status`. Values are integers printed as integers; `le` bounds are printed in their
+//! then `_sum` and `_count`). Labels: `agent_name`, `hostname`, then the workload labels when
+//! configured ([`crate::labels`], in their configured order), then `le` or `status`. Values are integers printed as integers; `le` bounds are printed in their
 //! shortest form (`10`, `2.5`, `1e-7`, `+Inf`). No timestamps. [`encode_rows_into`] is the
 //! same encoder over rows that bring their own labels and family kinds (the multi-process
 //! exporter's per-rank `pid`/`local_rank` series and counter-only node totals).
@@ -74,9 +74,14 @@ pub fn encode(agents: &[AgentSnapshot]) -> String {
 
 /// Like [`encode`], appending to `out`.
 pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
-    let labels: Vec<[(&str, &str); 2]> = agents
+    let labels: Vec<Vec<(&str, &str)>> = agents
         .iter()
-        .map(|a| [("agent_name", &*a.agent_name), ("hostname", &*a.hostname)])
+        .map(|a| {
+            [("agent_name", &*a.agent_name), ("hostname", &*a.hostname)]
+                .into_iter()
+                .chain(a.labels.iter())
+                .collect()
+        })
         .collect();
     let rows: Vec<Row> = agents
         .iter()
@@ -408,6 +413,38 @@ mod tests {
         let mut help = String::new();
         escape_help("a\\b\nc\"", &mut help);
         assert_eq!(help, "a\\\\b\\nc\"");
+    }
+
+    #[test]
+    fn workload_labels_follow_the_agent_labels_escaped() {
+        let labels = crate::WorkloadLabels::from_pairs(vec![
+            ("slurm_job_id".into(), "42".into()),
+            ("team".into(), "a\"b\\c".into()),
+        ])
+        .unwrap();
+        let a = AgentSeries::new("a", "h", Buckets::parse("10").unwrap()).with_labels(labels);
+        let text = encode(&[a.snapshot()]);
+        let with = "agent_name=\"a\",hostname=\"h\",slurm_job_id=\"42\",team=\"a\\\"b\\\\c\"";
+        assert!(
+            text.contains(&format!("agent_tx_bytes_total{{{with}}} 0\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "agent_xfer_time_us_bucket{{{with},le=\"+Inf\"}} 0\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "agent_errors_total{{{with},status=\"backend\"}} 0\n"
+            )),
+            "{text}"
+        );
+        let samples = parse(&text).unwrap();
+        assert!(samples
+            .iter()
+            .all(|s| s.label("team") == Some("a\"b\\c") && s.label("slurm_job_id") == Some("42")));
     }
 
     #[test]

@@ -131,6 +131,18 @@ pub const SETTINGS: &[Setting] = &[
         "prometheus, prometheus_mp, doca",
     ),
     setting(
+        "NIXL_TELEMETRY_LABELS",
+        Kind::Text,
+        None,
+        "prometheus, prometheus_mp, doca",
+    ),
+    setting(
+        "NIXL_TELEMETRY_LABELS_FROM",
+        Kind::Text,
+        None,
+        "prometheus, prometheus_mp, doca",
+    ),
+    setting(
         "NIXL_TELEMETRY_PROMETHEUS_PORT",
         Kind::Unsigned,
         Some("9090"),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use nixl_telemetry::env::Lookup;
 use nixl_telemetry_series::endpoint::address_from_env;
-use nixl_telemetry_series::Buckets;
+use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
 /// `NIXL_TELEMETRY_DOCA_BACKENDS`: comma list of `scrape` and/or `ipc` (default `scrape`).
 pub const ENV_BACKENDS: &str = "NIXL_TELEMETRY_DOCA_BACKENDS";
@@ -105,6 +105,8 @@ pub struct DocaConfig {
     pub buckets: Buckets,
     /// The `ipc` settings.
     pub ipc: IpcSettings,
+    /// The workload labels of the `scrape` backend's series.
+    pub labels: WorkloadLabels,
 }
 
 fn non_empty(env: Lookup, name: &str) -> Result<Option<String>, String> {
@@ -126,11 +128,13 @@ impl DocaConfig {
             sockets_dir: non_empty(env, ENV_IPC_SOCKETS_DIR)?,
             lib_dir: non_empty(env, ENV_LIB_DIR)?.map(PathBuf::from),
         };
+        let labels = WorkloadLabels::from_lookup(env)?;
         Ok(DocaConfig {
             backends,
             address,
             buckets,
             ipc,
+            labels,
         })
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! One [`IpcContext`] per process, shared by its agents: schema `nixl_telemetry` (IPC enabled,
 //! sockets directory from `NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR`), source id and tag `nixl`, a
-//! metrics context with the constant label `hostname`, the label sets `{agent_name}` and
+//! metrics context with the constant label `hostname` (and one constant label per workload
+//! label, [`nixl_telemetry_series::labels`]), the label sets `{agent_name}` and
 //! `{agent_name, status}`, a 1000 ms metrics flush interval and one base histogram per
 //! transfer-time histogram (`agent_xfer_time_us`, `agent_xfer_post_time_us`) over the
 //! configured bucket bounds. Each exported batch takes one timestamp
@@ -35,7 +36,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use nixl_telemetry::event::{EventType, EVENT_TYPE_COUNT};
 use nixl_telemetry::Event;
-use nixl_telemetry_series::{Buckets, HISTOGRAM_EVENTS};
+use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
 use crate::config::IpcSettings;
 use crate::doca::{self, BaseHistogramId, DocaApi, DocaError, LabelSetId, Schema, Source};
@@ -117,6 +118,7 @@ impl Session {
         settings: &IpcSettings,
         buckets: &Buckets,
         hostname: &str,
+        labels: &WorkloadLabels,
     ) -> Result<Session, SetupError> {
         let dts = match &settings.sockets_dir {
             Some(d) => format!("DTS (IPC sockets in {d})"),
@@ -142,7 +144,7 @@ impl Session {
             retained_bounds: buckets.bounds().to_vec(),
         };
         // On an error, dropping the partial session destroys what was created.
-        s.setup_steps(settings, hostname)?;
+        s.setup_steps(settings, hostname, labels)?;
         s.ready = true;
         Ok(s)
     }
@@ -155,7 +157,12 @@ impl Session {
         ptr
     }
 
-    fn setup_steps(&mut self, settings: &IpcSettings, hostname: &str) -> Result<(), SetupError> {
+    fn setup_steps(
+        &mut self,
+        settings: &IpcSettings,
+        hostname: &str,
+        labels: &WorkloadLabels,
+    ) -> Result<(), SetupError> {
         let api = self.api;
         let check = |f: &'static str, rc: DocaError| {
             if rc == doca::DOCA_SUCCESS {
@@ -171,11 +178,17 @@ impl Session {
             .transpose()?;
         let hostname =
             self.retained(CString::new(hostname).unwrap_or_else(|_| c"unknown".to_owned()));
+        // Workload labels are validated (no control character, so no NUL): constant labels.
+        let constant: Vec<(*const c_char, *const c_char)> = labels
+            .iter()
+            .filter_map(|(n, v)| Some((CString::new(n).ok()?, CString::new(v).ok()?)))
+            .map(|(n, v)| (self.retained(n), self.retained(v)))
+            .collect();
         let sockets_dir = sockets_dir.map(|d| self.retained(d));
         // SAFETY: every function was resolved by `doca::load` from DOCA's libraries, which stay
         // loaded, with the signatures documented in `doca`. The pointers passed: `SCHEMA_NAME`,
-        // `SOURCE_ID` and the `c"..."` literals are static; `hostname`, `dir` and each histogram
-        // `name` point into `self.retained_strings`, which lives as long as the session in case
+        // `SOURCE_ID` and the `c"..."` literals are static; `hostname`, `dir`, the `constant` label
+        // names and values and each histogram `name` point into `self.retained_strings`, which lives as long as the session in case
         // DOCA keeps them; `agent_only` and `with_status` are arrays of static C strings alive
         // across their call, their lengths passed with them; the bounds are
         // `self.retained_bounds` (`bounds_len` values), never modified after setup; the
@@ -222,6 +235,12 @@ impl Session {
                 "doca_telemetry_exporter_metrics_add_constant_label",
                 (api.metrics_add_constant_label)(self.source, c"hostname".as_ptr(), hostname),
             )?;
+            for (name, value) in constant {
+                check(
+                    "doca_telemetry_exporter_metrics_add_constant_label",
+                    (api.metrics_add_constant_label)(self.source, name, value),
+                )?;
+            }
             let agent_only = [c"agent_name".as_ptr()];
             check(
                 "doca_telemetry_exporter_metrics_add_label_names",
@@ -470,6 +489,7 @@ impl IpcContext {
         settings: &IpcSettings,
         buckets: &Buckets,
         hostname: &str,
+        labels: &WorkloadLabels,
         consequence: &str,
     ) -> IpcContext {
         let state = match doca::load(settings.lib_dir.as_deref()) {
@@ -481,7 +501,7 @@ impl IpcContext {
                 );
                 State::Unavailable
             }
-            Ok(api) => match Session::setup(api, settings, buckets, hostname) {
+            Ok(api) => match Session::setup(api, settings, buckets, hostname, labels) {
                 Err(SetupError(function, rc)) => {
                     log::warn!(
                         "DOCA telemetry exporter: the ipc backend is unavailable: {function} \

@@ -9,7 +9,9 @@
 //!   with `NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL`. Same rules as the Prometheus plug-in: one
 //!   endpoint per process (the first agent's address wins), duplicate agent names refused, a
 //!   destroyed agent's series removed, a port held by another process a benign collision
-//!   (`BIND_FAILED`: one warning from the host, the agent runs without a sink).
+//!   (`BIND_FAILED`: one warning from the host, the agent runs without a sink). The workload
+//!   labels (`NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`,
+//!   [`nixl_telemetry_series::labels`]) are added to every series.
 //! - `ipc`: every event reported through NVIDIA's DOCA Telemetry Exporter library, loaded at
 //!   run time, to the DOCA Telemetry Service ([`ipc`]; the DOCA functions used are listed in
 //!   [`doca`]). Without the libraries, or when DTS is unreachable: one warning, and the
@@ -163,7 +165,9 @@ impl TelemetryPlugin for DocaExporter {
             None => asked,
         };
         let membership = if choice.backends.scrape {
-            let series = Arc::new(AgentSeries::new(agent, &hostname(), choice.buckets.clone()));
+            let series = AgentSeries::new(agent, &hostname(), choice.buckets.clone())
+                .with_labels(config.labels.clone());
+            let series = Arc::new(series);
             Some(ENDPOINT.join(config.address, series)?)
         } else {
             None
@@ -180,6 +184,7 @@ impl TelemetryPlugin for DocaExporter {
                     &choice.ipc,
                     &choice.buckets,
                     &hostname(),
+                    &config.labels,
                     consequence,
                 ))
             });

@@ -339,6 +339,71 @@ fn agents_share_one_context_and_the_first_agents_choice_wins() {
 }
 
 #[test]
+fn workload_labels_are_constant_labels_in_dts_and_labels_on_the_scrape_page() {
+    let _s = serial();
+    let tmp = empty_dir();
+    let log = double_log(tmp.path());
+    std::env::set_var("NIXL_TELEMETRY_DOCA_BACKENDS", "scrape,ipc");
+    std::env::set_var("NIXL_TELEMETRY_DOCA_LIB_DIR", double_dir(Double::Complete));
+    std::env::set_var("NIXL_TELEMETRY_LABELS", "team=kv\\,cache");
+    std::env::set_var("NIXL_TELEMETRY_LABELS_FROM", "slurm");
+    std::env::set_var("SLURM_JOB_ID", "4242");
+    let port = free_port();
+    use_doca_port(port);
+    let ((), logged) = capture(|| {
+        let c = collector("labelled", "doca", 64);
+        let _ = c.update_data(EventType::AgentRxBytes, 7);
+        c.flush();
+        let (_, samples) = scrape(port);
+        let rx: Vec<_> = samples
+            .iter()
+            .filter(|s| s.name == "agent_rx_bytes_total")
+            .collect();
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx[0].value, 7.0);
+        assert_eq!(rx[0].label("team"), Some("kv,cache"));
+        assert_eq!(rx[0].label("slurm_job_id"), Some("4242"));
+        assert!(samples
+            .iter()
+            .all(|s| s.label("slurm_job_id") == Some("4242")));
+        drop(c);
+    });
+    assert!(warnings(&logged).is_empty(), "{logged:?}");
+    let actual = calls(&log);
+    let mut expected = setup_calls(None, &DEFAULT_BUCKETS_US, "connected");
+    let host = expected
+        .iter()
+        .position(|c| c.contains("add_constant_label hostname="))
+        .unwrap();
+    expected.splice(
+        host + 1..host + 1,
+        [
+            format!("{P}metrics_add_constant_label team=kv,cache -> DOCA_SUCCESS"),
+            format!("{P}metrics_add_constant_label slurm_job_id=4242 -> DOCA_SUCCESS"),
+        ],
+    );
+    let ts = timestamps(&actual);
+    expected.extend(Model::default().batch(
+        "labelled",
+        ts[0],
+        &[(EventType::AgentRxBytes, 7)],
+        "connected",
+    ));
+    expected.extend(teardown_calls());
+    assert_calls(&actual, &expected);
+
+    // A bad label fails the agent's creation, naming the variable.
+    std::env::set_var("NIXL_TELEMETRY_LABELS", "my-team=x");
+    let e = try_collector("bad", "doca", 64).err().unwrap();
+    assert_eq!(e.status, Status::InvalidParam);
+    assert!(
+        e.message.contains("NIXL_TELEMETRY_LABELS") && e.message.contains("'my-team'"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
 fn dts_not_connected_is_one_warning_and_nothing_crashes() {
     let _s = serial();
     let tmp = empty_dir();

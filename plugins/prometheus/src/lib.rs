@@ -8,6 +8,8 @@
 //! - `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: boolean word; true binds 127.0.0.1, else 0.0.0.0.
 //! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: histogram bounds (see
 //!   [`nixl_telemetry_series::buckets`]).
+//! - `NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`: workload labels on every series
+//!   (see [`nixl_telemetry_series::labels`]).
 //!
 //! An invalid value fails the creation with a message naming the variable. One endpoint
 //! serves all agents of the process (the first agent's address wins); agent names must be
@@ -21,7 +23,7 @@ use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
 use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
-use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
+use nixl_telemetry_series::{hostname, AgentSeries, Buckets, WorkloadLabels};
 
 /// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port.
 pub const ENV_PORT: &str = "NIXL_TELEMETRY_PROMETHEUS_PORT";
@@ -46,7 +48,9 @@ impl TelemetryPlugin for PrometheusExporter {
         let addr = address_from_env(&process_settings, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)
             .map_err(CreateError::InvalidParam)?;
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
-        let agent = Arc::new(AgentSeries::new(params.agent_name, &hostname(), buckets));
+        let labels = WorkloadLabels::from_env().map_err(CreateError::InvalidParam)?;
+        let agent =
+            Arc::new(AgentSeries::new(params.agent_name, &hostname(), buckets).with_labels(labels));
         let membership = ENDPOINT.join(addr, agent)?;
         Ok(PrometheusExporter { membership })
     }

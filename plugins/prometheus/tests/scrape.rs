@@ -325,6 +325,37 @@ fn invalid_settings_fail_creation_naming_the_variable() {
             "0,1",
             "'0' is not positive",
         ),
+        (
+            "NIXL_TELEMETRY_LABELS",
+            "slurm-job=1",
+            "NIXL_TELEMETRY_LABELS='slurm-job=1': label name 'slurm-job' is not a Prometheus",
+        ),
+        (
+            "NIXL_TELEMETRY_LABELS",
+            "__name__=agent_x",
+            "label name '__name__' starts with '__', which Prometheus reserves",
+        ),
+        (
+            "NIXL_TELEMETRY_LABELS",
+            "pid=1",
+            "label name 'pid' is reserved",
+        ),
+        (
+            "NIXL_TELEMETRY_LABELS",
+            "a=1,b=2,c",
+            "NIXL_TELEMETRY_LABELS='a=1,b=2,c': 'c' is not a key=value pair",
+        ),
+        (
+            "NIXL_TELEMETRY_LABELS",
+            "l0=0,l1=1,l2=2,l3=3,l4=4,l5=5,l6=6,l7=7,l8=8,l9=9,l10=a,l11=b,l12=c,l13=d,l14=e,\
+             l15=f,l16=g",
+            "17 labels; at most 16 are allowed",
+        ),
+        (
+            "NIXL_TELEMETRY_LABELS_FROM",
+            "slurm,pbs",
+            "NIXL_TELEMETRY_LABELS_FROM='slurm,pbs': unknown source 'pbs'",
+        ),
     ] {
         use_port(free_port());
         std::env::set_var(var, value);
@@ -333,6 +364,36 @@ fn invalid_settings_fail_creation_naming_the_variable() {
         assert!(e.message.contains(text), "{var}={value}: {}", e.message);
         std::env::remove_var(var);
     }
+}
+
+#[test]
+fn workload_labels_are_on_every_sample() {
+    let _s = serial();
+    let port = free_port();
+    use_port(port);
+    std::env::set_var("NIXL_TELEMETRY_LABELS", "model=llama \\, 70B, team=kv");
+    std::env::set_var("NIXL_TELEMETRY_LABELS_FROM", "kubernetes");
+    std::env::set_var("POD_NAME", "vllm-0");
+    std::env::set_var("POD_NAMESPACE", "serving");
+    let c = collector("labelled");
+    c.update_data(EventType::AgentTxBytes, 7);
+    c.flush();
+    let s = scrape(port);
+    let expected = [
+        ("model", "llama , 70B"),
+        ("team", "kv"),
+        ("k8s_pod", "vllm-0"),
+        ("k8s_namespace", "serving"),
+    ];
+    assert!(s.samples.len() > 60);
+    for sample in &s.samples {
+        assert_eq!(
+            &sample.labels[2..6],
+            expected.map(|(k, v)| (k.to_owned(), v.to_owned())),
+            "{sample:?}"
+        );
+    }
+    assert_eq!(s.get("agent_tx_bytes_total", "labelled", &expected), 7.0);
 }
 
 #[test]

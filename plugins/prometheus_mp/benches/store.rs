@@ -46,6 +46,7 @@ fn store(dir: &std::path::Path, rank: u64) -> StoreWriter {
         pid: 1000 + rank as i64,
         run_marker: 1,
         instance: 0,
+        labels: Default::default(),
     };
     StoreWriter::create(dir, &id, &Buckets::default()).unwrap()
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nixl_telemetry::env::{parse_u64, read_bool, Lookup};
-use nixl_telemetry_series::Buckets;
+use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
 use crate::layout::{truncate_str, LOCAL_RANK_LEN, MAX_BUCKETS};
 
@@ -39,8 +39,9 @@ pub enum Aggregate {
     /// Per-rank series only (NIXL's output).
     #[default]
     None,
-    /// Also one series per (hostname, agent_name) without `pid`, `agent_instance` and
-    /// `local_rank`: counters and histograms summed over the ranks, gauges omitted.
+    /// Also one series per (hostname, agent_name, workload labels) without `pid`,
+    /// `agent_instance` and `local_rank`: counters and histograms summed over the ranks,
+    /// gauges omitted.
     Sum,
 }
 
@@ -83,6 +84,9 @@ pub struct MpConfig {
     pub buckets: Buckets,
     /// Whether this process takes part in the election to serve.
     pub serve: bool,
+    /// The workload labels its store carries (`NIXL_TELEMETRY_LABELS`,
+    /// `NIXL_TELEMETRY_LABELS_FROM`).
+    pub labels: WorkloadLabels,
 }
 
 /// Reads the stale TTL variable through `env` (default 30 s).
@@ -159,6 +163,7 @@ impl MpConfig {
             serve: read_bool(env, ENV_SERVE)
                 .map_err(|e| e.message)?
                 .unwrap_or(true),
+            labels: WorkloadLabels::from_lookup(env)?,
         })
     }
 }
@@ -182,6 +187,29 @@ mod tests {
         assert_eq!(c.local_rank, "");
         assert_eq!(c.buckets, Buckets::default());
         assert!(c.serve);
+        assert!(c.labels.is_empty());
+    }
+
+    #[test]
+    fn bad_workload_labels_fail_naming_the_variable() {
+        let d = (ENV_MULTIPROC_DIR, "/d");
+        for (var, value, text) in [
+            (
+                "NIXL_TELEMETRY_LABELS",
+                "my-job=1",
+                "'my-job' is not a Prometheus label name",
+            ),
+            ("NIXL_TELEMETRY_LABELS", "local_rank=1", "reserved"),
+            (
+                "NIXL_TELEMETRY_LABELS",
+                "a=1,b",
+                "'b' is not a key=value pair",
+            ),
+            ("NIXL_TELEMETRY_LABELS_FROM", "lsf", "unknown source 'lsf'"),
+        ] {
+            let e = config(&[d, (var, value)]).unwrap_err();
+            assert!(e.starts_with(var) && e.contains(text), "{e}");
+        }
     }
 
     #[test]
@@ -195,8 +223,18 @@ mod tests {
             (ENV_SERVE, "off"),
             (ENV_AGGREGATE, "SUM"),
             ("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US", "1,2,3"),
+            ("NIXL_TELEMETRY_LABELS", "team=kv"),
+            ("NIXL_TELEMETRY_LABELS_FROM", "slurm"),
+            ("SLURM_JOB_ID", "77"),
         ])
         .unwrap();
+        assert_eq!(
+            c.labels.pairs(),
+            [
+                ("team".to_owned(), "kv".to_owned()),
+                ("slurm_job_id".to_owned(), "77".to_owned())
+            ]
+        );
         assert_eq!(c.addr, "127.0.0.1:9200".parse().unwrap());
         assert_eq!(c.local_rank, "3");
         assert_eq!(c.scan.stale_ttl, Duration::ZERO);

@@ -19,8 +19,27 @@
 //! | 920 | 168 | gauges, u64\[21\] |
 //! | 1088 | 5544 | per-bucket (not cumulative) histogram counts, u64\[21\]\[33\]; index `bucket count` is the overflow (`+Inf`) bucket |
 //! | 6632 | 168 | histogram sums, u64\[21\] |
+//!
+//! # The workload-labels extension (ours)
+//!
+//! A store whose writer has workload labels (`NIXL_TELEMETRY_LABELS`,
+//! `NIXL_TELEMETRY_LABELS_FROM`) is longer than 6,800 bytes: after them comes
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 6800 | 8 | magic `NIXLLBL1` |
+//! | 6808 | 4 | length `n` of the label bytes (u32), at most [`MAX_LABEL_BYTES`] |
+//! | 6812 | 4 | 0 (reserved) |
+//! | 6816 | `n` | each label as `name`, NUL, `value`, NUL, in order |
+//!
+//! written before the store is published (before the magic at 0), never changed after.
+//! NIXL's reader only refuses stores *shorter* than 6,800 bytes and maps the first 6,800, so it
+//! reads such a store as any other (without the labels); a store without labels (every store
+//! NIXL writes, and ours when no label is set) is exactly 6,800 bytes and reads without
+//! labels. Bytes after 6,800 that do not start with this magic are ignored.
 
 use nixl_telemetry::event::EVENT_TYPE_COUNT;
+use nixl_telemetry_series::WorkloadLabels;
 
 /// Size of a store file.
 pub const STORE_SIZE: usize = 6800;
@@ -86,6 +105,69 @@ const _: () = {
     assert!(STORE_SIZE == OFF_HIST_SUMS + 8 * SLOT_COUNT);
 };
 
+/// Offset of the workload-labels extension: the end of NIXL's layout.
+pub const OFF_LABELS: usize = STORE_SIZE;
+/// The extension's magic, the bytes `NIXLLBL1` read as a little-endian u64.
+pub const LABELS_MAGIC: u64 = u64::from_le_bytes(*b"NIXLLBL1");
+/// Bytes of the extension before the labels: magic, length, reserved.
+pub const LABELS_HEADER: usize = 16;
+/// The most label bytes an extension may hold (the bounds of
+/// [`nixl_telemetry_series::labels`] need at most 16 x (128 + 1 + 256 + 1)).
+pub const MAX_LABEL_BYTES: usize = 8192;
+
+/// The extension bytes for `labels` (header and labels); empty when there is no label.
+pub fn encode_labels(labels: &WorkloadLabels) -> Vec<u8> {
+    if labels.is_empty() {
+        return Vec::new();
+    }
+    let mut body = Vec::new();
+    for (name, value) in labels.iter() {
+        body.extend_from_slice(name.as_bytes());
+        body.push(0);
+        body.extend_from_slice(value.as_bytes());
+        body.push(0);
+    }
+    let mut out = Vec::with_capacity(LABELS_HEADER + body.len());
+    out.extend_from_slice(&LABELS_MAGIC.to_ne_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The labels of the extension bytes `tail` (the bytes of a store file after
+/// [`OFF_LABELS`]): none when `tail` does not start with [`LABELS_MAGIC`], an error saying why
+/// when it does but does not hold valid labels.
+pub fn decode_labels(tail: &[u8]) -> Result<WorkloadLabels, String> {
+    let word = |i: usize| tail.get(i..i + 8).map(|b| b.try_into().expect("8 bytes"));
+    if word(0).map(u64::from_ne_bytes) != Some(LABELS_MAGIC) {
+        return Ok(WorkloadLabels::none());
+    }
+    let header = word(8).map(u64::from_ne_bytes).unwrap_or(u64::MAX);
+    let len = (header & 0xffff_ffff) as usize;
+    let (len, reserved) = (len, header >> 32);
+    let rest = &tail[LABELS_HEADER.min(tail.len())..];
+    if tail.len() < LABELS_HEADER || reserved != 0 || len > MAX_LABEL_BYTES || rest.len() < len {
+        return Err("its workload-labels extension is truncated or malformed".into());
+    }
+    let body = &rest[..len];
+    let fields: Vec<&[u8]> = body.split(|&b| b == 0).collect();
+    // `n` NUL-terminated fields split into `n + 1` pieces, the last one empty.
+    if body.last() != Some(&0) || fields.len() % 2 != 1 {
+        return Err("its workload labels are not NUL-terminated name/value pairs".into());
+    }
+    let mut pairs = Vec::new();
+    for pair in fields[..fields.len() - 1].chunks_exact(2) {
+        let text = |b: &[u8]| {
+            std::str::from_utf8(b)
+                .map(str::to_owned)
+                .map_err(|_| "its workload labels are not UTF-8".to_owned())
+        };
+        pairs.push((text(pair[0])?, text(pair[1])?));
+    }
+    WorkloadLabels::from_pairs(pairs).map_err(|e| format!("its workload labels are invalid: {e}"))
+}
+
 /// Offset of `counters[slot]`.
 pub const fn counter(slot: usize) -> usize {
     OFF_COUNTERS + 8 * slot
@@ -147,16 +229,7 @@ impl Image {
 }
 
 /// Truncates `s` to at most `max` bytes at a character boundary.
-pub fn truncate_str(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use nixl_telemetry_series::labels::truncate_str;
 
 #[cfg(test)]
 mod tests {
@@ -172,6 +245,44 @@ mod tests {
         assert_eq!(hist_bucket(7, 4), 2968);
         assert_eq!(hist_sum(6), 6680);
         assert_eq!(bound(31), 744);
+    }
+
+    #[test]
+    fn labels_round_trip_and_bad_extensions_are_refused() {
+        let labels = WorkloadLabels::from_pairs(vec![
+            ("slurm_job_id".into(), "42".into()),
+            ("team".into(), "kv cache é".into()),
+        ])
+        .unwrap();
+        let bytes = encode_labels(&labels);
+        assert_eq!(&bytes[..8], b"NIXLLBL1");
+        assert_eq!(
+            bytes.len(),
+            LABELS_HEADER + "slurm_job_id\x0042\x00team\x00kv cache é\x00".len()
+        );
+        assert_eq!(decode_labels(&bytes).unwrap(), labels);
+        // Trailing bytes after the extension are ignored; no extension, no labels.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 64]);
+        assert_eq!(decode_labels(&longer).unwrap(), labels);
+        assert!(encode_labels(&WorkloadLabels::none()).is_empty());
+        assert!(decode_labels(&[]).unwrap().is_empty());
+        assert!(decode_labels(&[0xff; 40]).unwrap().is_empty());
+        // Malformed: truncated, an unpaired field, an invalid name, a length over the bound.
+        assert!(decode_labels(&bytes[..bytes.len() - 1]).is_err());
+        let mut odd = bytes.clone();
+        odd.extend_from_slice(b"x\0");
+        let n = (odd.len() - LABELS_HEADER) as u32;
+        odd[8..12].copy_from_slice(&n.to_ne_bytes());
+        assert!(decode_labels(&odd).unwrap_err().contains("pairs"));
+        let mut bad_name = bytes.clone();
+        bad_name[LABELS_HEADER] = b'-';
+        assert!(decode_labels(&bad_name)
+            .unwrap_err()
+            .contains("not a Prometheus label name"));
+        let mut huge = bytes.clone();
+        huge[8..12].copy_from_slice(&(MAX_LABEL_BYTES as u32 + 1).to_ne_bytes());
+        assert!(decode_labels(&huge).is_err());
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! - [`layout`]: the 6,800-byte store layout; [`store`] writes one, [`reader`] reads one.
 //! - [`store_scan`]: the store scan, the scrape-time reader of every rank's store in the
 //!   directory (liveness, TTL, reaping, the scrape page).
+//! - [`textfile`]: the same page as a file for node_exporter's textfile collector
+//!   (`nixl-telemetry serve --textfile`).
 //! - [`election`]: which process serves, and failover.
 //! - [`dir`]: creating and checking the directory.
 //!
@@ -29,6 +31,7 @@ pub mod reader;
 pub mod store;
 pub mod store_scan;
 mod sys;
+pub mod textfile;
 
 use std::ffi::CStr;
 use std::net::SocketAddr;
@@ -88,7 +91,12 @@ impl TelemetryPlugin for PrometheusMpExporter {
         let config = MpConfig::from_lookup(&process_settings).map_err(CreateError::InvalidParam)?;
         let dir = &config.scan.dir;
         dir::prepare(dir).map_err(|e| CreateError::Other(format!("prometheus_mp: {e}")))?;
-        let id = Identity::for_this_process(params.agent_name, &hostname(), &config.local_rank);
+        let id = Identity::for_this_process(
+            params.agent_name,
+            &hostname(),
+            &config.local_rank,
+            config.labels.clone(),
+        );
         let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
             CreateError::Other(format!(
                 "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",

@@ -1,15 +1,19 @@
 //! Reading one store file (ours or NIXL's): a consistent copy of its 6,800 bytes taken word by
 //! word with atomic loads (the magic first, with acquire ordering), checked, and decoded into
-//! the series engine's [`AgentSnapshot`] so the shared text encoder can expose it.
+//! the series engine's [`AgentSnapshot`] so the shared text encoder can expose it; the
+//! workload labels, when the file has the labels extension ([`crate::layout`]), with it.
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::MmapOptions;
-use nixl_telemetry_series::{AgentSnapshot, Buckets, HistogramSnapshot, HISTOGRAM_EVENTS};
+use nixl_telemetry_series::{
+    AgentSnapshot, Buckets, HistogramSnapshot, WorkloadLabels, HISTOGRAM_EVENTS,
+};
 
 use crate::layout::*;
 
@@ -57,9 +61,27 @@ pub fn read_store(path: &Path) -> io::Result<ReadOutcome> {
     read_file(&file, len)
 }
 
-/// Reads the store open as `file`, `len` bytes long. An error is a file that could not be
-/// mapped.
+/// Reads the store open as `file`, `len` bytes long, and its labels extension if it has one.
+/// An error is a file that could not be mapped or read.
 pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
+    let outcome = read_image(file, len)?;
+    let ReadOutcome::Valid(mut view) = outcome else {
+        return Ok(outcome);
+    };
+    if len > STORE_SIZE as u64 {
+        let tail_len = (len - STORE_SIZE as u64).min((LABELS_HEADER + MAX_LABEL_BYTES) as u64);
+        let mut tail = vec![0u8; tail_len as usize];
+        file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
+        match decode_labels(&tail) {
+            Ok(labels) => view.snapshot.labels = labels,
+            Err(reason) => return Ok(invalid(reason)),
+        }
+    }
+    Ok(ReadOutcome::Valid(view))
+}
+
+/// Reads the 6,800 bytes of the store open as `file`, `len` bytes long.
+fn read_image(file: &File, len: u64) -> io::Result<ReadOutcome> {
     if len < STORE_SIZE as u64 {
         return Ok(invalid(format!(
             "it is {len} bytes, smaller than a store ({STORE_SIZE})"
@@ -139,6 +161,7 @@ pub fn decode(image: &Image) -> ReadOutcome {
         snapshot: AgentSnapshot {
             agent_name: Arc::from(image.c_str_at(OFF_AGENT_NAME, AGENT_NAME_LEN)),
             hostname: Arc::from(image.c_str_at(OFF_HOSTNAME, HOSTNAME_LEN)),
+            labels: WorkloadLabels::none(),
             counters,
             gauges,
             histograms,

@@ -1,6 +1,7 @@
 //! One process's store file, written as NIXL writes it: created owner-only and unnamed
 //! (`O_TMPFILE`, or a `.staging` name when the file system cannot), locked with an exclusive
-//! `flock` for the writer's life, sized to 6,800 bytes, filled (header, heartbeat, magic last
+//! `flock` for the writer's life, sized to 6,800 bytes (plus the workload-labels extension
+//! when the writer has labels, see [`crate::layout`]), filled (header, heartbeat, magic last
 //! with release ordering), then published under its final name
 //! `nixl.<pid>.<run marker>.<instance>.mmap` in one step (`linkat`, or `rename`). Dropping the
 //! writer unmaps and closes it (releasing the lock) and leaves the file for the store scan,
@@ -16,13 +17,14 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
 use nixl_telemetry::{Event, EventType};
-use nixl_telemetry_series::{Buckets, HISTOGRAM_EVENTS};
+use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
 use crate::layout::*;
 use crate::sys;
@@ -42,12 +44,20 @@ pub struct Identity {
     pub run_marker: u64,
     /// The exporter's number within the process, from 0.
     pub instance: u64,
+    /// The workload labels, kept in the store's labels extension (none: a store of exactly
+    /// NIXL's bytes).
+    pub labels: WorkloadLabels,
 }
 
 impl Identity {
     /// The identity of a new store of this process: its pid, its run marker and the next
     /// instance number.
-    pub fn for_this_process(agent_name: &str, hostname: &str, local_rank: &str) -> Identity {
+    pub fn for_this_process(
+        agent_name: &str,
+        hostname: &str,
+        local_rank: &str,
+        labels: WorkloadLabels,
+    ) -> Identity {
         static RUN_MARKER: OnceLock<u64> = OnceLock::new();
         static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(0);
         Identity {
@@ -57,6 +67,7 @@ impl Identity {
             pid: i64::from(std::process::id()),
             run_marker: *RUN_MARKER.get_or_init(sys::realtime_ns),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            labels,
         }
     }
 
@@ -133,11 +144,12 @@ impl StoreWriter {
         }
         let path = dir.join(id.file_name());
         let header = header(id, buckets);
-        let (file, map) = match create_unnamed(dir, &path, &header) {
+        let extension = encode_labels(&id.labels);
+        let (file, map) = match create_unnamed(dir, &path, &header, &extension) {
             Ok(created) => created,
             // No O_TMPFILE on this file system (or no /proc to link it through): a staging
             // name the store scan does not match, renamed into place once filled.
-            Err(_) => create_staged(&path, &header)?,
+            Err(_) => create_staged(&path, &header, &extension)?,
         };
         let s = slots();
         Ok(StoreWriter {
@@ -241,9 +253,11 @@ fn header(id: &Identity, buckets: &Buckets) -> Vec<u8> {
     h
 }
 
-/// Sizes `file` to a store, maps it, writes `header`, the heartbeat and, last, the magic.
-fn fill(file: &File, header: &[u8]) -> io::Result<MmapRaw> {
-    file.set_len(STORE_SIZE as u64)?;
+/// Sizes `file` to a store (and its labels `extension`, possibly empty), writes the extension,
+/// maps the store, writes `header`, the heartbeat and, last, the magic.
+fn fill(file: &File, header: &[u8], extension: &[u8]) -> io::Result<MmapRaw> {
+    file.set_len((STORE_SIZE + extension.len()) as u64)?;
+    file.write_all_at(extension, OFF_LABELS as u64)?;
     let map = MmapOptions::new().len(STORE_SIZE).map_raw(file)?;
     for (i, chunk) in header.chunks_exact(8).enumerate().skip(1) {
         let value = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
@@ -277,7 +291,12 @@ fn c_path(path: &Path) -> io::Result<CString> {
 }
 
 /// An unnamed file in `dir`, filled, then linked as `path`.
-fn create_unnamed(dir: &Path, path: &Path, header: &[u8]) -> io::Result<(File, MmapRaw)> {
+fn create_unnamed(
+    dir: &Path,
+    path: &Path,
+    header: &[u8],
+    extension: &[u8],
+) -> io::Result<(File, MmapRaw)> {
     let dir_c = c_path(dir)?;
     // SAFETY: open(2) with a NUL-terminated path that outlives the call; O_TMPFILE takes a
     // mode argument, passed as the variadic third argument.
@@ -294,7 +313,7 @@ fn create_unnamed(dir: &Path, path: &Path, header: &[u8]) -> io::Result<(File, M
     // SAFETY: `fd` was just returned by open(2) and nothing else owns it.
     let file = unsafe { File::from_raw_fd(fd) };
     lock(&file, path);
-    let map = fill(&file, header)?;
+    let map = fill(&file, header, extension)?;
     let proc_path = c_path(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))?;
     let target = c_path(path)?;
     // SAFETY: linkat(2) with two NUL-terminated paths that outlive the call.
@@ -314,13 +333,13 @@ fn create_unnamed(dir: &Path, path: &Path, header: &[u8]) -> io::Result<(File, M
 }
 
 /// A file created as `<path>.staging`, filled, then renamed to `path`.
-fn create_staged(path: &Path, header: &[u8]) -> io::Result<(File, MmapRaw)> {
+fn create_staged(path: &Path, header: &[u8], extension: &[u8]) -> io::Result<(File, MmapRaw)> {
     let mut staging = path.as_os_str().to_owned();
     staging.push(".staging");
     let staging = PathBuf::from(staging);
     let file = sys::open_file(&staging, true)?;
     lock(&file, path);
-    let published = fill(&file, header).and_then(|map| {
+    let published = fill(&file, header, extension).and_then(|map| {
         std::fs::rename(&staging, path)?;
         Ok(map)
     });
@@ -344,6 +363,7 @@ mod tests {
             pid: 4242,
             run_marker: 17,
             instance: 3,
+            labels: WorkloadLabels::none(),
         }
     }
 
@@ -457,7 +477,7 @@ mod tests {
         let id = identity("a");
         let path = dir.path().join(id.file_name());
         let header = header(&id, &Buckets::default());
-        let (_file, _map) = create_staged(&path, &header).unwrap();
+        let (_file, _map) = create_staged(&path, &header, &[]).unwrap();
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -468,8 +488,8 @@ mod tests {
 
     #[test]
     fn identities_of_this_process_share_the_marker_and_count_instances() {
-        let a = Identity::for_this_process("a", "h", "");
-        let b = Identity::for_this_process("b", "h", "");
+        let a = Identity::for_this_process("a", "h", "", WorkloadLabels::none());
+        let b = Identity::for_this_process("b", "h", "", WorkloadLabels::none());
         assert_eq!(a.run_marker, b.run_marker);
         assert_eq!(a.pid, i64::from(std::process::id()));
         assert!(b.instance > a.instance);

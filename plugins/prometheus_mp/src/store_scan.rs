@@ -7,9 +7,10 @@
 //! Output: the `prometheus` exporter's families, names, HELP texts, types and buckets (the
 //! shared encoder, [`text::encode_rows_into`]), one series per store labelled `hostname`,
 //! `agent_name`, `pid`, `agent_instance` and, when set, `local_rank` (NIXL's labels, in NIXL's
-//! order), never summed across processes; with [`Aggregate::Sum`], also one series per
-//! (`hostname`, `agent_name`) with the counters and histograms summed over its ranks and no
-//! gauges. No live store: an empty page.
+//! order), then the store's workload labels if it has any, never summed across processes;
+//! with [`Aggregate::Sum`], also one series per (`hostname`, `agent_name`, workload labels)
+//! with the counters and histograms summed over its ranks and no gauges (two jobs on one node
+//! get a total each). No live store: an empty page.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -174,7 +175,8 @@ impl StoreScan {
     }
 }
 
-/// One node total: the summed values of the stores of one (hostname, agent_name).
+/// One node total: the summed values of the stores of one (hostname, agent_name, workload
+/// labels).
 struct Total {
     snapshot: AgentSnapshot,
     /// False when its stores' bucket bounds differ (then no histogram is summed).
@@ -211,7 +213,9 @@ fn totals(stores: &[StoreView]) -> Vec<Total> {
     for s in stores {
         let snap = &s.snapshot;
         match totals.iter_mut().find(|t| {
-            t.snapshot.hostname == snap.hostname && t.snapshot.agent_name == snap.agent_name
+            t.snapshot.hostname == snap.hostname
+                && t.snapshot.agent_name == snap.agent_name
+                && t.snapshot.labels == snap.labels
         }) {
             Some(t) => add_into(t, snap),
             None => totals.push(Total {
@@ -243,6 +247,7 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
             if !s.local_rank.is_empty() {
                 l.push(("local_rank", s.local_rank.as_str()));
             }
+            l.extend(s.snapshot.labels.iter());
             l
         })
         .collect();
@@ -259,13 +264,16 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
         Aggregate::None => Vec::new(),
         Aggregate::Sum => totals(stores),
     };
-    let total_labels: Vec<[(&str, &str); 2]> = totals
+    let total_labels: Vec<Vec<(&str, &str)>> = totals
         .iter()
         .map(|t| {
             [
                 ("hostname", &*t.snapshot.hostname),
                 ("agent_name", &*t.snapshot.agent_name),
             ]
+            .into_iter()
+            .chain(t.snapshot.labels.iter())
+            .collect()
         })
         .collect();
     const SUMMED: [FamilyKind; 2] = [FamilyKind::Counter, FamilyKind::Histogram];
@@ -285,7 +293,7 @@ mod tests {
     use super::*;
     use crate::store::{Identity, StoreWriter};
     use nixl_telemetry::{Event, EventType};
-    use nixl_telemetry_series::{text::parse, Buckets};
+    use nixl_telemetry_series::{text::parse, Buckets, WorkloadLabels};
     use std::time::Duration;
 
     fn config(dir: &Path, ttl: Duration, aggregate: Aggregate) -> ScanConfig {
@@ -304,6 +312,7 @@ mod tests {
             pid,
             run_marker: 1,
             instance: 0,
+            labels: WorkloadLabels::none(),
         };
         StoreWriter::create(dir, &id, buckets).unwrap()
     }
@@ -534,6 +543,72 @@ mod tests {
             ),
             Some(20.0)
         );
+    }
+
+    #[test]
+    fn each_rank_carries_its_own_workload_labels_and_totals_are_per_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = |id: &str| {
+            WorkloadLabels::from_pairs(vec![("slurm_job_id".into(), id.into())]).unwrap()
+        };
+        let writers: Vec<StoreWriter> = [("7", 1, 100), ("7", 2, 20), ("8", 3, 5), ("", 4, 1)]
+            .iter()
+            .map(|&(j, pid, bytes)| {
+                let id = Identity {
+                    agent_name: "w".into(),
+                    hostname: "node".into(),
+                    local_rank: (pid - 1).to_string(),
+                    pid,
+                    run_marker: 1,
+                    instance: 0,
+                    labels: if j.is_empty() {
+                        WorkloadLabels::none()
+                    } else {
+                        job(j)
+                    },
+                };
+                let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
+                w.apply(&[Event::new(EventType::AgentTxBytes, bytes)]);
+                let len = std::fs::metadata(w.path()).unwrap().len();
+                assert_eq!(len > crate::layout::STORE_SIZE as u64, !j.is_empty());
+                w
+            })
+            .collect();
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let page = scan.scrape();
+        let rank = |pid: &str, local_rank: &str, job: &str| {
+            let mut l = vec![
+                ("hostname", "node"),
+                ("agent_name", "w"),
+                ("pid", pid),
+                ("agent_instance", "0"),
+                ("local_rank", local_rank),
+            ];
+            if !job.is_empty() {
+                l.push(("slurm_job_id", job));
+            }
+            value(&page, "agent_tx_bytes_total", &l)
+        };
+        assert_eq!(rank("1", "0", "7"), Some(100.0));
+        assert_eq!(rank("3", "2", "8"), Some(5.0));
+        assert_eq!(rank("4", "3", ""), Some(1.0));
+        let total = |job: Option<&str>| {
+            let mut l = vec![("hostname", "node"), ("agent_name", "w")];
+            l.extend(job.map(|j| ("slurm_job_id", j)));
+            value(&page, "agent_tx_bytes_total", &l)
+        };
+        assert_eq!(total(Some("7")), Some(120.0));
+        assert_eq!(total(Some("8")), Some(5.0));
+        assert_eq!(total(None), Some(1.0));
+        // The label follows NIXL's labels, before `le`.
+        assert!(
+            page.contains(
+                "agent_xfer_time_us_bucket{hostname=\"node\",agent_name=\"w\",pid=\"1\",\
+                 agent_instance=\"0\",local_rank=\"0\",slurm_job_id=\"7\",le=\"10\"} 0\n"
+            ),
+            "{page}"
+        );
+        drop(writers);
     }
 
     #[test]

@@ -35,6 +35,8 @@ fn manifests_use_known_variables_options_and_port_names() {
         config::ENV_STALE_TTL,
         config::ENV_SERVE,
         config::ENV_AGGREGATE,
+        nixl_telemetry_series::labels::ENV_LABELS,
+        nixl_telemetry_series::labels::ENV_LABELS_FROM,
     ];
     let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
     let help = Command::new(&cli).args(["serve", "--help"]).output();

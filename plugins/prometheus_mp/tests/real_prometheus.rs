@@ -6,9 +6,8 @@
 
 mod common;
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -39,67 +38,6 @@ fn promtool_accepts(page: &Path) {
 #[test]
 fn child() {
     child_main();
-}
-
-/// A Prometheus server scraping one target every second; killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    fn scraping(work: &std::path::Path, target: u16) -> Prometheus {
-        let yml = work.join("prometheus.yml");
-        let scrape = format!(
-            "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\nscrape_configs:\n- job_name: \
-             node\n  static_configs: [{{targets: ['127.0.0.1:{target}']}}]\n"
-        );
-        std::fs::write(&yml, scrape).unwrap();
-        let port = free_port();
-        let log = work.join("prometheus.log");
-        let child = Command::new(tool("prometheus"))
-            .args([
-                format!("--config.file={}", yml.display()),
-                format!("--storage.tsdb.path={}", work.join("tsdb").display()),
-                format!("--web.listen-address=127.0.0.1:{port}"),
-                "--log.level=warn".into(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Prometheus { child, port, log }
-    }
-
-    /// The series of an instant query as (labels, value), when the query succeeds.
-    fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
-        let query: String = promql
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        // HTTP/1.0: Prometheus answers without chunked encoding.
-        let request = format!("GET /api/v1/query?query={query} HTTP/1.0\r\n\r\n");
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let reply = exchange(addr, request.as_bytes()).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
-        let series = json["data"]["result"].as_array()?;
-        series
-            .iter()
-            .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
-            .collect()
-    }
 }
 
 #[test]
@@ -144,7 +82,7 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
     assert!(prefill.is_some_and(|l| l.ends_with(" 3000")), "{totals}");
     std::fs::write(&page, &totals).unwrap();
     promtool_accepts(&page);
-    let prom = Prometheus::scraping(scratch.path(), port);
+    let prom = Prometheus::scraping(scratch.path(), &[port]);
     let by_rank = poll(Duration::from_secs(60), "four series by local_rank", || {
         prom.vector("sum by (local_rank) (agent_tx_bytes_total)")
             .filter(|v| v.len() == 4)
@@ -174,4 +112,83 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
         .unwrap();
     assert_eq!(median.len(), 1);
     assert_eq!(median[0].1, 250.0);
+}
+
+/// Four ranks of two jobs on one node, each job's label set its own way (job 101 from Slurm's
+/// variables, job 202 explicitly): a Prometheus server scraping the one target sums each job
+/// exactly with `sum by (slurm_job_id)`, with and without the node totals of
+/// `NIXL_TELEMETRY_MP_AGGREGATE=sum` (per-rank series only, `pid!=""`).
+#[test]
+fn a_prometheus_server_sums_each_job_by_its_workload_label() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    let port = free_port();
+    let from_slurm = [
+        ("NIXL_TELEMETRY_LABELS_FROM", "slurm"),
+        ("SLURM_JOB_ID", "101"),
+        ("SLURM_NODEID", "0"),
+        ("NIXL_TELEMETRY_MP_AGGREGATE", "sum"),
+    ];
+    let explicit = [
+        ("NIXL_TELEMETRY_LABELS", "slurm_job_id=202,team=decode"),
+        ("NIXL_TELEMETRY_MP_AGGREGATE", "sum"),
+    ];
+    let _ranks: Vec<Proc> = (0..4u64)
+        .map(|r| {
+            spawn_rank(&RankSpec {
+                dir: &dir,
+                port,
+                agent: if r < 2 { "job101" } else { "job202" },
+                local_rank: &(r % 2).to_string(),
+                bytes: 1000 * (r + 1),
+                extra: if r < 2 { &from_slurm } else { &explicit },
+            })
+        })
+        .collect();
+    let page = poll(Duration::from_secs(10), "a page of four ranks", || {
+        try_scrape(port).filter(|s| pids(s).len() == 4)
+    });
+    let path = scratch.path().join("page.txt");
+    std::fs::write(&path, &page.body).unwrap();
+    promtool_accepts(&path);
+    let prom = Prometheus::scraping(&scratch.path().join("prom"), &[port]);
+    let jobs = |promql: &str| {
+        poll(Duration::from_secs(60), promql, || {
+            prom.vector(promql).filter(|v| v.len() == 2)
+        })
+        .into_iter()
+        .map(|(m, v)| (m["slurm_job_id"].as_str().unwrap().to_owned(), v))
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let expected = [("101".to_owned(), 3000.0), ("202".to_owned(), 7000.0)].into();
+    assert_eq!(
+        jobs(r#"sum by (slurm_job_id) (agent_tx_bytes_total{pid!=""})"#),
+        expected,
+        "{}",
+        prom.log_text()
+    );
+    // The node totals carry the job's labels: one per job, the same sums.
+    assert_eq!(
+        jobs(r#"sum by (slurm_job_id) (agent_tx_bytes_total{pid=""})"#),
+        expected
+    );
+    // Each job's own labels only: Slurm's node id on job 101, the team on job 202.
+    let nodeid = prom
+        .vector(r#"count by (slurm_job_id, slurm_node_id, team) (agent_tx_bytes_total{pid!=""})"#)
+        .unwrap();
+    let mut sets: Vec<(String, String, String)> = nodeid
+        .iter()
+        .map(|(m, _)| {
+            let l = |k: &str| m[k].as_str().unwrap_or("").to_owned();
+            (l("slurm_job_id"), l("slurm_node_id"), l("team"))
+        })
+        .collect();
+    sets.sort();
+    assert_eq!(
+        sets,
+        [
+            ("101".into(), "0".into(), "".into()),
+            ("202".into(), "".into(), "decode".into())
+        ]
+    );
 }

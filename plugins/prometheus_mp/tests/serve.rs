@@ -2,7 +2,8 @@
 //! Ranks that run with `NIXL_TELEMETRY_MP_SERVE=0` only write their stores (nothing listens on
 //! their port) and the sidecar serves them; a serving rank on another port shows the same
 //! series; the sidecar outlives the ranks (their series go after the TTL) and stops cleanly on
-//! SIGTERM.
+//! SIGTERM. `serve --textfile` writes the page for a real node_exporter's textfile collector,
+//! which a real Prometheus scrapes.
 
 mod common;
 
@@ -132,6 +133,15 @@ fn serve_refuses_bad_settings() {
             "--aggregate='avg' is not a valid aggregation",
         ),
         (vec!["--port", "0"], "0 is not in 1..=65535"),
+        (
+            vec!["--textfile", "/tmp/nixl.txt"],
+            "--textfile /tmp/nixl.txt does not end in .prom",
+        ),
+        (
+            vec!["--textfile", "/nonexistent-dir/nixl.prom"],
+            "directory /nonexistent-dir does not exist",
+        ),
+        (vec!["--interval", "0"], "0 is not in 1..=86400"),
     ] {
         let out = Command::new(&cli)
             .args(["serve", "--dir"])
@@ -143,4 +153,200 @@ fn serve_refuses_bad_settings() {
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(message), "{args:?}: {err}");
     }
+}
+
+/// A running process killed when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `serve --textfile` writes the page of four ranks (two jobs, node totals on) for Debian's
+/// node_exporter, started with only its textfile collector: node_exporter serves it without a
+/// textfile error, a Prometheus server scraping node_exporter returns each rank's and each
+/// job's totals, the file is rewritten in place (never a partial or temporary `*.prom`), and
+/// it is removed when `serve` stops.
+#[test]
+fn serve_writes_a_textfile_that_node_exporter_serves() {
+    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    let textfiles = scratch.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    let file = textfiles.join("nixl.prom");
+    let unused_port = free_port();
+    let _ranks: Vec<Proc> = (0..4u64)
+        .map(|r| {
+            let job = if r < 2 {
+                "slurm_job_id=101"
+            } else {
+                "slurm_job_id=202"
+            };
+            spawn_rank(&RankSpec {
+                dir: &dir,
+                port: unused_port,
+                agent: &format!("rank{r}"),
+                local_rank: &r.to_string(),
+                bytes: 1000 * (r + 1),
+                extra: &[
+                    ("NIXL_TELEMETRY_MP_SERVE", "0"),
+                    ("NIXL_TELEMETRY_LABELS", job),
+                ],
+            })
+        })
+        .collect();
+    let mut serve = Command::new(&cli)
+        .args(["serve", "--dir"])
+        .arg(&dir)
+        .arg("--textfile")
+        .arg(&file)
+        .args(["--interval", "1", "--aggregate", "sum"])
+        .env("NIXL_LOG_LEVEL", "WARN")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(scratch.path().join("serve.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let serve_err = || std::fs::read_to_string(scratch.path().join("serve.stderr")).unwrap();
+    let mut out = BufReader::new(serve.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("writing {} every 1s for {}", file.display(), dir.display())
+    );
+    let page = poll(Duration::from_secs(10), "a textfile of four ranks", || {
+        let text = std::fs::read_to_string(&file).ok()?;
+        let samples = nixl_telemetry_series::text::parse(&text).unwrap();
+        let ranks: std::collections::BTreeSet<_> =
+            samples.iter().filter_map(|s| s.label("pid")).collect();
+        (ranks.len() == 4).then_some(text)
+    });
+    assert!(!page
+        .lines()
+        .any(|l| !l.starts_with('#') && l.split(' ').count() != 2));
+    assert!(port_closed(unused_port), "--textfile opens no port");
+    // node_exporter, with only the textfile collector.
+    let exporter_port = free_port();
+    let exporter_log = scratch.path().join("node_exporter.log");
+    let _exporter = Running(
+        Command::new(tool("prometheus-node-exporter"))
+            .args([
+                "--collector.disable-defaults".to_owned(),
+                "--collector.textfile".to_owned(),
+                format!("--collector.textfile.directory={}", textfiles.display()),
+                format!("--web.listen-address=127.0.0.1:{exporter_port}"),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&exporter_log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let exported = poll(Duration::from_secs(10), "node_exporter serves", || {
+        // HTTP/1.0: node_exporter answers without chunked encoding.
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], exporter_port));
+        let r = exchange(addr, b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+        (r.status == 200).then_some(r.body)
+    });
+    let log = || std::fs::read_to_string(&exporter_log).unwrap_or_default();
+    assert!(
+        exported.contains("\nnode_textfile_scrape_error 0\n"),
+        "{exported}\n{}",
+        log()
+    );
+    assert!(!log().contains("level=error"), "{}", log());
+    let samples = nixl_telemetry_series::text::parse(&exported).unwrap();
+    assert!(samples
+        .iter()
+        .any(|s| s.name == "node_textfile_mtime_seconds"
+            && s.label("file").is_some_and(|f| f.ends_with("nixl.prom"))));
+    // Every sample of the page is in node_exporter's (label order aside; missing labels
+    // filled in empty).
+    let ours = nixl_telemetry_series::text::parse(&page).unwrap();
+    let agent_samples = samples
+        .iter()
+        .filter(|s| s.name.starts_with("agent_"))
+        .count();
+    assert_eq!(agent_samples, ours.len());
+    // A Prometheus server scraping node_exporter.
+    let prom = Prometheus::scraping(&scratch.path().join("prom"), &[exporter_port]);
+    let by = |promql: &str, label: &str, n: usize| {
+        let v = poll(Duration::from_secs(60), promql, || {
+            prom.vector(promql).filter(|v| v.len() == n)
+        });
+        let mut v: Vec<(String, f64)> = v
+            .into_iter()
+            .map(|(m, x)| (m[label].as_str().unwrap().to_owned(), x))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(
+        by(
+            r#"sum by (local_rank) (agent_tx_bytes_total{pid!=""})"#,
+            "local_rank",
+            4
+        ),
+        [
+            ("0".to_owned(), 1000.0),
+            ("1".to_owned(), 2000.0),
+            ("2".to_owned(), 3000.0),
+            ("3".to_owned(), 4000.0)
+        ],
+        "{}",
+        prom.log_text()
+    );
+    assert_eq!(
+        by(
+            r#"sum by (slurm_job_id) (agent_tx_bytes_total{pid=""})"#,
+            "slurm_job_id",
+            2
+        ),
+        [("101".to_owned(), 3000.0), ("202".to_owned(), 7000.0)]
+    );
+    assert_eq!(prom.vector("node_textfile_scrape_error").unwrap()[0].1, 0.0);
+    // Rewritten every interval by rename: a new inode, never a temporary `*.prom`.
+    let inode =
+        |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let first = inode(&file);
+    poll(Duration::from_secs(10), "the textfile is rewritten", || {
+        (inode(&file) != first).then_some(())
+    });
+    let names: Vec<String> = std::fs::read_dir(&textfiles)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".prom"))
+        .collect();
+    assert_eq!(names, ["nixl.prom"]);
+    // The directory gone: one message, then the writes resume once it is back.
+    let away = scratch.path().join("away");
+    std::fs::rename(&textfiles, &away).unwrap();
+    poll(
+        Duration::from_secs(10),
+        "a failed write is reported",
+        || serve_err().contains("cannot write").then_some(()),
+    );
+    std::fs::rename(&away, &textfiles).unwrap();
+    poll(Duration::from_secs(10), "writes resume", || {
+        serve_err().contains("writing").then_some(())
+    });
+    assert_eq!(
+        serve_err().matches("cannot write").count(),
+        1,
+        "{}",
+        serve_err()
+    );
+    // SIGTERM: stopped, and the file is gone.
+    // SAFETY: kill(2) of our own child, still running (not yet waited for).
+    assert_eq!(unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) }, 0);
+    let status = serve.wait().unwrap();
+    assert!(status.success(), "{status}: {}", serve_err());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest.trim(), "stopped");
+    assert!(!file.exists());
 }

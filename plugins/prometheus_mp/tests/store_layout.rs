@@ -220,6 +220,7 @@ fn our_writer_writes_nixls_bytes_for_the_same_stream() {
             pid: store["pid"].as_i64().unwrap(),
             run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
             instance: store["instance"].as_u64().unwrap(),
+            labels: Default::default(),
         };
         let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
         // The name NIXL gave its file.
@@ -238,6 +239,91 @@ fn our_writer_writes_nixls_bytes_for_the_same_stream() {
         );
         let meta = std::fs::metadata(w.path()).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+}
+
+/// With workload labels, the store is NIXL's 6,800 bytes for the same stream (what NIXL's
+/// reader maps: it refuses only files shorter than that) followed by the labels extension, and
+/// our scan serves it with its labels next to NIXL's own unlabelled stores.
+#[test]
+fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
+    let exp = expected();
+    let dir = tempfile::tempdir().unwrap();
+    let labels = nixl_telemetry_series::WorkloadLabels::from_pairs(vec![
+        ("slurm_job_id".into(), "4242".into()),
+        ("team".into(), "kv".into()),
+    ])
+    .unwrap();
+    let (mut writers, mut holders) = (Vec::new(), Vec::new());
+    for (name, store) in exp["stores"].as_object().unwrap() {
+        let id = Identity {
+            agent_name: store["agent_name"].as_str().unwrap().into(),
+            hostname: store["hostname"].as_str().unwrap().into(),
+            local_rank: store["local_rank"].as_str().unwrap().into(),
+            // Not NIXL's pid: NIXL's own store of the same identity is served beside it.
+            pid: store["pid"].as_i64().unwrap() + 1_000_000,
+            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
+            instance: store["instance"].as_u64().unwrap(),
+            labels: labels.clone(),
+        };
+        let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
+        let batch = events(store);
+        assert_eq!(w.apply(&batch), batch.len());
+        let ours = std::fs::read(w.path()).unwrap();
+        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
+        assert_eq!(nixl.len(), 6800);
+        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        assert!(
+            differing
+                .iter()
+                .all(|i| (24..32).contains(i) || (16..24).contains(i)),
+            "{name}: bytes {differing:?} differ (only the pid and the heartbeat may)"
+        );
+        // The documented extension, read with this file's own parser.
+        assert_eq!(&ours[6800..6808], b"NIXLLBL1");
+        let n = u32::from_le_bytes(ours[6808..6812].try_into().unwrap()) as usize;
+        assert_eq!(&ours[6812..6816], [0; 4]);
+        assert_eq!(ours.len(), 6816 + n);
+        assert_eq!(&ours[6816..], b"slurm_job_id\x004242\x00team\x00kv\x00");
+        // NIXL's own store beside it, its writer alive (holding the lock).
+        let path = dir.path().join(store["original_name"].as_str().unwrap());
+        std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: flock(2) on the descriptor `f` keeps open (it is kept in `holders`).
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0);
+        holders.push(f);
+        writers.push(w);
+    }
+    let page = StoreScan::new(ScanConfig {
+        dir: dir.path().to_owned(),
+        stale_ttl: Duration::ZERO,
+        aggregate: Aggregate::None,
+    })
+    .scrape();
+    let samples = text::parse(&page).unwrap();
+    let ours: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name == "agent_tx_bytes_total" && s.label("slurm_job_id").is_some())
+        .collect();
+    let theirs: Vec<_> = samples
+        .iter()
+        .filter(|s| s.name == "agent_tx_bytes_total" && s.label("slurm_job_id").is_none())
+        .collect();
+    assert_eq!(
+        ours.len(),
+        exp["stores"].as_object().unwrap().len(),
+        "{page}"
+    );
+    assert_eq!(ours.len(), theirs.len(), "{page}");
+    assert!(ours.iter().all(|s| s.label("team") == Some("kv")));
+    // Same stream, same value: each of ours equals NIXL's store of the same agent.
+    for o in &ours {
+        let t = theirs
+            .iter()
+            .find(|t| t.label("agent_name") == o.label("agent_name"))
+            .unwrap();
+        assert_eq!(o.value, t.value);
     }
 }
 

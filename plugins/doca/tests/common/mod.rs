@@ -20,7 +20,7 @@ use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared before and after each test.
-pub const VARS: [&str; 12] = [
+pub const VARS: [&str; 15] = [
     "NIXL_TELEMETRY_DOCA_BACKENDS",
     "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT",
     "NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL",
@@ -33,6 +33,9 @@ pub const VARS: [&str; 12] = [
     "DOCA_DOUBLE_IPC_STATUS",
     "DOCA_DOUBLE_FAIL",
     "PROMETHEUS_ENDPOINT",
+    "NIXL_TELEMETRY_LABELS",
+    "NIXL_TELEMETRY_LABELS_FROM",
+    "SLURM_JOB_ID",
 ];
 
 use nixl_telemetry::sync::LockUnpoisoned;

@@ -14,13 +14,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
 
 #[path = "../../../prometheus/tests/common/mod.rs"]
 mod http;
 
 #[allow(unused_imports)] // not every test binary uses all of them
-pub use http::{exchange, get, port_closed, scrape, scrape_text, tool, Scrape};
+pub use http::{exchange, get, poll, port_closed, scrape, scrape_text, tool, Prometheus, Scrape};
 pub use nixl_telemetry_test_support::free_port;
 
 /// The variable that makes this test binary a child: `rank` or `hold-port`.
@@ -191,21 +190,6 @@ pub fn spawn_port_holder(scratch: &Path) -> (Proc, u16) {
     let holder = Proc::spawn("hold-port", &[], scratch.join("holder.stderr"));
     let port = holder.ready.parse().unwrap();
     (holder, port)
-}
-
-/// Polls `f` every 20 ms until it returns `Some`, failing after `timeout` with `what`.
-pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A scrape, when the port answers.
