@@ -28,9 +28,11 @@ pub enum Recorded {
     Dropped,
 }
 
-/// Counters of one collector since its creation (`nixl_telemetry_stats_t` in C, converted in
-/// `ffi`). After the collector's final flush,
+/// Counters of one collector since its creation. After the collector's final flush,
 /// `events_exported + events_lost == events_accepted + drop_reports`.
+// Also the C ABI's `nixl_telemetry_stats_t` (cbindgen.toml renames it): one definition, whose
+// C layout is fixed here.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CollectorStats {
     /// Events that entered the staging queue.

@@ -14,13 +14,14 @@
 //! store ([`segments`]).
 //!
 //! The C ABI is the top layer, [`ffi`]: every C entry point, and the C types that exist only
-//! for it (handles, options, counters, FPM payloads, the log callback), converted there from
-//! and to the core's own values; nothing else in the crate imports from it. Three things the
-//! headers carry live below it because they are the core's own values: the numbers (status
-//! codes, event types, log levels) in the leaf [`constants`], which the Rust types take their
-//! values from; the 16-byte [`Event`] (`nixl_telemetry_event_t`), which is also the ring file's
-//! record; and the exporter plug-in ABI ([`plugin::abi`]), through which the loader calls
-//! plug-ins.
+//! for it (handles, options, the C form of an FPM payload, the log callback), converted there
+//! from and to the core's own values; nothing else in the crate imports from it. What the
+//! headers carry that is the core's own value is defined once, below it, with its C layout:
+//! the numbers (status codes, event types, log levels) in the leaf [`constants`], which the
+//! Rust types take their values from; the 16-byte [`Event`] (`nixl_telemetry_event_t`), which
+//! is also the ring file's record; the counters ([`CollectorStats`], [`fpm::FpmStats`]) and the
+//! FPM payload's request blocks, which cbindgen names in C; and the exporter plug-in ABI
+//! ([`plugin::abi`]), through which the loader calls plug-ins.
 
 mod c_string;
 pub mod collector;

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use nixl_telemetry::constants::*;
 use nixl_telemetry::ffi::fpm::*;
-use nixl_telemetry::fpm::FpmPayload;
+use nixl_telemetry::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
 use nixl_telemetry::segments::segments_of;
 use nixl_telemetry::segments::SegmentReader;
 use nixl_telemetry_test_support::last_error;
@@ -18,11 +18,11 @@ fn payload(worker_id: &CStr, rank: i64, counter: i64) -> nixl_telemetry_fpm_payl
         dp_rank: rank,
         counter_id: counter,
         wall_time: 0.5,
-        scheduled_requests: nixl_telemetry_fpm_scheduled_requests_t {
+        scheduled_requests: ScheduledRequests {
             num_decode_requests: 3,
             ..Default::default()
         },
-        queued_requests: nixl_telemetry_fpm_queued_requests_t::default(),
+        queued_requests: QueuedRequests::default(),
     }
 }
 
@@ -113,7 +113,7 @@ fn open_record_stats_close_through_the_c_abi() {
             NIXL_TELEMETRY_ERR_INVALID_PARAM
         );
         assert_eq!(nixl_telemetry_fpm_trace_flush(t), NIXL_TELEMETRY_SUCCESS);
-        let mut stats = nixl_telemetry_fpm_trace_stats_t::default();
+        let mut stats = FpmStats::default();
         assert_eq!(
             nixl_telemetry_fpm_trace_get_stats(t, &mut stats),
             NIXL_TELEMETRY_SUCCESS

@@ -124,6 +124,7 @@ fn core_header_is_current() {
             "src/ffi/telemetry.rs",
             "src/ffi/types.rs",
             "src/event.rs",
+            "src/collector.rs",
         ],
         "include/nixl_telemetry.h",
     );
@@ -146,6 +147,7 @@ fn fpm_trace_header_is_current() {
             "src/ffi/fpm.rs",
             "src/ffi/fpm_types.rs",
             "src/fpm/payload.rs",
+            "src/fpm/producer.rs",
         ],
         "include/nixl_telemetry_fpm.h",
     );

@@ -106,8 +106,9 @@ fn rows_lost_to_a_write_error_count_as_lost_not_exported() {
 fn trace_losses_show_in_nixl_telemetry_get_stats() {
     use nixl_telemetry::ffi::{
         nixl_telemetry_add_xfer_stats, nixl_telemetry_create, nixl_telemetry_destroy,
-        nixl_telemetry_get_stats, nixl_telemetry_stats_t, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
+        nixl_telemetry_get_stats, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
     };
+    use nixl_telemetry::CollectorStats;
     if !in_child("trace_losses_show_in_nixl_telemetry_get_stats") {
         return;
     }
@@ -118,7 +119,7 @@ fn trace_losses_show_in_nixl_telemetry_get_stats() {
     std::env::set_var("NIXL_TELEMETRY_TRACE_PATH", out.join("nixl"));
     std::env::set_var("NIXL_TELEMETRY_RUN_INTERVAL", "10");
     let mut t: *mut nixl_telemetry_t = std::ptr::null_mut();
-    let mut s = nixl_telemetry_stats_t::default();
+    let mut s = CollectorStats::default();
     // SAFETY: static C strings, local out-parameters and the handle created here, destroyed
     // once at the end.
     unsafe {

@@ -19,7 +19,7 @@ use std::ffi::c_char;
 use crate::constants::*;
 use crate::ffi::boundary::{self, entry, handle, out_arg};
 pub use crate::ffi::fpm_types::*;
-use crate::fpm::{FpmPayload, FpmTrace};
+use crate::fpm::{FpmPayload, FpmStats, FpmTrace};
 
 /// Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
 /// `component`), configured by the `DYN_FPM_*` environment, which is read once per process.
@@ -113,8 +113,8 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record(
             dp_rank: p.dp_rank,
             counter_id: p.counter_id,
             wall_time: p.wall_time,
-            scheduled_requests: p.scheduled_requests.into(),
-            queued_requests: p.queued_requests.into(),
+            scheduled_requests: p.scheduled_requests,
+            queued_requests: p.queued_requests,
         });
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
@@ -127,14 +127,14 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record(
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_get_stats(
     t: *const nixl_telemetry_fpm_trace_t,
-    out: *mut nixl_telemetry_fpm_trace_stats_t,
+    out: *mut FpmStats,
 ) -> nixl_telemetry_status_t {
     const FUNCTION: &str = "nixl_telemetry_fpm_trace_get_stats";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
         let t = unsafe { handle(FUNCTION, "t", t) }?;
         // SAFETY: the caller's contract: `out` is NULL or writable.
-        unsafe { boundary::write_out(FUNCTION, "out", out, t.trace.stats().into()) }?;
+        unsafe { boundary::write_out(FUNCTION, "out", out, t.trace.stats()) }?;
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }
@@ -213,7 +213,7 @@ mod tests {
                 nixl_telemetry_fpm_trace_record(std::ptr::null(), std::ptr::null()),
                 NIXL_TELEMETRY_ERR_INVALID_PARAM
             );
-            let mut stats = nixl_telemetry_fpm_trace_stats_t::default();
+            let mut stats = FpmStats::default();
             assert_eq!(
                 nixl_telemetry_fpm_trace_get_stats(std::ptr::null(), &mut stats),
                 NIXL_TELEMETRY_ERR_INVALID_PARAM

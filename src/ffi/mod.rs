@@ -5,17 +5,20 @@
 //! - [`boundary`]: the last-error slot, the panic boundary, the argument checks and the handle
 //!   making every entry point uses.
 //! - [`telemetry`]: collectors, ring readers, logging, plug-in directories
-//!   (`include/nixl_telemetry.h`); its C types (handles, options, counters, log callback) are in
+//!   (`include/nixl_telemetry.h`); its C-only types (handles, options, log callback) are in
 //!   [`types`].
-//! - [`fpm`]: the forward-pass-metrics trace (`include/nixl_telemetry_fpm.h`); its C types
-//!   (handle, payload, counters) are in [`fpm_types`].
+//! - [`fpm`]: the forward-pass-metrics trace (`include/nixl_telemetry_fpm.h`); its C-only types
+//!   (handle, payload) are in [`fpm_types`].
 //! - [`cxx`]: the C++ functions of NIXL's telemetry core that NIXL's sources call
 //!   (`nixlTelemetryEventTypeForStatus`), declared by `include/nixl_telemetry.hpp`.
 //!
-//! The C types are converted at the boundary from and to the core's own values, which have no
-//! C layout. Three things the headers carry live below this layer, because they are the core's
-//! own values and not copies made for C:
+//! The C-only types are converted at the boundary from and to the core's own values. What the
+//! headers carry that is the core's own value lives below this layer, defined once with its C
+//! layout, never copied for C:
 //!
+//! - the counters ([`crate::CollectorStats`], [`crate::fpm::FpmStats`]) and the FPM payload's
+//!   request blocks ([`crate::fpm::ScheduledRequests`], [`crate::fpm::QueuedRequests`]), under
+//!   their C names by cbindgen's renames;
 //! - every number (status codes, event types, log levels), defined once in the leaf module
 //!   [`crate::constants`], which the Rust types take their values from (re-exported here);
 //! - the event record [`crate::Event`] (`nixl_telemetry_event_t`), which is also the 16-byte

@@ -11,7 +11,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use crate::collector::{Collector, Recorded};
+use crate::collector::{Collector, CollectorStats, Recorded};
 use crate::config::Options;
 use crate::constants::*;
 use crate::error::{Error, Status};
@@ -19,7 +19,7 @@ use crate::event::{Event, EventType};
 use crate::ffi::boundary::{self, entry, handle, handle_mut, out_arg};
 use crate::ffi::types::{
     self, nixl_telemetry_log_fn_t, nixl_telemetry_options_t, nixl_telemetry_ring_t,
-    nixl_telemetry_stats_t, nixl_telemetry_t,
+    nixl_telemetry_t,
 };
 use crate::logging;
 use crate::ring::RingReader;
@@ -248,14 +248,14 @@ pub unsafe extern "C" fn nixl_telemetry_flush(t: *mut nixl_telemetry_t) -> nixl_
 #[no_mangle]
 pub unsafe extern "C" fn nixl_telemetry_get_stats(
     t: *const nixl_telemetry_t,
-    out: *mut nixl_telemetry_stats_t,
+    out: *mut CollectorStats,
 ) -> nixl_telemetry_status_t {
     const FUNCTION: &str = "nixl_telemetry_get_stats";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
         let t = unsafe { handle(FUNCTION, "t", t) }?;
         // SAFETY: the caller's contract: `out` is NULL or writable.
-        unsafe { boundary::write_out(FUNCTION, "out", out, t.collector.stats().into()) }?;
+        unsafe { boundary::write_out(FUNCTION, "out", out, t.collector.stats()) }?;
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }

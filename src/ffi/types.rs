@@ -1,19 +1,18 @@
 //! The C types of the core ABI (`include/nixl_telemetry.h`) that exist only for it: the two
-//! opaque handles, the options struct, the counters struct and the log-callback type. Each is
-//! converted at the boundary from or to the core's own Rust value ([`Collector`],
-//! [`RingReader`], [`Options`](crate::config::Options), [`CollectorStats`], a [`LogSink`]),
-//! which has no C layout.
+//! opaque handles, the options struct and the log-callback type. Each is converted at the
+//! boundary from or to the core's own Rust value ([`Collector`], [`RingReader`],
+//! [`Options`](crate::config::Options), a [`LogSink`]).
 //!
-//! The one C-layout type of this header that lives in the core is the event record
-//! ([`crate::Event`], `nixl_telemetry_event_t`): it is also the 16-byte record of the ring file,
-//! so the core's value and the C type are one. The numbers the header carries live in
-//! [`crate::constants`].
+//! The C-layout types of this header that are the core's own values are defined once in the
+//! core: the event record ([`crate::Event`], `nixl_telemetry_event_t`, also the 16-byte record
+//! of the ring file) and the counters ([`crate::CollectorStats`], `nixl_telemetry_stats_t`).
+//! The numbers the header carries live in [`crate::constants`].
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
-use crate::collector::{Collector, CollectorStats};
+use crate::collector::Collector;
 use crate::logging::{level_code, LogSink};
 use crate::ring::RingReader;
 
@@ -50,39 +49,6 @@ pub struct nixl_telemetry_options_t {
     pub dir: *const c_char,
     /// Comma-separated glob allowlist of event names; replaces `NIXL_TELEMETRY_ENABLED_METRICS`.
     pub enabled_metrics: *const c_char,
-}
-
-/// Counters of one collector since its creation. After the collector's final flush,
-/// `events_exported + events_lost == events_accepted + drop_reports`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct nixl_telemetry_stats_t {
-    /// Events that entered the staging queue.
-    pub events_accepted: u64,
-    /// Events refused by the full staging queue (reported as `agent_telemetry_events_dropped`).
-    pub events_dropped: u64,
-    /// Events the exporter kept (including synthetic drop reports).
-    pub events_exported: u64,
-    /// Events the exporter could not keep (for BUFFER: a full ring whose reader is behind; for
-    /// TRACE: rows a failed write lost, counted at the collector flush after that write).
-    pub events_lost: u64,
-    /// Completed flushes (periodic, explicit and final).
-    pub flushes: u64,
-    /// Synthetic `agent_telemetry_events_dropped` events emitted.
-    pub drop_reports: u64,
-}
-
-impl From<CollectorStats> for nixl_telemetry_stats_t {
-    fn from(s: CollectorStats) -> nixl_telemetry_stats_t {
-        nixl_telemetry_stats_t {
-            events_accepted: s.events_accepted,
-            events_dropped: s.events_dropped,
-            events_exported: s.events_exported,
-            events_lost: s.events_lost,
-            flushes: s.flushes,
-            drop_reports: s.drop_reports,
-        }
-    }
 }
 
 /// A C log callback: `level` is one of the `NIXL_TELEMETRY_LOG_*` values, `message` a

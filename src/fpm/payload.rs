@@ -82,9 +82,11 @@ const QUEUED_ORDER: [&str; 6] = [
     "var_decode_kv_tokens",
 ];
 
-/// Requests scheduled in this iteration (`ScheduledRequestMetrics`;
-/// `nixl_telemetry_fpm_scheduled_requests_t` in C, converted in `ffi`). Integer fields
-/// must be >= 0 and variances finite and >= 0, or the payload is rejected.
+/// Requests scheduled in this iteration (`ScheduledRequestMetrics`). Integer fields must be >= 0
+/// and variances finite and >= 0, or the payload is rejected.
+// Also the C ABI's `nixl_telemetry_fpm_scheduled_requests_t` (cbindgen_fpm.toml renames it):
+// one definition, whose C layout is fixed here.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ScheduledRequests {
     /// Prefill requests scheduled.
@@ -103,8 +105,10 @@ pub struct ScheduledRequests {
     pub var_decode_kv_tokens: f64,
 }
 
-/// Requests waiting, not scheduled (`QueuedRequestMetrics`;
-/// `nixl_telemetry_fpm_queued_requests_t` in C, converted in `ffi`); same rules.
+/// Requests waiting, not scheduled (`QueuedRequestMetrics`); same rules.
+// Also the C ABI's `nixl_telemetry_fpm_queued_requests_t` (cbindgen_fpm.toml renames it): one
+// definition, whose C layout is fixed here.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct QueuedRequests {
     /// Prefill requests waiting.

@@ -26,9 +26,11 @@ use crate::worker::{Waker, Worker};
 /// close to the record time); it is also woken when the queue is half full.
 const MAX_WORKER_SLEEP: Duration = Duration::from_millis(100);
 
-/// Counters of a producer's writer since it opened (`nixl_telemetry_fpm_trace_stats_t` in C,
-/// converted in `ffi`). After the last trace of the producer closed,
-/// `recorded == dropped + rejected + coalesced + written + rows_lost`.
+/// Counters of a producer's writer since it opened. After the last trace of the producer
+/// closed, `recorded == dropped + rejected + coalesced + written + rows_lost`.
+// Also the C ABI's `nixl_telemetry_fpm_trace_stats_t` (cbindgen_fpm.toml renames it): one
+// definition, whose C layout is fixed here.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FpmStats {
     /// Payloads accepted by record calls (including those later dropped).
