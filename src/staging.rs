@@ -1041,6 +1041,33 @@ mod tests {
     }
 
     #[test]
+    fn memory_grows_with_what_is_staged_not_with_the_capacity() {
+        const B: usize = BLOCK_EVENTS;
+        // The largest capacity allocates one block (the shared lane's) up front.
+        let q = StagingQueue::new(MAX_CAPACITY).unwrap();
+        assert_eq!(q.blocks_allocated(), 1);
+        assert!(q.try_push(ev(1)));
+        assert_eq!(q.blocks_allocated(), 2, "a thread's first block");
+        drop(q);
+        // One thread filling a queue twice, with a flush between, reuses the blocks the flush
+        // freed: full blocks for the capacity, plus this lane's current and spare blocks.
+        let capacity = 40 * B;
+        let q = StagingQueue::new(capacity).unwrap();
+        for round in 0..2 {
+            let accepted = (0..capacity as u64 / 4 + 10)
+                .filter(|v| q.try_push_batch(&[ev(*v); 4]))
+                .count();
+            assert_eq!(accepted, capacity / 4, "round {round}");
+            assert_eq!(drain_all(&q).len(), capacity);
+        }
+        assert!(
+            q.blocks_allocated() <= 1 + capacity / B + 2,
+            "{}",
+            q.blocks_allocated()
+        );
+    }
+
+    #[test]
     fn threads_share_the_capacity_with_a_block_of_slack_each() {
         const B: u64 = BLOCK_EVENTS as u64;
         const CAPACITY: u64 = 8;
