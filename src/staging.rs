@@ -81,7 +81,7 @@ pub const MAX_CAPACITY: usize = 1 << 30;
 /// Event slots per block: the memory unit, the largest chunk of credit a thread takes, and the
 /// per-thread slack of the bound (see the module documentation). A batch longer than a block is
 /// refused.
-pub const BLOCK_EVENTS: usize = 128;
+pub const BLOCK_EVENTS: usize = 256;
 
 /// Totals since the queue was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -190,14 +190,39 @@ struct Budget {
     outstanding: AtomicU64,
     /// Threads that own a lane (the shared lane is not one).
     threads: AtomicU64,
-    capacity: u64,
+    /// Most events that may be staged or credited: `capacity + (threads - 1) x BLOCK_EVENTS`
+    /// (`capacity` without threads), kept by [`Budget::thread_joins`] and
+    /// [`Budget::thread_leaves`], whose fetches decide each one's share.
+    limit: AtomicU64,
 }
 
 impl Budget {
+    fn new(capacity: u64) -> Budget {
+        Budget {
+            outstanding: AtomicU64::new(0),
+            threads: AtomicU64::new(0),
+            limit: AtomicU64::new(capacity),
+        }
+    }
+
+    /// A thread takes a lane: every thread but the first brings a block of room.
+    fn thread_joins(&self) {
+        if self.threads.fetch_add(1, Ordering::Relaxed) >= 1 {
+            self.limit.fetch_add(BLOCK_EVENTS as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// A thread lets its lane go, and the block of room it brought.
+    fn thread_leaves(&self) {
+        if self.threads.fetch_sub(1, Ordering::Relaxed) >= 2 {
+            self.limit.fetch_sub(BLOCK_EVENTS as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Most events that may be staged or credited with the current number of threads.
+    #[inline]
     fn limit(&self) -> u64 {
-        let threads = self.threads.load(Ordering::Relaxed);
-        self.capacity + threads.saturating_sub(1) * BLOCK_EVENTS as u64
+        self.limit.load(Ordering::Relaxed)
     }
 
     /// Events of credit not taken.
@@ -309,12 +334,19 @@ impl Lane {
 
     /// Appends `batch` (not empty) all or none; only the lane's producer may call it, with the
     /// lane's queue.
-    #[inline]
+    #[inline(always)]
     fn push(&self, queue: &StagingQueue, batch: &[Event]) -> bool {
         let p = &self.producer.0;
         let n = batch.len() as u64;
         let head = p.head.load(Ordering::Relaxed);
-        if head + n > p.limit.load(Ordering::Relaxed) {
+        let limit = p.limit.load(Ordering::Relaxed);
+        if head + n > limit {
+            // Whether the batch needs a new block or more credit for this one, the budget must
+            // have room for it beside the credit this thread holds: when it has not (the queue
+            // is full), refuse after reading the budget, without writing it.
+            if self.budget.0.room() + (limit - head) < n {
+                return self.refuse(n);
+            }
             return self.push_slow(queue, batch);
         }
         self.write(head, batch);
@@ -338,6 +370,7 @@ impl Lane {
     }
 
     /// Counts a refused batch.
+    #[inline(always)]
     fn refuse(&self, n: u64) -> bool {
         let p = &self.producer.0;
         // One writer: a load and a store, not a read-modify-write.
@@ -346,26 +379,10 @@ impl Lane {
         false
     }
 
-    /// The push that needs credit: refused at once when the budget has no room for it (the
-    /// drop regime: a read of the budget, no write, in a function small enough to be cheap to
-    /// call), else [`Lane::push_credit`].
+    /// The push that takes credit, and perhaps a new block.
     #[cold]
     #[inline(never)]
     fn push_slow(&self, queue: &StagingQueue, batch: &[Event]) -> bool {
-        let p = &self.producer.0;
-        let n = batch.len() as u64;
-        let unused = p.limit.load(Ordering::Relaxed) - p.head.load(Ordering::Relaxed);
-        // Whether the batch needs a new block or more credit for this one, the budget must
-        // have room for it beside the credit this thread holds.
-        if self.budget.0.room() + unused < n {
-            return self.refuse(n);
-        }
-        self.push_credit(queue, batch)
-    }
-
-    /// The push that takes credit, and perhaps a new block.
-    #[inline(never)]
-    fn push_credit(&self, queue: &StagingQueue, batch: &[Event]) -> bool {
         let p = &self.producer.0;
         let n = batch.len() as u64;
         let head = p.head.load(Ordering::Relaxed);
@@ -433,7 +450,7 @@ impl Lane {
     /// credit goes back to the budget, its staged events stay for the drainer.
     fn release(&self) {
         self.give_back_credit();
-        self.budget.0.threads.fetch_sub(1, Ordering::Relaxed);
+        self.budget.0.thread_leaves();
         self.owned.store(false, Ordering::Release);
     }
 }
@@ -450,7 +467,7 @@ struct LaneCache {
 
 impl LaneCache {
     /// The lane of this thread for `queue`, claimed on first use; `None` when none can be had.
-    #[inline]
+    #[inline(always)]
     fn lane(&self, queue: &StagingQueue) -> Option<&Lane> {
         if self.last_queue.get() == queue.id {
             // SAFETY: `last_lane` points into an Arc held by `lanes` under the same id; entries
@@ -561,11 +578,7 @@ impl StagingQueue {
                 "staging queue capacity {capacity} is outside 1..={MAX_CAPACITY}"
             )));
         }
-        let budget = Arc::new(Padded(Budget {
-            outstanding: AtomicU64::new(0),
-            threads: AtomicU64::new(0),
-            capacity: capacity as u64,
-        }));
+        let budget = Arc::new(Padded(Budget::new(capacity as u64)));
         let mut queue = StagingQueue {
             id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
             capacity,
@@ -609,14 +622,18 @@ impl StagingQueue {
     /// Appends all of `batch` contiguously and in order, or nothing: when the queue has no room
     /// for the whole batch it is refused and all its events are counted as dropped (as is a
     /// batch longer than [`BLOCK_EVENTS`]). An empty batch is accepted and changes nothing.
-    #[inline]
+    #[inline(always)]
     pub fn try_push_batch(&self, batch: &[Event]) -> bool {
         if batch.is_empty() {
             return true;
         }
-        let pushed = LANES.try_with(|cache| cache.lane(self).map(|lane| lane.push(self, batch)));
-        match pushed {
-            Ok(Some(pushed)) => pushed,
+        // The lookup alone runs inside the thread-local access, which then stays small enough
+        // to be inlined.
+        let lane = LANES.try_with(|cache| cache.lane(self).map(|lane| lane as *const Lane));
+        match lane {
+            // SAFETY: the lane is held by this thread's cache, which lets it go only in a later
+            // lookup or when the thread exits: neither happens before this push returns.
+            Ok(Some(lane)) => unsafe { &*lane }.push(self, batch),
             _ => self.push_shared(batch),
         }
     }
@@ -677,7 +694,7 @@ impl StagingQueue {
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                self.budget.0.threads.fetch_add(1, Ordering::Relaxed);
+                self.budget.0.thread_joins();
                 // SAFETY: `lane` came from `Arc::into_raw` (in `link_lane`) and the list keeps
                 // that reference until the queue is dropped.
                 return Some(unsafe {
@@ -687,7 +704,7 @@ impl StagingQueue {
             }
         }
         let block = self.take_block()?;
-        self.budget.0.threads.fetch_add(1, Ordering::Relaxed);
+        self.budget.0.thread_joins();
         Some(self.link_lane(Lane::new(block, self.budget.clone(), true)))
     }
 

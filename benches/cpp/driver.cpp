@@ -7,7 +7,7 @@
 // 64 threads. The two sides run alternately, one run each, so that drift on a noisy machine
 // hits both alike. Prints best and median ns per call (MB for memory) for both and the ratio
 // ours / baseline (lower is better).
-// Run it with `bash scripts/bench.sh`.
+// Run it with `bash scripts/bench.sh [part of a regime name]`.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -525,7 +525,10 @@ memory_regime(const std::string &name, uint64_t transfers) {
 } // namespace
 
 int
-main() {
+main(int argc, char **argv) {
+    // An argument runs only the regimes whose name contains it.
+    const std::string only = argc > 1 ? argv[1] : "";
+    auto wanted = [&](const std::string &name) { return name.find(only) != std::string::npos; };
     std::printf("nixl-telemetry (ours, C ABI) vs a model of NIXL's staging queue (baseline), %u hardware threads\n"
                 "ns per call, best / median of %d runs of %llu calls per producer thread; with several producers\n"
                 "each thread times its own loop and a run's value is the mean per-call time across threads.\n"
@@ -550,10 +553,16 @@ main() {
         {"cache-resident, 1 producer", 1, kDefaultQueue, 0us, false, false, kCallsPerFlush},
         {"cache-resident, 2 producers", 2, kDefaultQueue, 0us, false, false, kCallsPerFlush},
     };
-    for (const regime &r : regimes) run(r);
-    flush_into_ring();
-    memory_regime("memory MB, 64 threads fill 1M twice", kMemoryQueue / kMemoryThreads / 4);
-    memory_regime("memory MB, 64 threads x 10 transfers", 10);
+    for (const regime &r : regimes) {
+        if (wanted(r.name)) run(r);
+    }
+    if (wanted("flush 4096 into ring")) flush_into_ring();
+    for (auto [name, transfers] : {std::make_pair("memory MB, 64 threads fill 1M twice",
+                                                  kMemoryQueue / kMemoryThreads / 4),
+                                   std::make_pair("memory MB, 64 threads x 10 transfers",
+                                                  uint64_t{10})}) {
+        if (wanted(name)) memory_regime(name, transfers);
+    }
     print_table();
     return 0;
 }
