@@ -21,7 +21,7 @@
 //!   is exactly `capacity`, NIXL's. Resident memory is the blocks in use: staged events fill
 //!   their blocks but for the last (at most 3 slots are skipped when a 4-event batch does not
 //!   fit), plus per thread its current block, its oldest partly drained block and one spare:
-//!   about `capacity x 16` bytes plus `3 x 16 x BLOCK_EVENTS` bytes (6 KiB) per thread. Blocks
+//!   about `capacity x 16` bytes plus `3 x 16 x BLOCK_EVENTS` bytes (12 KiB) per thread. Blocks
 //!   freed by a flush go back to the lane (one spare) or the free list and are reused, hot in
 //!   cache, by the next block any thread needs.
 //! * **Drop-newest, not early.** A thread is refused only when the budget cannot cover its
@@ -46,25 +46,37 @@
 //! * When the queue is dropped its blocks are freed and its lanes marked retired; threads drop
 //!   a retired lane (a few words) from their cache at their next lookup or when they exit.
 //!
+//! # Why this design, and the block size
+//!
 //! Alternatives measured or weighed: per-thread rings of `capacity` slots each (the previous
 //! design) need no shared word at all but stage up to `T x capacity` events and keep that much
-//! memory resident; one ring shared by every thread (NIXL's design, or a lock-free
-//! multi-producer ring) makes every call write a shared word; LTTng's per-CPU sub-buffers need
-//! the producer pinned to a CPU (restartable sequences), which a library called from any
-//! thread cannot assume.
+//! memory resident (about 370 MB with 64 threads and a 1,048,576-event capacity in the
+//! benchmark driver, against 34 MB for a model of NIXL's two vectors); one ring shared by
+//! every thread (NIXL's design, or a lock-free multi-producer ring) makes every call write a
+//! shared word; LTTng's per-CPU sub-buffers need the producer pinned to a CPU (restartable
+//! sequences), which a library called from any thread cannot assume. Blocks keep the previous
+//! design's fast path (a call writes only its thread's lines: 92 instructions per
+//! `add_xfer_stats` under callgrind, the previous design 117, the model of NIXL's 190) and
+//! bound memory (22-24 MB in the same driver run). 256 events (4 KiB) per block is the
+//! trade-off: a producer writes a shared word twice per 64 transfers (the budget and the free
+//! list), a flush of 4,096 events is 16 runs, and a thread beyond the first may stage 256
+//! events more; smaller blocks write shared words more often, larger ones loosen the bound.
+//! `docs/dev/performance.md` has the measurements.
 //!
 //! # Forking
 //!
 //! No producer ever blocks on a lock of the standard library: the fast path takes none; the
 //! lane list is lock-free; the free list, the shared lane and the drain state are guarded by
-//! small spin locks ([`SpinLock`]) held for a few instructions (the free list, the shared lane)
+//! small spin locks (`SpinLock`) held for a few instructions (the free list, the shared lane)
 //! or for one flush (the drain state). A fork while another thread holds one leaves it held in
 //! the child, so a child must not reuse the parent's staging as it is: every lock here can be
 //! released by force and every counter reset, because all of them are plain atomics owned by the
 //! queue. Resetting a queue in the child (the parent's staged events belong to the parent, which
 //! exports them) is: force-release the three spin locks, set each lane's `tail` to its `head`
-//! and its credit to nothing, mark every lane but the forking thread's unowned, and set the
-//! budget's `outstanding` to 0 and its thread count to the lanes still owned.
+//! and its drainer's `first` block to its current block (the blocks before it go to the free
+//! list) and its credit `limit` to its `head`, mark every lane but the forking thread's
+//! unowned, and set the budget's `outstanding` to 0, its thread count to the lanes still owned
+//! and its limit to match. No memory needs to be allocated for it.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::MaybeUninit;
@@ -194,7 +206,17 @@ struct Budget {
     /// (`capacity` without threads), kept by [`Budget::thread_joins`] and
     /// [`Budget::thread_leaves`], whose fetches decide each one's share.
     limit: AtomicU64,
+    /// The queue's freed blocks, linked through their `next`: on the budget's cache line, as a
+    /// thread that needs a new block takes credit then a block, so both cost one line transfer.
+    free: SpinLock<FreeBlocks>,
 }
+
+/// The head of a list of free blocks.
+struct FreeBlocks(*mut Block);
+
+// SAFETY: the blocks on the list are reached only through the list's lock, by whichever thread
+// holds it; nothing in them is bound to a thread.
+unsafe impl Send for FreeBlocks {}
 
 impl Budget {
     fn new(capacity: u64) -> Budget {
@@ -202,6 +224,7 @@ impl Budget {
             outstanding: AtomicU64::new(0),
             threads: AtomicU64::new(0),
             limit: AtomicU64::new(capacity),
+            free: SpinLock::new(FreeBlocks(ptr::null_mut())),
         }
     }
 
@@ -551,8 +574,6 @@ pub struct StagingQueue {
     /// them one producer.
     shared: *const Lane,
     shared_producer: SpinLock<()>,
-    /// Freed blocks, linked through their `next`.
-    free: SpinLock<*mut Block>,
     /// Every block allocated, linked through `allocated_next`.
     allocated: AtomicPtr<Block>,
     blocks: AtomicUsize,
@@ -586,7 +607,6 @@ impl StagingQueue {
             lanes: AtomicPtr::new(ptr::null_mut()),
             shared: ptr::null(),
             shared_producer: SpinLock::new(()),
-            free: SpinLock::new(ptr::null_mut()),
             allocated: AtomicPtr::new(ptr::null_mut()),
             blocks: AtomicUsize::new(0),
             warned_allocation: AtomicBool::new(false),
@@ -712,11 +732,11 @@ impl StagingQueue {
     /// allocation fails).
     fn take_block(&self) -> Option<*mut Block> {
         {
-            let mut free = self.free.lock();
-            let block = *free;
+            let mut free = self.budget.0.free.lock();
+            let block = free.0;
             if !block.is_null() {
                 // SAFETY: blocks on the free list are live and reached only under its lock.
-                *free = unsafe { (*block).next.load(Ordering::Relaxed) };
+                free.0 = unsafe { (*block).next.load(Ordering::Relaxed) };
                 return Some(block);
             }
         }
@@ -842,10 +862,10 @@ impl StagingQueue {
             self.budget.0.give_back(head - tail);
         }
         if !freed_first.is_null() {
-            let mut free = self.free.lock();
+            let mut free = self.budget.0.free.lock();
             // SAFETY: `freed_last` ends the chain of freed blocks this drainer alone holds.
-            unsafe { (*freed_last).next.store(*free, Ordering::Relaxed) };
-            *free = freed_first;
+            unsafe { (*freed_last).next.store(free.0, Ordering::Relaxed) };
+            free.0 = freed_first;
         }
         result
     }
