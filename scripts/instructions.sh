@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Instructions per add_xfer_stats call, ours against the model of NIXL's design, appending and
-# with a full queue, counted by valgrind's callgrind (benches/cpp/instructions.cpp): a profile of
-# the hot path that the load of the machine does not change. Builds as scripts/bench.sh does.
+# Instructions per add_xfer_stats call, ours against the model of NIXL's design, appending, with
+# a full queue and with the transfer's metrics deactivated, counted by valgrind's callgrind
+# (benches/cpp/instructions.cpp): a profile of the hot path that the load of the machine does not
+# change. Builds as scripts/bench.sh does.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -12,7 +13,7 @@ cmake --build target/release/bench-cpp -j2 --target telemetry_instructions >/dev
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 printf '%-10s %-8s %s\n' side regime "instructions per call"
-for regime in append drop; do
+for regime in append drop gate; do
   for side in baseline ours; do
     calls=$(valgrind --tool=callgrind --collect-atstart=no --callgrind-out-file="$out/cg" \
       target/release/bench-cpp/telemetry_instructions "$side" "$regime" 2>/dev/null)

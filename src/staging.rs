@@ -30,8 +30,9 @@
 //!   when the staged events plus the batch would exceed `capacity`.
 //! * **The fast path** touches only lines the thread owns: its lane's producer line (`head`,
 //!   the credit `limit`, the current block's slot origin) and its block's slots, then publishes
-//!   with one release store of `head`. The shared budget is touched once per block (one
-//!   compare-and-swap per [`BLOCK_EVENTS`] events), the free list once per block a flush freed.
+//!   with one release store of `head`. The shared budget is written once per block (one
+//!   compare-and-swap per [`BLOCK_EVENTS`] events), and the free list, on the same cache line,
+//!   when the new block is not the lane's spare: one line transfer per block.
 //! * **Batches** are written into consecutive slots of one block (a batch that does not fit
 //!   the current block starts a new one) and published by one store: all or none, contiguous.
 //!   A thread's events are drained in the order it recorded them; threads lane after lane.
@@ -50,17 +51,18 @@
 //!
 //! Alternatives measured or weighed: per-thread rings of `capacity` slots each (the previous
 //! design) need no shared word at all but stage up to `T x capacity` events and keep that much
-//! memory resident (about 370 MB with 64 threads and a 1,048,576-event capacity in the
+//! memory resident (350-470 MB with 64 threads and a 1,048,576-event capacity in the
 //! benchmark driver, against 34 MB for a model of NIXL's two vectors); one ring shared by
 //! every thread (NIXL's design, or a lock-free multi-producer ring) makes every call write a
 //! shared word; LTTng's per-CPU sub-buffers need the producer pinned to a CPU (restartable
 //! sequences), which a library called from any thread cannot assume. Blocks keep the previous
 //! design's fast path (a call writes only its thread's lines: 92 instructions per
 //! `add_xfer_stats` under callgrind, the previous design 117, the model of NIXL's 190) and
-//! bound memory (22-24 MB in the same driver run). 256 events (4 KiB) per block is the
-//! trade-off: a producer writes a shared word twice per 64 transfers (the budget and the free
-//! list), a flush of 4,096 events is 16 runs, and a thread beyond the first may stage 256
-//! events more; smaller blocks write shared words more often, larger ones loosen the bound.
+//! bound memory (21-22 MB in the same driver runs). 256 events (4 KiB) per block is the
+//! trade-off: a producer writes a shared cache line (the budget, and the free list beside it)
+//! once per 64 transfers, a flush of 4,096 events is 16 runs, and a thread beyond the first
+//! may stage 256 events more; smaller blocks write shared lines more often, larger ones loosen
+//! the bound.
 //! `docs/dev/performance.md` has the measurements.
 //!
 //! # Forking
@@ -370,7 +372,7 @@ impl Lane {
             if self.budget.0.room() + (limit - head) < n {
                 return self.refuse(n);
             }
-            return self.push_slow(queue, batch);
+            return self.push_slow(queue, batch, head, limit);
         }
         self.write(head, batch);
         true
@@ -402,14 +404,13 @@ impl Lane {
         false
     }
 
-    /// The push that takes credit, and perhaps a new block.
+    /// The push that takes credit, and perhaps a new block (`head` and `limit` as [`Lane::push`]
+    /// read them).
     #[cold]
     #[inline(never)]
-    fn push_slow(&self, queue: &StagingQueue, batch: &[Event]) -> bool {
+    fn push_slow(&self, queue: &StagingQueue, batch: &[Event], head: u64, limit: u64) -> bool {
         let p = &self.producer.0;
         let n = batch.len() as u64;
-        let head = p.head.load(Ordering::Relaxed);
-        let limit = p.limit.load(Ordering::Relaxed);
         if n > BLOCK_EVENTS as u64 {
             return self.refuse(n);
         }

@@ -18,9 +18,11 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
         exporter: ExporterChoice::Buffer(dir.path().to_owned()),
         enabled_metrics: MetricMask::ALL,
     };
-    // A ring much larger than the staging queue, read concurrently, so the ring never
-    // overflows and every accepted event must arrive (ring losses are tested elsewhere).
-    let ring_exporter = BufferExporter::create(dir.path(), "stress", 8192).unwrap();
+    // A ring much larger than what a flush carries (the queue's 256 events and a block of 256
+    // for each of the other 7 threads: 2048), read concurrently, so the ring never overflows
+    // however long the reader is descheduled on a loaded machine (32 flushes), and every
+    // accepted event must arrive (ring losses are tested elsewhere).
+    let ring_exporter = BufferExporter::create(dir.path(), "stress", 1 << 16).unwrap();
     let collector =
         Arc::new(Collector::with_exporter("stress", config, Box::new(ring_exporter)).unwrap());
     let mut ring = RingReader::open(dir.path().join("stress")).unwrap();

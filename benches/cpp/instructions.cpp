@@ -35,12 +35,19 @@ int
 main(int argc, char **argv) {
     const bool mine = argc > 1 && std::strcmp(argv[1], "ours") == 0;
     const bool full = argc > 2 && std::strcmp(argv[2], "drop") == 0;
+    /** Only error metrics enabled: every add_xfer_stats is deactivated. */
+    const bool gated = argc > 2 && std::strcmp(argv[2], "gate") == 0;
     const size_t capacity = full ? 64 : kCapacity;
     if (mine) {
         setenv("NIXL_TELEMETRY_ENABLE", "1", 1);
         setenv("NIXL_TELEMETRY_EXPORTER", "NOP", 1);
         setenv("NIXL_TELEMETRY_BUFFER_SIZE", std::to_string(capacity).c_str(), 1);
         setenv("NIXL_TELEMETRY_RUN_INTERVAL", "3600000", 1);
+        if (gated) {
+            setenv("NIXL_TELEMETRY_ENABLED_METRICS", "agent_err_*", 1);
+        } else {
+            unsetenv("NIXL_TELEMETRY_ENABLED_METRICS");
+        }
         nixl_telemetry_t *t = nullptr;
         check(nixl_telemetry_create("count", false, &t), "nixl_telemetry_create");
         for (uint64_t i = 0; i < capacity / 4; ++i) nixl_telemetry_add_xfer_stats(t, i, true, 4096, 3);
@@ -50,14 +57,15 @@ main(int argc, char **argv) {
         CALLGRIND_TOGGLE_COLLECT;
         nixl_telemetry_stats_t s;
         check(nixl_telemetry_get_stats(t, &s), "nixl_telemetry_get_stats");
-        if (s.events_dropped != (full ? 4 * kCalls : 0)) {
+        if (s.events_dropped != (full ? 4 * kCalls : 0) || (gated && s.events_accepted != 0)) {
             std::fprintf(stderr, "unexpected drops: %llu\n",
                          static_cast<unsigned long long>(s.events_dropped));
             return 1;
         }
         nixl_telemetry_destroy(t);
     } else {
-        baseline::telemetry b(capacity, (1u << 21) - 1, std::make_unique<baseline::nopExporter>());
+        baseline::telemetry b(capacity, gated ? 0xFFFu << 8 : (1u << 21) - 1,
+                              std::make_unique<baseline::nopExporter>());
         for (uint64_t i = 0; i < capacity / 4; ++i) b.addXferStats(i, true, 4096, 3);
         if (!full) b.flushPendingEvents();
         CALLGRIND_TOGGLE_COLLECT;
