@@ -313,6 +313,13 @@ struct DrainerSide {
 }
 
 /// One thread's staging: a chain of blocks, filled by one producer, emptied by the drainer.
+///
+/// How its blocks are shared: a slot is written only by the lane's single producer (the owning
+/// thread, or a caller holding the shared lane's lock) at lane indexes outside `[tail, head)`,
+/// and read only by the single drainer (serialised by the drain lock) inside it; the release
+/// store of `head` and the acquire load that reads it order the two. A block changes hands
+/// (lane to free list or spare, and back to a lane) only under the free list's lock or through
+/// the spare's atomic swap, after the drainer's last read of it.
 struct Lane {
     producer: Padded<ProducerSide>,
     drainer: Padded<DrainerSide>,
@@ -583,9 +590,9 @@ pub struct StagingQueue {
     drain: SpinLock<DrainState>,
 }
 
-// SAFETY: `shared` points to a lane the queue keeps alive (it is in `lanes`); the free list's
-// blocks are reached only under its lock; the lanes and blocks are shared as described at
-// `Lane`.
+// SAFETY: `shared` points to a lane the queue keeps alive (it is in `lanes`); the lanes and
+// their blocks are shared as described at `Lane`; the drain state is reached only under its
+// lock.
 unsafe impl Sync for StagingQueue {}
 // SAFETY: as above; nothing is bound to the creating thread.
 unsafe impl Send for StagingQueue {}
