@@ -8,7 +8,7 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: scripts/bench.sh [--quick]
+usage: scripts/bench.sh [--quick] [REGIME]
 
 Builds the shipped packages (release), installs them under <target>/release/install, builds the
 C++ driver benches/cpp/driver.cpp against them and runs it: ours against a model of NIXL's
@@ -18,6 +18,7 @@ options:
   --quick     a smoke run: the debug profile (<target>/debug/install) and a few iterations of
               every regime; checks that the benchmark builds and runs, its numbers mean nothing
   -h, --help  print this help
+  REGIME      run only the regimes whose name contains REGIME
 
 environment:
   CARGO_TARGET_DIR  where cargo builds (<target>; default target/ of this repository)
@@ -25,11 +26,13 @@ USAGE
 }
 
 quick=0
+filter=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     -h | --help) usage; exit 0 ;;
-    *) usage >&2; exit 2 ;;
+    -*) usage >&2; exit 2 ;;
+    *) filter=("$arg") ;;
   esac
 done
 
@@ -48,6 +51,6 @@ bash scripts/install.sh "--$profile" --prefix "$prefix" >/dev/null
 cmake -S benches/cpp -B "$build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$build" -j2 >/dev/null
 if ((quick)); then
-  exec "$build/telemetry_bench" --quick
+  exec "$build/telemetry_bench" --quick "${filter[@]}"
 fi
-exec "$build/telemetry_bench"
+exec "$build/telemetry_bench" "${filter[@]}"

@@ -562,8 +562,9 @@ mod tests {
         c.flush();
         let mut reader = RingReader::open(dir.path().join("a")).unwrap();
         assert!(reader.try_pop().unwrap().is_some());
-        // Two threads fill their own lanes: one flush of 8 events meets an empty 4-slot ring.
-        // (Alive together: a thread that exits hands its lane on.)
+        // Two threads recording at once may stage the capacity plus one block of slack: 4 events
+        // each, one flush of 8 events meets an empty 4-slot ring. (Alive together: a thread
+        // that exits hands its lane and its slack on.)
         let together = std::sync::Barrier::new(2);
         std::thread::scope(|s| {
             for _ in 0..2 {

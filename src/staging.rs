@@ -1,53 +1,108 @@
 //! The bounded producer-side staging of one collector: every producer thread appends into its
-//! own single-producer buffer (a *lane*); the one flusher drains every lane at once. A full lane
-//! drops the newest events (never overwriting staged ones) and counts every drop exactly.
+//! own chain of fixed-size blocks (its *lane*), with room granted from one budget of
+//! `capacity` events shared by every thread; the one flusher drains every lane at once. When
+//! the budget is spent the newest events are dropped (never overwriting staged ones) and every
+//! drop is counted exactly.
 //!
-//! # Design: per-thread lanes (as LTTng's per-CPU buffers or folly's thread-cached counters)
+//! # Design: producer-local blocks from a shared pool, room from a shared budget
 //!
-//! A lane is a ring of `capacity` event slots with two indexes that only grow: `head`, written
-//! only by the lane's producer (one release store per call publishes the events it wrote), and
-//! `tail`, written only by the drainer (one release store per flush frees what it took). The
-//! producer keeps its own copy of `tail` and reads the drainer's word only when its lane looks
-//! full, so a call touches only cache lines its thread owns: its slots, its `head`, its copy of
-//! `tail` and its drop counter. No word is written by two producers, so calls from several
-//! threads never contend.
+//! Memory and room are kept apart. Memory comes in blocks of [`BLOCK_EVENTS`] event slots, as
+//! in the block pool of moodycamel's ConcurrentQueue: a thread fills its current block and,
+//! when the next batch does not fit, links a new one behind it, taken from the lane's spare
+//! block, else from the queue's free list, else newly allocated. A block is never written at
+//! allocation (its slots are uninitialised), so memory nobody recorded into is never resident.
+//! Room is *credit*: before a thread writes events it must hold credit for them, taken from the
+//! queue's budget in chunks of up to a block. The budget holds `capacity` events plus
+//! [`BLOCK_EVENTS`] for every thread recording beyond the first, so:
 //!
-//! * A thread finds its lane for a queue through a thread-local cache: the last (queue, lane)
-//!   pair is one compare away; other queues (several collectors in a process) are a short
-//!   search. The first call of a thread on a queue claims a free lane (one left by a thread that
-//!   exited) or allocates one, under the queue's lane lock: the only time a producer takes a
-//!   lock.
-//! * When a thread exits, its cache returns its lanes (with any events still staged in them,
-//!   which the next flush drains in order); a later thread reuses them, so memory is bounded by
-//!   the number of threads recording at the same time: one lane (`capacity` x 16 bytes) per
-//!   thread per collector.
-//! * A batch is written into consecutive slots and published by one store: all or none, and
-//!   contiguous. Events of one thread are drained in the order it recorded them; events of
-//!   different threads are drained lane after lane.
-//! * With one producer thread a lane holds exactly `capacity` events between two flushes, the
-//!   capacity of NIXL's staging queue.
-//! * A caller whose thread-locals are already gone (a call from a thread-local destructor or an
-//!   atexit handler) appends to the queue's shared lane under a lock instead.
-//! * When the queue is dropped its lanes are marked retired; threads drop them from their cache
-//!   at their next lookup of another queue, or when they exit.
+//! * **The bound.** Staged events never exceed `capacity + (T - 1) x BLOCK_EVENTS`, T the
+//!   threads recording into the queue at the same time ([`StagingQueue::reserved`] is the
+//!   queue's own count: staged events plus credit threads hold). With one thread the capacity
+//!   is exactly `capacity`, NIXL's. Resident memory is the blocks in use: staged events fill
+//!   their blocks but for the last (at most 3 slots are skipped when a 4-event batch does not
+//!   fit), plus per thread its current block, its oldest partly drained block and one spare:
+//!   about `capacity x 16` bytes plus `3 x 16 x BLOCK_EVENTS` bytes (12 KiB) per thread. Blocks
+//!   freed by a flush go back to the lane (one spare) or the free list and are reused, hot in
+//!   cache, by the next block any thread needs.
+//! * **Drop-newest, not early.** A thread is refused only when the budget cannot cover its
+//!   batch after it gave back its own unused credit; the others hold at most one block of
+//!   unused credit each, which the budget's per-thread block covers: a batch is dropped only
+//!   when the staged events plus the batch would exceed `capacity`.
+//! * **The fast path** touches only lines the thread owns: its lane's producer line (`head`,
+//!   the credit `limit`, the current block's slot origin) and its block's slots, then publishes
+//!   with one release store of `head`. The shared budget is written once per block (one
+//!   compare-and-swap per [`BLOCK_EVENTS`] events), and the free list, on the same cache line,
+//!   when the new block is not the lane's spare: one line transfer per block.
+//! * **Batches** are written into consecutive slots of one block (a batch that does not fit
+//!   the current block starts a new one) and published by one store: all or none, contiguous.
+//!   A thread's events are drained in the order it recorded them; threads lane after lane.
+//! * **Threads.** A thread finds its lane through a thread-local cache (the last queue used is
+//!   one compare away; several collectors in a process are a short search). Its first call
+//!   claims a lane left by an exited thread or links a new one into the queue's lock-free list
+//!   of lanes. When a thread exits it gives back its credit and its lane, with what is still
+//!   staged in it (the next flush drains it), so 10,000 short-lived threads reuse one lane.
+//! * **Without thread-locals** (a call from a thread-local destructor or an atexit handler)
+//!   the caller appends to the queue's shared lane under a short lock and gives back the
+//!   credit it did not use right away, so the shared lane holds no credit between calls.
+//! * When the queue is dropped its blocks are freed and its lanes marked retired; threads drop
+//!   a retired lane (a few words) from their cache at their next lookup or when they exit.
+//!
+//! # Why this design, and the block size
+//!
+//! Alternatives measured or weighed: per-thread rings of `capacity` slots each (the previous
+//! design) need no shared word at all but stage up to `T x capacity` events and keep that much
+//! memory resident (350-470 MB with 64 threads and a 1,048,576-event capacity in the
+//! benchmark driver, against 34 MB for a model of NIXL's two vectors); one ring shared by
+//! every thread (NIXL's design, or a lock-free multi-producer ring) makes every call write a
+//! shared word; LTTng's per-CPU sub-buffers need the producer pinned to a CPU (restartable
+//! sequences), which a library called from any thread cannot assume. Blocks keep the previous
+//! design's fast path (a call writes only its thread's lines: 92 instructions per
+//! `add_xfer_stats` under callgrind, the previous design 117, the model of NIXL's 190) and
+//! bound memory (21-22 MB in the same driver runs). 256 events (4 KiB) per block is the
+//! trade-off: a producer writes a shared cache line (the budget, and the free list beside it)
+//! once per 64 transfers, a flush of 4,096 events is 16 runs, and a thread beyond the first
+//! may stage 256 events more; smaller blocks write shared lines more often, larger ones loosen
+//! the bound.
+//! `docs/dev/performance.md` has the measurements.
+//!
+//! # Forking
+//!
+//! No producer ever blocks on a lock of the standard library: the fast path takes none; the
+//! lane list is lock-free; the free list, the shared lane and the drain state are guarded by
+//! small spin locks (`SpinLock`) held for a few instructions (the free list, the shared lane)
+//! or for one flush (the drain state). A fork while another thread holds one leaves it held in
+//! the child, so a child must not reuse the parent's staging as it is: every lock here can be
+//! released by force and every counter reset, because all of them are plain atomics owned by the
+//! queue. Resetting a queue in the child (the parent's staged events belong to the parent, which
+//! exports them) is: force-release the three spin locks, set each lane's `tail` to its `head`
+//! and its drainer's `first` block to its current block (the blocks before it go to the free
+//! list) and its credit `limit` to its `head`, mark every lane but the forking thread's
+//! unowned, and set the budget's `outstanding` to 0, its thread count to the lanes still owned
+//! and its limit to match. No memory needs to be allocated for it.
 
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use crate::error::{Error, Result, Status};
+use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::sync::LockUnpoisoned;
 
 /// Largest supported capacity.
 pub const MAX_CAPACITY: usize = 1 << 30;
+
+/// Event slots per block: the memory unit, the largest chunk of credit a thread takes, and the
+/// per-thread slack of the bound (see the module documentation). A batch longer than a block is
+/// refused.
+pub const BLOCK_EVENTS: usize = 256;
 
 /// Totals since the queue was created.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StagingCounts {
     /// Events that entered the queue.
     pub accepted: u64,
-    /// Events refused because their lane was full.
+    /// Events refused because the queue was full.
     pub dropped: u64,
 }
 
@@ -55,126 +110,379 @@ pub struct StagingCounts {
 #[repr(align(128))]
 struct Padded<T>(T);
 
+/// A lock that spins (yielding after a while) and can be released by force, which a child
+/// process needs after a `fork` (see the module documentation). Held only briefly.
+pub(crate) struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, and one guard exists at a time (the
+// `locked` flag, taken with acquire and released with release, orders their accesses).
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+/// Access to a [`SpinLock`]'s value; releases the lock when dropped.
+pub(crate) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> SpinLock<T> {
+    fn new(value: T) -> SpinLock<T> {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    fn lock(&self) -> SpinGuard<'_, T> {
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            while self.locked.load(Ordering::Relaxed) {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        SpinGuard { lock: self }
+    }
+}
+
+impl<T> std::ops::Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock (see `SpinLock`).
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard holds the lock (see `SpinLock`).
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+/// A block of event slots. The header is written by the block's producer before the block is
+/// linked (release) behind the previous one; the slots are never initialised as a whole.
+#[repr(C, align(64))]
+struct Block {
+    /// The lane index (events published on the lane before it) of slot 0.
+    base: AtomicU64,
+    /// The next block of the lane (null while this is the producer's current block), or the
+    /// next free block while the block is on the free list.
+    next: AtomicPtr<Block>,
+    /// The previously allocated block of the queue (set once): every block is freed through it.
+    allocated_next: *mut Block,
+    slots: [UnsafeCell<MaybeUninit<Event>>; BLOCK_EVENTS],
+}
+
+/// The first slot of `block`.
+///
+/// # Safety
+/// `block` points to a live block.
+unsafe fn slots_of(block: *mut Block) -> *mut Event {
+    // SAFETY: the caller's contract; `UnsafeCell<MaybeUninit<Event>>` has the layout of `Event`.
+    unsafe { ptr::addr_of_mut!((*block).slots).cast::<Event>() }
+}
+
+/// What a queue's threads share about room: written once per block, never per call.
+struct Budget {
+    /// Staged events plus the credit threads hold: the sum over lanes of `limit - tail`.
+    outstanding: AtomicU64,
+    /// Threads that own a lane (the shared lane is not one).
+    threads: AtomicU64,
+    /// Most events that may be staged or credited: `capacity + (threads - 1) x BLOCK_EVENTS`
+    /// (`capacity` without threads), kept by [`Budget::thread_joins`] and
+    /// [`Budget::thread_leaves`], whose fetches decide each one's share.
+    limit: AtomicU64,
+    /// The queue's freed blocks, linked through their `next`: on the budget's cache line, as a
+    /// thread that needs a new block takes credit then a block, so both cost one line transfer.
+    free: SpinLock<FreeBlocks>,
+}
+
+/// The head of a list of free blocks.
+struct FreeBlocks(*mut Block);
+
+// SAFETY: the blocks on the list are reached only through the list's lock, by whichever thread
+// holds it; nothing in them is bound to a thread.
+unsafe impl Send for FreeBlocks {}
+
+impl Budget {
+    fn new(capacity: u64) -> Budget {
+        Budget {
+            outstanding: AtomicU64::new(0),
+            threads: AtomicU64::new(0),
+            limit: AtomicU64::new(capacity),
+            free: SpinLock::new(FreeBlocks(ptr::null_mut())),
+        }
+    }
+
+    /// A thread takes a lane: every thread but the first brings a block of room.
+    fn thread_joins(&self) {
+        if self.threads.fetch_add(1, Ordering::Relaxed) >= 1 {
+            self.limit.fetch_add(BLOCK_EVENTS as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// A thread lets its lane go, and the block of room it brought.
+    fn thread_leaves(&self) {
+        if self.threads.fetch_sub(1, Ordering::Relaxed) >= 2 {
+            self.limit.fetch_sub(BLOCK_EVENTS as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Most events that may be staged or credited with the current number of threads.
+    #[inline]
+    fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Events of credit not taken.
+    #[inline]
+    fn room(&self) -> u64 {
+        self.limit()
+            .saturating_sub(self.outstanding.load(Ordering::Relaxed))
+    }
+
+    /// Takes at least `need` and at most `want` (>= `need`) events of credit; 0 when the budget
+    /// does not have `need`.
+    fn take(&self, need: u64, want: u64) -> u64 {
+        let limit = self.limit();
+        let mut outstanding = self.outstanding.load(Ordering::Relaxed);
+        loop {
+            let room = limit.saturating_sub(outstanding);
+            if room < need {
+                return 0;
+            }
+            let got = room.min(want);
+            match self.outstanding.compare_exchange_weak(
+                outstanding,
+                outstanding + got,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return got,
+                Err(now) => outstanding = now,
+            }
+        }
+    }
+
+    fn give_back(&self, n: u64) {
+        if n > 0 {
+            self.outstanding.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+}
+
 /// What only the lane's producer writes.
 struct ProducerSide {
-    /// Events published (monotonic): slots of `[tail, head)` hold staged events.
+    /// Events published on the lane (monotonic): lane indexes `[tail, head)` are staged.
     head: AtomicU64,
-    /// The slot index of `head` (`head % capacity`, kept incrementally).
-    index: AtomicUsize,
-    /// The producer's last view of the drainer's `tail`.
-    tail_seen: AtomicU64,
-    /// Events refused because the lane was full (monotonic).
+    /// The lane index up to which the producer holds credit (`head <= limit <= end of the
+    /// current block`).
+    limit: AtomicU64,
+    /// Where lane index 0 would be if the current block extended back to it: the slot of lane
+    /// index `i` is `origin + i` (computed with wrapping arithmetic, in bounds for the indexes
+    /// of the current block).
+    origin: AtomicPtr<Event>,
+    /// The block being filled.
+    current: AtomicPtr<Block>,
+    /// Events refused (monotonic).
     dropped: AtomicU64,
 }
 
-/// One single-producer, single-consumer ring of staged events.
-struct Lane {
-    producer: Padded<ProducerSide>,
-    /// Events taken by the drainer (monotonic); written only by the drainer.
-    tail: Padded<AtomicU64>,
-    /// Whether a thread owns the lane as its producer.
-    owned: AtomicBool,
-    /// Set when the queue is dropped: the lane is no longer drained.
-    retired: AtomicBool,
-    slots: Box<[UnsafeCell<Event>]>,
+/// What only the drainer writes (after the lane is created).
+struct DrainerSide {
+    /// Events taken by the drainer (monotonic).
+    tail: AtomicU64,
+    /// The oldest block still holding staged events (or the current block).
+    first: AtomicPtr<Block>,
 }
 
-// SAFETY: a slot is written only by the lane's single producer (the owning thread, or a caller
-// holding the shared lane's lock) while it lies outside `[tail, head)`, and read only by the
-// single drainer (serialised by the drain lock) while it lies inside; the release store of
-// `head` and the acquire load that reads it order the two. Every other field is atomic.
-unsafe impl Sync for Lane {}
-// SAFETY: the lane owns its slots outright (no thread-bound state).
-unsafe impl Send for Lane {}
+/// One thread's staging: a chain of blocks, filled by one producer, emptied by the drainer.
+///
+/// How its blocks are shared: a slot is written only by the lane's single producer (the owning
+/// thread, or a caller holding the shared lane's lock) at lane indexes outside `[tail, head)`,
+/// and read only by the single drainer (serialised by the drain lock) inside it; the release
+/// store of `head` and the acquire load that reads it order the two. A block changes hands
+/// (lane to free list or spare, and back to a lane) only under the free list's lock or through
+/// the spare's atomic swap, after the drainer's last read of it.
+struct Lane {
+    producer: Padded<ProducerSide>,
+    drainer: Padded<DrainerSide>,
+    /// One freed block kept for this lane's next block (put by the drainer, taken by the
+    /// producer).
+    spare: AtomicPtr<Block>,
+    /// Whether a thread owns the lane as its producer.
+    owned: AtomicBool,
+    /// Set when the queue is dropped: the lane is no longer used.
+    retired: AtomicBool,
+    /// The next lane of the queue's list (set before the lane is published, then constant).
+    next_lane: AtomicPtr<Lane>,
+    budget: Arc<Padded<Budget>>,
+}
 
 impl Lane {
-    /// A lane of `capacity` slots, owned by its creator; an allocation failure is an error.
-    fn new(capacity: usize) -> Result<Lane> {
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(capacity).map_err(|_| {
-            Error::new(
-                Status::Backend,
-                format!("cannot allocate a staging buffer of {capacity} events"),
-            )
-        })?;
-        slots.resize_with(capacity, || UnsafeCell::new(Event::default()));
-        Ok(Lane {
+    /// A lane whose first block is `block` (owned by its creator unless `shared`).
+    fn new(block: *mut Block, budget: Arc<Padded<Budget>>, owned: bool) -> Lane {
+        // SAFETY: `block` is a live block nobody else uses; its header is initialised.
+        let origin = unsafe {
+            (*block).base.store(0, Ordering::Relaxed);
+            (*block).next.store(ptr::null_mut(), Ordering::Relaxed);
+            slots_of(block)
+        };
+        Lane {
             producer: Padded(ProducerSide {
                 head: AtomicU64::new(0),
-                index: AtomicUsize::new(0),
-                tail_seen: AtomicU64::new(0),
+                limit: AtomicU64::new(0),
+                origin: AtomicPtr::new(origin),
+                current: AtomicPtr::new(block),
                 dropped: AtomicU64::new(0),
             }),
-            tail: Padded(AtomicU64::new(0)),
-            owned: AtomicBool::new(true),
+            drainer: Padded(DrainerSide {
+                tail: AtomicU64::new(0),
+                first: AtomicPtr::new(block),
+            }),
+            spare: AtomicPtr::new(ptr::null_mut()),
+            owned: AtomicBool::new(owned),
             retired: AtomicBool::new(false),
-            slots: slots.into_boxed_slice(),
-        })
+            next_lane: AtomicPtr::new(ptr::null_mut()),
+            budget,
+        }
     }
 
-    fn capacity(&self) -> u64 {
-        self.slots.len() as u64
-    }
-
-    /// Appends `batch` (not empty) all or none; only the lane's producer may call it.
-    #[inline]
-    fn push(&self, batch: &[Event]) -> bool {
+    /// Appends `batch` (not empty) all or none; only the lane's producer may call it, with the
+    /// lane's queue.
+    #[inline(always)]
+    fn push(&self, queue: &StagingQueue, batch: &[Event]) -> bool {
         let p = &self.producer.0;
         let n = batch.len() as u64;
         let head = p.head.load(Ordering::Relaxed);
-        let mut tail = p.tail_seen.load(Ordering::Relaxed);
-        if head - tail + n > self.capacity() {
-            tail = self.tail.0.load(Ordering::Acquire);
-            p.tail_seen.store(tail, Ordering::Relaxed);
-            if head - tail + n > self.capacity() {
-                // One writer: a load and a store, not a read-modify-write.
-                let dropped = p.dropped.load(Ordering::Relaxed);
-                p.dropped.store(dropped + n, Ordering::Relaxed);
-                return false;
+        let limit = p.limit.load(Ordering::Relaxed);
+        if head + n > limit {
+            // Whether the batch needs a new block or more credit for this one, the budget must
+            // have room for it beside the credit this thread holds: when it has not (the queue
+            // is full), refuse after reading the budget, without writing it.
+            if self.budget.0.room() + (limit - head) < n {
+                return self.refuse(n);
             }
+            return self.push_slow(queue, batch, head, limit);
         }
-        let mut index = p.index.load(Ordering::Relaxed);
-        for event in batch {
-            // SAFETY: `index < capacity` (it wraps below), and the slot lies outside
-            // `[tail, head)` (there is room for `n` events), so the drainer does not read it
-            // and no one else writes it until `head` is published below; a slot is an aligned
-            // `Event`.
-            unsafe { event.write_record(self.slots.get_unchecked(index).get()) };
-            index += 1;
-            if index == self.slots.len() {
-                index = 0;
-            }
-        }
-        p.index.store(index, Ordering::Relaxed);
-        p.head.store(head + n, Ordering::Release);
+        self.write(head, batch);
         true
     }
 
-    /// The staged events as at most two runs (the ring may wrap), and the `head` they end at.
-    /// Only the drainer may call it, and must not release the runs before it is done with them.
-    fn staged(&self) -> ([&[Event]; 2], u64) {
-        let head = self.producer.0.head.load(Ordering::Acquire);
-        let tail = self.tail.0.load(Ordering::Relaxed);
-        let len = (head - tail) as usize;
-        let capacity = self.slots.len();
-        let start = (tail % capacity as u64) as usize;
-        let first = len.min(capacity - start);
-        let base = self.slots.as_ptr() as *const Event;
-        // SAFETY: `UnsafeCell<Event>` has the layout of `Event`; both runs lie inside the slots
-        // and inside `[tail, head)`, which the producer published (acquire above) and will not
-        // write until `tail` moves past them, which only the caller does.
-        let runs = unsafe {
-            [
-                std::slice::from_raw_parts(base.add(start), first),
-                std::slice::from_raw_parts(base, len - first),
-            ]
-        };
-        (runs, head)
+    /// Writes `batch` at lane index `head` of the current block and publishes it; the producer
+    /// holds credit for it and the block has the slots.
+    #[inline]
+    fn write(&self, head: u64, batch: &[Event]) {
+        let p = &self.producer.0;
+        let mut slot = p.origin.load(Ordering::Relaxed).wrapping_add(head as usize);
+        for event in batch {
+            // SAFETY: `head .. head + n` are slots of the current block (`limit` never passes
+            // its end), outside `[tail, head)`: the drainer does not read them and no one else
+            // writes them until `head` is published below; a slot is an aligned `Event`.
+            unsafe { event.write_record(slot) };
+            slot = slot.wrapping_add(1);
+        }
+        p.head.store(head + batch.len() as u64, Ordering::Release);
     }
 
-    /// Frees the slots up to `head` (what [`Lane::staged`] returned).
-    fn release_to(&self, head: u64) {
-        self.tail.0.store(head, Ordering::Release);
+    /// Counts a refused batch.
+    #[inline(always)]
+    fn refuse(&self, n: u64) -> bool {
+        let p = &self.producer.0;
+        // One writer: a load and a store, not a read-modify-write.
+        let dropped = p.dropped.load(Ordering::Relaxed);
+        p.dropped.store(dropped + n, Ordering::Relaxed);
+        false
+    }
+
+    /// The push that takes credit, and perhaps a new block (`head` and `limit` as [`Lane::push`]
+    /// read them).
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&self, queue: &StagingQueue, batch: &[Event], head: u64, limit: u64) -> bool {
+        let p = &self.producer.0;
+        let n = batch.len() as u64;
+        if n > BLOCK_EVENTS as u64 {
+            return self.refuse(n);
+        }
+        let current = p.current.load(Ordering::Relaxed);
+        // SAFETY: the current block is live while the lane's queue is.
+        let block_end = unsafe { (*current).base.load(Ordering::Relaxed) } + BLOCK_EVENTS as u64;
+        if head + n <= block_end {
+            // The block has the slots: more credit for it, up to its end.
+            let got = self.budget.0.take(head + n - limit, block_end - limit);
+            if got == 0 {
+                return self.refuse(n);
+            }
+            p.limit.store(limit + got, Ordering::Relaxed);
+            self.write(head, batch);
+            return true;
+        }
+        // The batch needs a new block: give back the credit left in this one, take a block's.
+        self.budget.0.give_back(limit - head);
+        p.limit.store(head, Ordering::Relaxed);
+        let got = self.budget.0.take(n, BLOCK_EVENTS as u64);
+        if got == 0 {
+            return self.refuse(n);
+        }
+        let mut next = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
+        if next.is_null() {
+            match queue.take_block() {
+                Some(block) => next = block,
+                None => {
+                    self.budget.0.give_back(got);
+                    return self.refuse(n);
+                }
+            }
+        }
+        // SAFETY: `next` is a live block this producer alone holds (from its spare or the free
+        // list, or new); `current` is its current block.
+        unsafe {
+            (*next).base.store(head, Ordering::Relaxed);
+            (*next).next.store(ptr::null_mut(), Ordering::Relaxed);
+            p.origin.store(
+                slots_of(next).wrapping_sub(head as usize),
+                Ordering::Relaxed,
+            );
+            // Seals `current`: the drainer moves past it once it has drained up to `head`.
+            (*current).next.store(next, Ordering::Release);
+        }
+        p.current.store(next, Ordering::Relaxed);
+        p.limit.store(head + got, Ordering::Relaxed);
+        self.write(head, batch);
+        true
+    }
+
+    /// Gives back the credit the producer holds and not used.
+    fn give_back_credit(&self) {
+        let p = &self.producer.0;
+        let head = p.head.load(Ordering::Relaxed);
+        let limit = p.limit.swap(head, Ordering::Relaxed);
+        self.budget.0.give_back(limit - head);
+    }
+
+    /// The thread that owned the lane lets it go (at its exit, or on finding it retired): its
+    /// credit goes back to the budget, its staged events stay for the drainer.
+    fn release(&self) {
+        self.give_back_credit();
+        self.budget.0.thread_leaves();
+        self.owned.store(false, Ordering::Release);
     }
 }
 
@@ -190,7 +498,7 @@ struct LaneCache {
 
 impl LaneCache {
     /// The lane of this thread for `queue`, claimed on first use; `None` when none can be had.
-    #[inline]
+    #[inline(always)]
     fn lane(&self, queue: &StagingQueue) -> Option<&Lane> {
         if self.last_queue.get() == queue.id {
             // SAFETY: `last_lane` points into an Arc held by `lanes` under the same id; entries
@@ -207,7 +515,7 @@ impl LaneCache {
         lanes.retain(|(_, lane)| {
             let keep = !lane.retired.load(Ordering::Acquire);
             if !keep {
-                lane.owned.store(false, Ordering::Release);
+                lane.release();
             }
             keep
         });
@@ -232,7 +540,7 @@ impl Drop for LaneCache {
     /// Returns the thread's lanes: a later thread reuses them, events still staged included.
     fn drop(&mut self) {
         for (_, lane) in self.lanes.get_mut().drain(..) {
-            lane.owned.store(false, Ordering::Release);
+            lane.release();
         }
     }
 }
@@ -250,138 +558,329 @@ thread_local! {
 /// What the single drainer owns.
 struct DrainState {
     reported_drops: u64,
-    /// A copy of the lane list, reused so a flush does not hold the lane lock.
-    snapshot: Vec<Arc<Lane>>,
+    /// The runs of the drain in progress, kept for their allocation: empty between drains
+    /// (the `'static` is never relied on: the runs live only while the drain lock is held and
+    /// their blocks are not freed).
+    runs: Vec<&'static [Event]>,
+    /// Where each lane's drain in progress ended (lane, tail, head): empty between drains.
+    drained: Vec<(*const Lane, u64, u64)>,
 }
+
+// SAFETY: the run slices and lane pointers are used only by the drainer holding the drain lock,
+// while the queue (which owns the lanes and blocks) is alive; between drains both are empty.
+unsafe impl Send for DrainState {}
 
 /// The bounded staging of one collector (see the module documentation).
 pub struct StagingQueue {
     id: u64,
     capacity: usize,
-    /// Every lane of this queue, owned or free (append-only while the queue lives).
-    lanes: Mutex<Vec<Arc<Lane>>>,
-    /// The lane of callers without thread-locals, and the lock that makes them one producer.
-    shared: Arc<Lane>,
-    shared_producer: Mutex<()>,
-    /// Whether the failure to allocate a thread's lane was reported (once per queue).
+    budget: Arc<Padded<Budget>>,
+    /// Every lane of this queue, owned or free, newest first (a lock-free list of
+    /// `Arc::into_raw` pointers, freed when the queue is dropped); the last is the shared lane.
+    lanes: AtomicPtr<Lane>,
+    /// The lane of callers without thread-locals (also in `lanes`), and the lock that makes
+    /// them one producer.
+    shared: *const Lane,
+    shared_producer: SpinLock<()>,
+    /// Every block allocated, linked through `allocated_next`.
+    allocated: AtomicPtr<Block>,
+    blocks: AtomicUsize,
+    /// Whether the failure to allocate a block was reported (once per queue).
     warned_allocation: AtomicBool,
-    drain: Mutex<DrainState>,
+    drain: SpinLock<DrainState>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while these locks are held, so a poisoned one still holds consistent data.
-    m.lock_unpoisoned()
-}
+// SAFETY: `shared` points to a lane the queue keeps alive (it is in `lanes`); the lanes and
+// their blocks are shared as described at `Lane`; the drain state is reached only under its
+// lock.
+unsafe impl Sync for StagingQueue {}
+// SAFETY: as above; nothing is bound to the creating thread.
+unsafe impl Send for StagingQueue {}
 
 impl StagingQueue {
-    /// A queue whose lanes hold at most `capacity` events each (1..=2^30). The shared lane is
-    /// allocated here: an impossible capacity or a failed allocation is an error, not an abort.
+    /// A queue that stages at most `capacity` events from one thread (1..=2^30), and at most
+    /// [`BLOCK_EVENTS`] more for every other thread recording at the same time. An impossible
+    /// capacity or a failed allocation is an error, not an abort.
     pub fn new(capacity: usize) -> Result<StagingQueue> {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::invalid(format!(
                 "staging queue capacity {capacity} is outside 1..={MAX_CAPACITY}"
             )));
         }
-        let shared = Arc::new(Lane::new(capacity)?);
-        Ok(StagingQueue {
+        let budget = Arc::new(Padded(Budget::new(capacity as u64)));
+        let mut queue = StagingQueue {
             id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
             capacity,
-            lanes: Mutex::new(vec![shared.clone()]),
-            shared,
-            shared_producer: Mutex::new(()),
+            budget,
+            lanes: AtomicPtr::new(ptr::null_mut()),
+            shared: ptr::null(),
+            shared_producer: SpinLock::new(()),
+            allocated: AtomicPtr::new(ptr::null_mut()),
+            blocks: AtomicUsize::new(0),
             warned_allocation: AtomicBool::new(false),
-            drain: Mutex::new(DrainState {
+            drain: SpinLock::new(DrainState {
                 reported_drops: 0,
-                snapshot: Vec::new(),
+                runs: Vec::new(),
+                drained: Vec::new(),
             }),
-        })
+        };
+        let block = queue.allocate_block().ok_or_else(|| {
+            Error::new(
+                crate::error::Status::Backend,
+                "cannot allocate the first staging block",
+            )
+        })?;
+        let shared = queue.link_lane(Lane::new(block, queue.budget.clone(), true));
+        queue.shared = Arc::as_ptr(&shared);
+        Ok(queue)
     }
 
-    /// Maximum number of events one thread stages between two flushes.
+    /// Maximum number of events one thread stages between two flushes; every other thread
+    /// recording at the same time adds at most [`BLOCK_EVENTS`].
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// Appends one event; returns false (and counts one drop) when the thread's lane is full.
+    /// Appends one event; returns false (and counts one drop) when the queue is full.
     #[inline]
     pub fn try_push(&self, event: Event) -> bool {
         self.try_push_batch(std::slice::from_ref(&event))
     }
 
-    /// Appends all of `batch` contiguously and in order, or nothing: when the thread's lane has
-    /// no room for the whole batch it is refused and all its events are counted as dropped. An
-    /// empty batch is accepted and changes nothing.
-    #[inline]
+    /// Appends all of `batch` contiguously and in order, or nothing: when the queue has no room
+    /// for the whole batch it is refused and all its events are counted as dropped (as is a
+    /// batch longer than [`BLOCK_EVENTS`]). An empty batch is accepted and changes nothing.
+    #[inline(always)]
     pub fn try_push_batch(&self, batch: &[Event]) -> bool {
         if batch.is_empty() {
             return true;
         }
-        let pushed = LANES.try_with(|cache| cache.lane(self).map(|lane| lane.push(batch)));
-        match pushed {
-            Ok(Some(pushed)) => pushed,
+        // The lookup alone runs inside the thread-local access, which then stays small enough
+        // to be inlined.
+        let lane = LANES.try_with(|cache| cache.lane(self).map(|lane| lane as *const Lane));
+        match lane {
+            // SAFETY: the lane is held by this thread's cache, which lets it go only in a later
+            // lookup or when the thread exits: neither happens before this push returns.
+            Ok(Some(lane)) => unsafe { &*lane }.push(self, batch),
             _ => self.push_shared(batch),
         }
     }
 
     /// The slow path of callers without a lane of their own (thread teardown, or a lane that
-    /// could not be allocated): the shared lane, one caller at a time.
+    /// could not be allocated): the shared lane, one caller at a time, holding no credit after.
     #[cold]
     fn push_shared(&self, batch: &[Event]) -> bool {
-        let _one_producer = lock(&self.shared_producer);
-        self.shared.push(batch)
+        let _one_producer = self.shared_producer.lock();
+        let shared = self.shared_lane();
+        let pushed = shared.push(self, batch);
+        shared.give_back_credit();
+        pushed
     }
 
-    /// A free lane for a new producer thread (one left by an exited thread first), or a new one.
+    fn shared_lane(&self) -> &Lane {
+        // SAFETY: the shared lane is in `lanes`, alive as long as the queue.
+        unsafe { &*self.shared }
+    }
+
+    /// The lanes, newest first.
+    fn lanes(&self) -> impl Iterator<Item = &Lane> {
+        let mut next = self.lanes.load(Ordering::Acquire).cast_const();
+        std::iter::from_fn(move || {
+            // SAFETY: every lane in the list stays alive until the queue is dropped, and its
+            // `next_lane` was set before it was published (release CAS, acquire load above).
+            let lane = unsafe { next.as_ref()? };
+            next = lane.next_lane.load(Ordering::Relaxed);
+            Some(lane)
+        })
+    }
+
+    /// Publishes `lane` at the head of the lane list.
+    fn link_lane(&self, lane: Lane) -> Arc<Lane> {
+        let lane = Arc::new(lane);
+        let raw = Arc::into_raw(lane.clone()).cast_mut();
+        let mut head = self.lanes.load(Ordering::Relaxed);
+        loop {
+            lane.next_lane.store(head, Ordering::Relaxed);
+            match self
+                .lanes
+                .compare_exchange_weak(head, raw, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return lane,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// A free lane for a new producer thread (one left by an exited thread first), or a new
+    /// one; `None` when no block can be allocated for it.
     fn claim_lane(&self) -> Option<Arc<Lane>> {
-        let mut lanes = lock(&self.lanes);
-        let free = lanes.iter().skip(1).find(|lane| {
-            lane.owned
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        });
-        if let Some(lane) = free {
-            return Some(lane.clone());
-        }
-        match Lane::new(self.capacity) {
-            Ok(lane) => {
-                let lane = Arc::new(lane);
-                lanes.push(lane.clone());
-                Some(lane)
-            }
-            Err(e) => {
-                if !self.warned_allocation.swap(true, Ordering::Relaxed) {
-                    log::warn!("{e} for a producer thread; its events go through a shared lane");
-                }
-                None
+        let shared = self.shared;
+        for lane in self.lanes() {
+            if !ptr::eq(lane, shared)
+                && lane
+                    .owned
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.budget.0.thread_joins();
+                // SAFETY: `lane` came from `Arc::into_raw` (in `link_lane`) and the list keeps
+                // that reference until the queue is dropped.
+                return Some(unsafe {
+                    Arc::increment_strong_count(lane);
+                    Arc::from_raw(lane)
+                });
             }
         }
+        let block = self.take_block()?;
+        self.budget.0.thread_joins();
+        Some(self.link_lane(Lane::new(block, self.budget.clone(), true)))
+    }
+
+    /// A block for a lane: a freed one, or a new one (`None`, reported once, when the
+    /// allocation fails).
+    fn take_block(&self) -> Option<*mut Block> {
+        {
+            let mut free = self.budget.0.free.lock();
+            let block = free.0;
+            if !block.is_null() {
+                // SAFETY: blocks on the free list are live and reached only under its lock.
+                free.0 = unsafe { (*block).next.load(Ordering::Relaxed) };
+                return Some(block);
+            }
+        }
+        let block = self.allocate_block();
+        if block.is_none() && !self.warned_allocation.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "cannot allocate a staging block of {BLOCK_EVENTS} events; events that need one \
+                 are dropped (and counted)"
+            );
+        }
+        block
+    }
+
+    /// A new block, its slots untouched.
+    fn allocate_block(&self) -> Option<*mut Block> {
+        let layout = std::alloc::Layout::new::<Block>();
+        // SAFETY: `Block` has a non-zero size.
+        let block = unsafe { std::alloc::alloc(layout) }.cast::<Block>();
+        if block.is_null() {
+            return None;
+        }
+        let mut head = self.allocated.load(Ordering::Relaxed);
+        // SAFETY: `block` is a fresh allocation of a `Block`; only its header is written (the
+        // slots are `MaybeUninit`).
+        unsafe {
+            ptr::addr_of_mut!((*block).base).write(AtomicU64::new(0));
+            ptr::addr_of_mut!((*block).next).write(AtomicPtr::new(ptr::null_mut()));
+            ptr::addr_of_mut!((*block).allocated_next).write(head);
+        }
+        while let Err(now) =
+            self.allocated
+                .compare_exchange(head, block, Ordering::Release, Ordering::Relaxed)
+        {
+            head = now;
+            // SAFETY: `block` is not published yet: this thread alone writes it.
+            unsafe { (*block).allocated_next = head };
+        }
+        self.blocks.fetch_add(1, Ordering::Relaxed);
+        Some(block)
     }
 
     /// Takes every staged event and passes them to `export` as runs, lane after lane, each
     /// thread's events in the order it recorded them. Returns `export`'s result. One drain runs
     /// at a time; producers are never blocked by it.
     pub fn drain<R>(&self, export: impl FnOnce(&[&[Event]]) -> R) -> R {
-        let mut state = lock(&self.drain);
-        let state = &mut *state;
-        state.snapshot.clone_from(&lock(&self.lanes));
-        let mut runs: Vec<&[Event]> = Vec::with_capacity(2 * state.snapshot.len());
-        let mut heads = Vec::with_capacity(state.snapshot.len());
-        for lane in &state.snapshot {
-            let ([first, second], head) = lane.staged();
-            runs.extend([first, second].into_iter().filter(|r| !r.is_empty()));
-            heads.push(head);
+        let mut state = self.drain.lock();
+        let DrainState { runs, drained, .. } = &mut *state;
+        for lane in self.lanes() {
+            let head = lane.producer.0.head.load(Ordering::Acquire);
+            let tail = lane.drainer.0.tail.load(Ordering::Relaxed);
+            if head == tail {
+                continue;
+            }
+            let mut block = lane.drainer.0.first.load(Ordering::Relaxed);
+            let mut at = tail;
+            while at < head {
+                // SAFETY: `block` is the lane's block holding lane index `at` (the drainer's
+                // `first`, then each `next`), live until this drainer frees it.
+                let (base, next) = unsafe {
+                    (
+                        (*block).base.load(Ordering::Relaxed),
+                        (*block).next.load(Ordering::Acquire),
+                    )
+                };
+                let end = match next.is_null() {
+                    true => head,
+                    // SAFETY: a linked block is live; its base was written before the link.
+                    false => head.min(unsafe { (*next).base.load(Ordering::Relaxed) }),
+                };
+                if end > at {
+                    // SAFETY: lane indexes `[at, end)` lie in this block and in `[tail, head)`,
+                    // which the producer published (acquire above) and will not write until
+                    // `tail` moves past them, which only this drainer does after `export`.
+                    runs.push(unsafe {
+                        std::slice::from_raw_parts(
+                            slots_of(block).add((at - base) as usize),
+                            (end - at) as usize,
+                        )
+                    });
+                }
+                at = end;
+                if at < head {
+                    block = next;
+                }
+            }
+            drained.push((lane, tail, head));
         }
-        let result = export(&runs);
-        drop(runs);
-        for (lane, head) in state.snapshot.iter().zip(heads) {
-            lane.release_to(head);
+        let result = export(runs);
+        runs.clear();
+        // The blocks every staged event of which is drained (those linked to a next block that
+        // starts at or before `head`) go back: one to the lane's spare, the others to the free
+        // list in one splice.
+        let (mut freed_first, mut freed_last) = (ptr::null_mut::<Block>(), ptr::null_mut());
+        for (lane, tail, head) in drained.drain(..) {
+            // SAFETY: the lanes of this queue live as long as it does.
+            let lane = unsafe { &*lane };
+            let mut block = lane.drainer.0.first.load(Ordering::Relaxed);
+            loop {
+                // SAFETY: as in the walk above.
+                let next = unsafe { (*block).next.load(Ordering::Acquire) };
+                // SAFETY: a linked block is live.
+                if next.is_null() || unsafe { (*next).base.load(Ordering::Relaxed) } > head {
+                    break;
+                }
+                let to_spare = lane.spare.compare_exchange(
+                    ptr::null_mut(),
+                    block,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                );
+                if to_spare.is_err() {
+                    // SAFETY: the block is live and no lane reaches it any more.
+                    unsafe { (*block).next.store(freed_first, Ordering::Relaxed) };
+                    if freed_first.is_null() {
+                        freed_last = block;
+                    }
+                    freed_first = block;
+                }
+                block = next;
+            }
+            lane.drainer.0.first.store(block, Ordering::Relaxed);
+            lane.drainer.0.tail.store(head, Ordering::Release);
+            self.budget.0.give_back(head - tail);
+        }
+        if !freed_first.is_null() {
+            let mut free = self.budget.0.free.lock();
+            // SAFETY: `freed_last` ends the chain of freed blocks this drainer alone holds.
+            unsafe { (*freed_last).next.store(free.0, Ordering::Relaxed) };
+            free.0 = freed_first;
         }
         result
     }
 
     /// Number of drops since the previous call (the delta a flush reports).
     pub fn take_dropped(&self) -> u64 {
-        let mut state = lock(&self.drain);
+        let mut state = self.drain.lock();
         let total = self.counts().dropped;
         let delta = total - state.reported_drops;
         state.reported_drops = total;
@@ -390,9 +889,8 @@ impl StagingQueue {
 
     /// Totals since creation (exact when no producer is running).
     pub fn counts(&self) -> StagingCounts {
-        let lanes = lock(&self.lanes);
         let mut counts = StagingCounts::default();
-        for lane in lanes.iter() {
+        for lane in self.lanes() {
             counts.accepted += lane.producer.0.head.load(Ordering::Acquire);
             counts.dropped += lane.producer.0.dropped.load(Ordering::Relaxed);
         }
@@ -401,11 +899,11 @@ impl StagingQueue {
 
     /// Number of events currently staged, over every lane.
     pub fn len(&self) -> usize {
-        lock(&self.lanes)
-            .iter()
+        self.lanes()
             .map(|lane| {
+                let tail = lane.drainer.0.tail.load(Ordering::Acquire);
                 let head = lane.producer.0.head.load(Ordering::Acquire);
-                (head - lane.tail.0.load(Ordering::Acquire)) as usize
+                head.saturating_sub(tail) as usize
             })
             .sum()
     }
@@ -415,18 +913,47 @@ impl StagingQueue {
         self.len() == 0
     }
 
+    /// The queue's own account of its room in use: the staged events plus the credit threads
+    /// hold for events they have not written yet. The staged events never exceed it, and it
+    /// never exceeds `capacity + (T - 1) x BLOCK_EVENTS` for T threads recording at once.
+    pub fn reserved(&self) -> u64 {
+        self.budget.0.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Blocks allocated since creation (each `BLOCK_EVENTS x 16` bytes and a 64-byte header):
+    /// the staging memory, which freed blocks are reused from rather than grown.
+    pub fn blocks_allocated(&self) -> usize {
+        self.blocks.load(Ordering::Relaxed)
+    }
+
     /// Number of lanes (the shared one included): a test hook.
     #[cfg(test)]
     fn lane_count(&self) -> usize {
-        lock(&self.lanes).len()
+        self.lanes().count()
     }
 }
 
 impl Drop for StagingQueue {
-    /// Retires every lane: threads still caching one let it go at their next lookup or exit.
+    /// Retires every lane (threads still caching one let it go at their next lookup or exit)
+    /// and frees every block.
     fn drop(&mut self) {
-        for lane in lock(&self.lanes).iter() {
-            lane.retired.store(true, Ordering::Release);
+        let mut lane = self.lanes.get_mut().cast_const();
+        while !lane.is_null() {
+            // SAFETY: every lane of the list came from `Arc::into_raw`; this releases the
+            // list's reference (thread caches may hold others, and never reach its blocks).
+            let arc = unsafe { Arc::from_raw(lane) };
+            arc.retired.store(true, Ordering::Release);
+            lane = arc.next_lane.load(Ordering::Relaxed);
+        }
+        let mut block = *self.allocated.get_mut();
+        while !block.is_null() {
+            // SAFETY: every block was allocated by `allocate_block` with this layout, is on
+            // this list once, and no lane uses it any more (the queue is gone).
+            unsafe {
+                let next = (*block).allocated_next;
+                std::alloc::dealloc(block.cast(), std::alloc::Layout::new::<Block>());
+                block = next;
+            }
         }
     }
 }
@@ -511,20 +1038,37 @@ mod tests {
     }
 
     #[test]
-    fn a_lane_wraps_keeping_order_and_frees_what_was_drained() {
-        let q = StagingQueue::new(4).unwrap();
-        assert!(q.try_push_batch(&[ev(0), ev(1), ev(2)]));
-        assert_eq!(drain_all(&q), [ev(0), ev(1), ev(2)]);
-        // The lane is empty again: a full lane's worth fits, wrapping around the ring.
-        assert!(q.try_push_batch(&[ev(3), ev(4), ev(5), ev(6)]));
-        assert!(!q.try_push(ev(7)));
+    fn a_lane_moves_to_a_new_block_keeping_order_and_reuses_freed_blocks() {
+        const B: u64 = BLOCK_EVENTS as u64;
+        let q = StagingQueue::new(1024).unwrap();
+        // The shared lane's block, and this thread's first block.
+        assert!(q.try_push(ev(0)));
+        assert_eq!(q.blocks_allocated(), 2);
+        for v in 1..B + 10 {
+            assert!(q.try_push(ev(v)));
+        }
         let runs = q.drain(|runs| runs.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
+        let lens: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+        assert_eq!(lens, [B as usize, 10], "one run per block, in order");
+        assert_eq!(runs.concat(), (0..B + 10).map(ev).collect::<Vec<_>>());
+        assert_eq!(q.blocks_allocated(), 3);
+        // The drained full block is this lane's spare: the next block is that one, not a new
+        // one. A batch that does not fit what is left of a block starts the next block whole.
+        for v in 10..B - 1 {
+            assert!(q.try_push(ev(v)));
+        }
+        assert!(q.try_push_batch(&[ev(1), ev(2), ev(3), ev(4)]));
+        assert_eq!(q.blocks_allocated(), 3, "the freed block is reused");
+        let runs = q.drain(|runs| runs.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].len(), (B - 11) as usize);
         assert_eq!(
-            runs,
-            [vec![ev(3)], vec![ev(4), ev(5), ev(6)]],
-            "two runs, in order"
+            runs[1],
+            [ev(1), ev(2), ev(3), ev(4)],
+            "the batch is contiguous"
         );
         assert_eq!(q.drain(|runs| runs.len()), 0);
+        assert_eq!((q.len(), q.reserved() <= B), (0, true));
     }
 
     #[test]
@@ -542,33 +1086,75 @@ mod tests {
     }
 
     #[test]
-    fn every_thread_has_its_own_lane_of_full_capacity() {
-        let q = Arc::new(StagingQueue::new(8).unwrap());
+    fn memory_grows_with_what_is_staged_not_with_the_capacity() {
+        const B: usize = BLOCK_EVENTS;
+        // The largest capacity allocates one block (the shared lane's) up front.
+        let q = StagingQueue::new(MAX_CAPACITY).unwrap();
+        assert_eq!(q.blocks_allocated(), 1);
+        assert!(q.try_push(ev(1)));
+        assert_eq!(q.blocks_allocated(), 2, "a thread's first block");
+        drop(q);
+        // One thread filling a queue twice, with a flush between, reuses the blocks the flush
+        // freed: full blocks for the capacity, plus this lane's current and spare blocks.
+        let capacity = 40 * B;
+        let q = StagingQueue::new(capacity).unwrap();
+        for round in 0..2 {
+            let accepted = (0..capacity as u64 / 4 + 10)
+                .filter(|v| q.try_push_batch(&[ev(*v); 4]))
+                .count();
+            assert_eq!(accepted, capacity / 4, "round {round}");
+            assert_eq!(drain_all(&q).len(), capacity);
+        }
+        assert!(
+            q.blocks_allocated() <= 1 + capacity / B + 2,
+            "{}",
+            q.blocks_allocated()
+        );
+    }
+
+    #[test]
+    fn threads_share_the_capacity_with_a_block_of_slack_each() {
+        const B: u64 = BLOCK_EVENTS as u64;
+        const CAPACITY: u64 = 8;
+        let q = Arc::new(StagingQueue::new(CAPACITY as usize).unwrap());
         // All three threads are alive together (a thread that exits hands its lane on).
         let together = Arc::new(std::sync::Barrier::new(3));
         let threads: Vec<_> = (0..3u64)
             .map(|t| {
                 let (q, together) = (q.clone(), together.clone());
                 std::thread::spawn(move || {
-                    let n = (0..10).filter(|v| q.try_push(ev(t * 100 + v))).count();
                     together.wait();
-                    n
+                    let n = (0..1000).filter(|v| q.try_push(ev(t * 10_000 + v))).count();
+                    together.wait();
+                    n as u64
                 })
             })
             .collect();
-        let accepted: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-        assert_eq!(accepted, [8, 8, 8]);
+        let accepted: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let total: u64 = accepted.iter().sum();
+        // Never more than the capacity plus one block for each thread beyond the first; every
+        // thread was refused, which happens only once the capacity is reached.
+        assert!(total <= CAPACITY + 2 * B, "{accepted:?}");
+        assert!(total >= CAPACITY, "{accepted:?}");
+        assert_eq!(q.len() as u64, total);
+        assert_eq!(q.counts().dropped, 3000 - total);
         let got = drain_all(&q);
-        assert_eq!(got.len(), 24);
         for t in 0..3u64 {
             let mine: Vec<u64> = got
                 .iter()
                 .map(|e| e.value)
-                .filter(|v| v / 100 == t)
+                .filter(|v| v / 10_000 == t)
                 .collect();
-            assert_eq!(mine, (0..8).map(|v| t * 100 + v).collect::<Vec<_>>());
+            // The budget grows as threads start recording: a thread refused early may be
+            // accepted again later, so its events are in order, not necessarily its first.
+            assert_eq!(mine.len() as u64, accepted[t as usize]);
+            assert!(mine.windows(2).all(|w| w[0] < w[1]), "thread {t}: order");
         }
-        assert_eq!(q.take_dropped(), 6);
+        assert_eq!(q.take_dropped(), 3000 - total);
+        // The threads have exited and given their credit back: one thread has the capacity.
+        assert_eq!(q.reserved(), 0);
+        let alone = (0..100).filter(|v| q.try_push(ev(*v))).count();
+        assert_eq!(alone as u64, CAPACITY);
     }
 
     #[test]

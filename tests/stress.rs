@@ -18,9 +18,11 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
         exporter: ExporterChoice::Buffer(dir.path().to_owned()),
         enabled_metrics: MetricMask::ALL,
     };
-    // A ring much larger than the staging queue, read concurrently, so the ring never
-    // overflows and every accepted event must arrive (ring losses are tested elsewhere).
-    let ring_exporter = BufferExporter::create(dir.path(), "stress", 8192).unwrap();
+    // A ring much larger than what a flush carries (the queue's 256 events and a block of 256
+    // for each of the other 7 threads: 2048), read concurrently, so the ring never overflows
+    // however long the reader is descheduled on a loaded machine (32 flushes), and every
+    // accepted event must arrive (ring losses are tested elsewhere).
+    let ring_exporter = BufferExporter::create(dir.path(), "stress", 1 << 16).unwrap();
     let collector =
         Arc::new(Collector::with_exporter("stress", config, Box::new(ring_exporter)).unwrap());
     let mut ring = RingReader::open(dir.path().join("stress")).unwrap();
@@ -202,4 +204,137 @@ fn two_collectors_under_thread_churn_conserve_events_per_thread_in_order() {
             .sum();
         assert_eq!(reported, stats.events_dropped);
     }
+}
+
+/// The queue's bound with many threads: 64 producer threads, alive together, record 4-event
+/// batches into a small queue while one thread drains it. What one drain takes, and the
+/// queue's own account of its room in use, never exceed the capacity plus one block per thread
+/// beyond the first; blocks are reused rather than grown; every event is accounted for.
+#[test]
+fn sixty_four_threads_never_stage_more_than_capacity_plus_a_block_each() {
+    use nixl_telemetry::staging::{StagingQueue, BLOCK_EVENTS};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Barrier;
+
+    const THREADS: u64 = 64;
+    const BATCHES: u64 = 2_000;
+    const CAPACITY: u64 = 256;
+    let bound = CAPACITY + (THREADS - 1) * BLOCK_EVENTS as u64;
+    let q = Arc::new(StagingQueue::new(CAPACITY as usize).unwrap());
+    let batch = |id: u64| {
+        [0, 1, 2, 3].map(|t| Event {
+            event_type: t,
+            value: id,
+        })
+    };
+
+    // Phase 1, nothing drains: every thread records until it is refused once, then waits for
+    // the others.
+    let together = Arc::new(Barrier::new(THREADS as usize));
+    let fill: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (q, together) = (q.clone(), together.clone());
+            std::thread::spawn(move || {
+                together.wait();
+                let mut accepted = 0;
+                while q.try_push_batch(&batch(t << 32 | accepted)) {
+                    accepted += 1;
+                }
+                together.wait();
+                accepted
+            })
+        })
+        .collect();
+    let filled: u64 = fill.into_iter().map(|t| t.join().unwrap()).sum::<u64>() * 4;
+    assert_eq!(q.len() as u64, filled);
+    // Credit comes in multiples of 4 here, so a refused thread held none unused, and the last
+    // refusal came after every thread had joined: the staged events are exactly the bound.
+    assert_eq!(filled, bound, "refused before the bound, or past it");
+    let got = q.drain(|runs| runs.iter().map(|r| r.len() as u64).sum::<u64>());
+    assert_eq!(got, filled);
+    assert_eq!(q.reserved(), 0, "exited threads gave their credit back");
+
+    // Phase 2: the 64 threads record while a drainer empties the queue continuously and checks,
+    // at every drain, what it takes and what the queue accounts as reserved.
+    let done = Arc::new(AtomicBool::new(false));
+    let max_drained = Arc::new(AtomicU64::new(0));
+    let drainer = {
+        let (q, done, max_drained) = (q.clone(), done.clone(), max_drained.clone());
+        std::thread::spawn(move || {
+            let mut got: Vec<Event> = Vec::new();
+            let mut max_reserved = 0;
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                max_reserved = max_reserved.max(q.reserved());
+                let n = q.drain(|runs| {
+                    let n = runs.iter().map(|r| r.len() as u64).sum::<u64>();
+                    runs.iter().for_each(|r| got.extend_from_slice(r));
+                    n
+                });
+                max_drained.fetch_max(n, Ordering::Relaxed);
+                if finished {
+                    return (got, max_reserved);
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    let together = Arc::new(Barrier::new(THREADS as usize));
+    let producers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (q, together) = (q.clone(), together.clone());
+            std::thread::spawn(move || {
+                together.wait();
+                let mut accepted = 0;
+                for b in 0..BATCHES {
+                    if b % 64 == 0 {
+                        // Each sample of the queue's own account is a consistent snapshot.
+                        assert!(q.reserved() <= bound, "{} reserved", q.reserved());
+                    }
+                    accepted += q.try_push_batch(&batch(t << 32 | b)) as u64;
+                }
+                together.wait();
+                accepted
+            })
+        })
+        .collect();
+    let accepted: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+    done.store(true, Ordering::Release);
+    let (got, max_reserved) = drainer.join().unwrap();
+    assert!(
+        max_reserved <= bound,
+        "{max_reserved} reserved, bound {bound}"
+    );
+    let max_drained = max_drained.load(Ordering::Relaxed);
+    assert!(
+        max_drained <= bound,
+        "one drain took {max_drained}, bound {bound}"
+    );
+
+    let counts = q.counts();
+    assert_eq!(got.len() as u64, accepted * 4);
+    assert_eq!(counts.accepted, filled + accepted * 4);
+    assert_eq!(
+        counts.accepted + counts.dropped,
+        filled + 4 * THREADS + THREADS * BATCHES * 4
+    );
+    let mut last = std::collections::HashMap::new();
+    for quad in got.chunks(4) {
+        let kinds: Vec<u32> = quad.iter().map(|e| e.event_type).collect();
+        assert_eq!(kinds, [0, 1, 2, 3], "whole, contiguous batches");
+        assert!(quad.iter().all(|e| e.value == quad[0].value));
+        if let Some(prev) = last.insert(quad[0].value >> 32, quad[0].value) {
+            assert!(quad[0].value > prev, "per-thread order");
+        }
+    }
+    // Memory: every block but the last of each chain is full but for at most 3 slots; a lane
+    // has at most its current block, its oldest partly drained one and one spare beside them
+    // (65 lanes with the shared one).
+    let b = BLOCK_EVENTS as u64;
+    let blocks_bound = bound.div_ceil(b - 3) + 3 * (THREADS + 1);
+    assert!(
+        q.blocks_allocated() as u64 <= blocks_bound,
+        "{} blocks, bound {blocks_bound}",
+        q.blocks_allocated()
+    );
 }

@@ -2,11 +2,14 @@
 // mutex around two reserved vectors, NIXL's flush with a NOP exporter) against our C ABI
 // (libnixl_telemetry, NOP exporter), in one process, on identical loops, in the regimes agents
 // run: one producer appending, a full queue, a deactivated metric, 2 and 4 producers with a
-// flush every 100 ms, 1 ms or 50 us, and the flush of a full queue into a BUFFER ring. The two
-// sides run alternately, one run each, so that drift on a noisy machine hits both alike.
-// Prints best and median ns per call for both and the ratio ours / baseline (lower is better).
-// Run it with `bash scripts/bench.sh`; `--quick` (bench.sh --quick) runs every regime with a few
-// iterations, to check that the benchmark builds and runs (its numbers then mean nothing).
+// flush every 100 ms, 1 ms or 50 us, the default capacity flushed every 1,000 calls (buffers in
+// cache), the flush of a full queue into a BUFFER ring, and the resident memory of staging with
+// 64 threads. The two sides run alternately, one run each, so that drift on a noisy machine
+// hits both alike. Prints best and median ns per call (MB for memory) for both and the ratio
+// ours / baseline (lower is better).
+// Run it with `bash scripts/bench.sh [part of a regime name]`; `--quick` (bench.sh --quick) runs
+// every regime with a few iterations, to check that the benchmark builds and runs (its numbers
+// then mean nothing).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "nixl_baseline.hpp"
@@ -35,14 +39,15 @@ using clock_type = std::chrono::steady_clock;
 using std::chrono::microseconds;
 using namespace std::chrono_literals;
 
-/** Runs of each side per regime, calls per producer thread and run, runs of the ring flush:
- * 7, 200,000 and 101, or 1, 2,000 and 3 with --quick. */
+/** Runs of each side per regime, calls per producer thread and run, runs of the ring flush,
+ * runs of the memory regimes: 7, 200,000, 101 and 3, or 1, 2,000, 3 and 1 with --quick. */
 struct sizes {
     int repeats;
     uint64_t iters;
     int flush_repeats;
+    int memory_repeats;
 };
-sizes g = {7, 200000, 101};
+sizes g = {7, 200000, 101, 3};
 /** 4 producers x 200,000 calls x 4 events fit: nothing drops, whatever the flush does. */
 constexpr size_t kBigQueue = 4194304;
 constexpr size_t kRingEvents = 4096;
@@ -51,6 +56,12 @@ constexpr unsigned kNeverMs = 3600000;
 constexpr uint32_t kAllEvents = (1u << 21) - 1;
 constexpr uint32_t kErrorEventsOnly = 0xFFFu << 8;
 constexpr const char *kErrorMetricsOnly = "agent_err_*";
+/** The cache-resident regime: NIXL's default capacity, a flush every this many calls. */
+constexpr size_t kDefaultQueue = 4096;
+constexpr uint64_t kCallsPerFlush = 1000;
+/** The memory regime: threads alive, and a capacity users raise after seeing drops. */
+constexpr int kMemoryThreads = 64;
+constexpr size_t kMemoryQueue = 1048576;
 
 struct timing {
     double best;
@@ -192,12 +203,42 @@ struct regime {
     bool gated;
     /** Each producer first fills the queue, so that every timed call drops. */
     bool full;
+    /**
+     * Non-zero: each producer flushes after every calls_per_flush / producers of its own calls
+     * (so the queue is flushed about every calls_per_flush calls), untimed: only the calls
+     * are timed, with the buffers in cache.
+     */
+    uint64_t calls_per_flush = 0;
 };
 
 /** Untimed calls each producer makes first: fill the queue, or one call to warm the path. */
 uint64_t
 fill_calls(const regime &r) {
     return r.full ? r.capacity / 4 : 1;
+}
+
+void
+flush_side(baseline::telemetry &b) {
+    b.flushPendingEvents();
+}
+
+void
+flush_side(nixl_telemetry_t *t) {
+    nixl_telemetry_flush(t);
+}
+
+/** A producer's timed loop: g.iters calls, with untimed flushes when the regime has them. */
+template <class Side>
+double
+time_loop(const regime &r, Side &side) {
+    if (r.calls_per_flush == 0) return time_calls(side, g.iters);
+    const uint64_t chunk = r.calls_per_flush / r.producers;
+    double ns = 0;
+    for (uint64_t done = 0; done < g.iters; done += chunk) {
+        ns += time_calls(side, chunk);
+        flush_side(side);
+    }
+    return ns;
 }
 
 uint64_t
@@ -219,9 +260,13 @@ run_producers(const regime &r, Side &side) {
     for (int p = 0; p < r.producers; ++p) {
         threads.emplace_back([&, p] {
             time_calls(side, fill_calls(r));
+            if (r.calls_per_flush > 0) {
+                time_calls(side, r.calls_per_flush / r.producers);
+                flush_side(side);
+            }
             ready.fetch_add(1);
             while (!go.load()) std::this_thread::yield();
-            ns[p] = time_calls(side, g.iters);
+            ns[p] = time_loop(r, side);
         });
     }
     while (ready.load() != r.producers) std::this_thread::yield();
@@ -271,6 +316,15 @@ sample_ours(const regime &r) {
         own_thread ? std::chrono::duration_cast<std::chrono::milliseconds>(r.flush_period).count()
                    : kNeverMs;
     nixl_telemetry_t *t = ours(r.capacity, interval_ms, r.gated ? kErrorMetricsOnly : nullptr);
+    // Warmed as the baseline is: its buffers touched by two rounds of a full queue, as in a
+    // long-running agent (our staging takes its blocks from what earlier flushes freed). On a
+    // thread that then exits, so that it does not count as a thread recording during the run.
+    std::thread([&] {
+        for (int round = 0; round < 2; ++round) {
+            time_calls(t, r.capacity / 4);
+            nixl_telemetry_flush(t);
+        }
+    }).join();
     double ns;
     {
         auto flusher = flushing(own_thread ? 0us : r.flush_period, [t] { nixl_telemetry_flush(t); });
@@ -361,18 +415,138 @@ flush_into_ring() {
     rows.push_back({"flush 4096 into ring (ns per flush)", mine, base});
 }
 
+/** Resident memory of this process, in MB (/proc/self/statm). */
+double
+resident_mb() {
+    long size = 0, resident = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr || std::fscanf(f, "%ld %ld", &size, &resident) != 2) {
+        std::perror("/proc/self/statm");
+        std::exit(1);
+    }
+    std::fclose(f);
+    return static_cast<double>(resident) * sysconf(_SC_PAGESIZE) / 1e6;
+}
+
+/** Lets threads and the main thread wait for each other in phases. */
+class phases {
+public:
+    void
+    arrive() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++arrived_;
+        cv_.notify_all();
+    }
+
+    void
+    wait_arrived(int n) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return arrived_ >= n; });
+    }
+
+    void
+    open(int phase) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        opened_ = phase;
+        cv_.notify_all();
+    }
+
+    void
+    wait_open(int phase) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return opened_ >= phase; });
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    int arrived_ = 0;
+    int opened_ = 0;
+};
+
+/**
+ * Resident memory (MB) that staging adds with kMemoryThreads threads alive and a capacity of
+ * kMemoryQueue: each thread records `transfers` transfers, the queue is flushed, each records
+ * as many again, and the process's resident memory is read while every thread is alive with
+ * the second round staged, against before the collector was created (the threads' stacks are
+ * in both sides' figures). Nothing may drop.
+ */
+double
+staging_memory(bool mine, uint64_t transfers) {
+    malloc_trim(0);
+    const double before = resident_mb();
+    std::unique_ptr<baseline::telemetry> b;
+    nixl_telemetry_t *t = nullptr;
+    if (mine) {
+        t = ours(kMemoryQueue, kNeverMs, nullptr);
+    } else {
+        b = std::make_unique<baseline::telemetry>(kMemoryQueue, kAllEvents,
+                                                  std::make_unique<baseline::nopExporter>());
+    }
+    uint64_t dropped = 0;
+    auto flush = [&] {
+        if (mine) {
+            nixl_telemetry_flush(t);
+        } else {
+            dropped += b->flushPendingEvents();
+        }
+    };
+    phases sync;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kMemoryThreads; ++i) {
+        threads.emplace_back([&] {
+            for (int round = 1; round <= 2; ++round) {
+                if (mine) {
+                    time_calls(t, transfers);
+                } else {
+                    time_calls(*b, transfers);
+                }
+                sync.arrive();
+                sync.wait_open(round);
+            }
+        });
+    }
+    sync.wait_arrived(kMemoryThreads);
+    flush();
+    sync.open(1);
+    sync.wait_arrived(2 * kMemoryThreads);
+    const double mb = resident_mb() - before;
+    sync.open(2);
+    for (auto &thread : threads) thread.join();
+    flush();
+    if (mine) {
+        dropped = stats_of(t).events_dropped;
+        nixl_telemetry_destroy(t);
+    }
+    expect(dropped, 0, "staging memory: drops");
+    return mb;
+}
+
+void
+memory_regime(const std::string &name, uint64_t transfers) {
+    auto [base, mine] = measure(g.memory_repeats, [&] { return staging_memory(false, transfers); },
+                                [&] { return staging_memory(true, transfers); });
+    rows.push_back({name, mine, base});
+}
+
 } // namespace
 
 int
 main(int argc, char **argv) {
+    // --quick: a few iterations of every regime; another argument runs only the regimes whose
+    // name contains it.
+    std::string only;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
-            g = {1, 2000, 3};
-        } else {
-            std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            g = {1, 2000, 3, 1};
+        } else if (argv[i][0] == '-') {
+            std::fprintf(stderr, "usage: %s [--quick] [part of a regime name]\n", argv[0]);
             return 2;
+        } else {
+            only = argv[i];
         }
     }
+    auto wanted = [&](const std::string &name) { return name.find(only) != std::string::npos; };
     if (g.repeats == 1) {
         std::printf("QUICK RUN (--quick): a few iterations per regime, to check that the benchmark "
                     "runs; the numbers mean nothing.\n");
@@ -382,10 +556,13 @@ main(int argc, char **argv) {
                 "each thread times its own loop and a run's value is the mean per-call time across threads.\n"
                 "Exporter NOP. Flush: ours by its own thread (NIXL_TELEMETRY_RUN_INTERVAL) at >= 1 ms, by a driver\n"
                 "thread calling nixl_telemetry_flush at 50 us; baseline by a thread running NIXL's flush at the\n"
-                "same period. Last row: ns per flush of a full 4096-event queue into a BUFFER ring, baseline =\n"
-                "memcpy of 4096 x 16 bytes (%d runs). Ratio = ours / baseline, lower is better.\n\n",
+                "same period. Cache-resident: capacity 4096, each producer flushes (untimed) after every\n"
+                "1000 / producers of its calls. Flush row: ns per flush of a full 4096-event queue into a\n"
+                "BUFFER ring, baseline = memcpy of 4096 x 16 bytes (%d runs). Memory rows: MB of resident\n"
+                "memory added with 64 threads alive, BUFFER_SIZE 1,048,576, two rounds with a flush between\n"
+                "(%d runs). Ratio = ours / baseline, lower is better.\n\n",
                 std::thread::hardware_concurrency(), g.repeats, static_cast<unsigned long long>(g.iters),
-                g.flush_repeats);
+                g.flush_repeats, g.memory_repeats);
     std::fflush(stdout);
     const regime regimes[] = {
         {"append, 1 producer, no flush", 1, kBigQueue, 0us, false, false},
@@ -395,9 +572,19 @@ main(int argc, char **argv) {
         {"4 producers, 100 ms flush", 4, kBigQueue, 100ms, false, false},
         {"2 producers, 1 ms flush", 2, kBigQueue, 1ms, false, false},
         {"2 producers, 50 us drain", 2, kBigQueue, 50us, false, false},
+        {"cache-resident, 1 producer", 1, kDefaultQueue, 0us, false, false, kCallsPerFlush},
+        {"cache-resident, 2 producers", 2, kDefaultQueue, 0us, false, false, kCallsPerFlush},
     };
-    for (const regime &r : regimes) run(r);
-    flush_into_ring();
+    for (const regime &r : regimes) {
+        if (wanted(r.name)) run(r);
+    }
+    if (wanted("flush 4096 into ring")) flush_into_ring();
+    for (auto [name, transfers] : {std::make_pair("memory MB, 64 threads fill 1M twice",
+                                                  kMemoryQueue / kMemoryThreads / 4),
+                                   std::make_pair("memory MB, 64 threads x 10 transfers",
+                                                  uint64_t{10})}) {
+        if (wanted(name)) memory_regime(name, transfers);
+    }
     print_table();
     return 0;
 }

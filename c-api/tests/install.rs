@@ -374,6 +374,8 @@ fn the_benchmark_script_runs_in_quick_mode() {
         "deactivated-metric gate, 1 producer",
         "4 producers, 100 ms flush",
         "2 producers, 50 us drain",
+        "cache-resident, 1 producer",
+        "cache-resident, 2 producers",
         "flush 4096 into ring (ns per flush)",
     ] {
         let row = table
@@ -389,7 +391,12 @@ fn the_benchmark_script_runs_in_quick_mode() {
         assert_eq!(numbers.len(), 6, "{row}");
         assert!(numbers.iter().all(|v| *v > 0.0), "{row}");
     }
-    assert_eq!(table.len(), 8, "{stdout}");
+    // 7 producer regimes, 2 cache-resident, the ring flush and the 2 memory rows.
+    assert_eq!(table.len(), 12, "{stdout}");
+    assert!(
+        table.iter().filter(|l| l.starts_with("memory MB")).count() == 2,
+        "{stdout}"
+    );
 }
 
 fn assert_runs_printing_the_event_name(exe: &Path) {
