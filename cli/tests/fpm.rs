@@ -1,19 +1,17 @@
 //! `nixl-telemetry fpm cat|summary` on segments written by the library: index order across
 //! segments and producers, multi-member files, a truncated final member, and errors.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use assert_cmd::Command;
+use common::{cmd, stdout_of};
 use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
 use nixl_telemetry::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
 use nixl_telemetry_test_support::manual_fpm_trace;
 use serde_json::Value;
-
-fn cmd() -> Command {
-    Command::cargo_bin("nixl-telemetry").unwrap()
-}
 
 fn busy(worker: &str, rank: i64, counter: i64, wall_time: f64) -> FpmPayload {
     let mut p = FpmPayload::heartbeat(worker, rank, counter);
@@ -58,18 +56,7 @@ fn run_with_status(args: &[&std::ffi::OsStr], code: i32) -> (Vec<u8>, String) {
 }
 
 fn stdout_lines(args: &[&std::ffi::OsStr]) -> Vec<String> {
-    let out = cmd()
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    stdout_of(args).lines().map(str::to_owned).collect()
 }
 
 fn counters(lines: &[String]) -> Vec<u64> {
