@@ -18,8 +18,8 @@
 pub mod pusher;
 pub mod target;
 
-pub use pusher::{Body, Payload, PushConfig, PushStats, PushStatsSnapshot, Pusher};
-pub use target::{Auth, Client, Outcome, Target};
+pub use pusher::{Payload, PushConfig, PushStats, PushStatsSnapshot, Pusher};
+pub use target::{Auth, Body, Client, Outcome, Target};
 
 /// The `User-Agent` of every push: `nixl-telemetry/<version>`.
 pub const USER_AGENT: &str = concat!("nixl-telemetry/", env!("CARGO_PKG_VERSION"));

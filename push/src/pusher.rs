@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::target::{Client, Outcome};
+use crate::target::{Body, Client, Outcome};
 
 /// The first retry's backoff (before jitter).
 pub const BASE_BACKOFF: Duration = Duration::from_millis(250);
@@ -29,19 +29,6 @@ pub const BASE_BACKOFF: Duration = Duration::from_millis(250);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The longest `Retry-After` honoured.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-/// One request's body and its content headers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Body {
-    /// The bytes on the wire.
-    pub bytes: Vec<u8>,
-    /// `Content-Type`.
-    pub content_type: &'static str,
-    /// `Content-Encoding`, if any.
-    pub content_encoding: Option<&'static str>,
-    /// Headers the protocol adds (for example `X-Prometheus-Remote-Write-Version`).
-    pub headers: &'static [(&'static str, &'static str)],
-}
 
 /// What a push exporter gives the loop: the body of a push, built on the loop's thread from
 /// the state of the moment.

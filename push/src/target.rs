@@ -12,7 +12,6 @@ use base64::Engine;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
-use crate::pusher::Body;
 use crate::USER_AGENT;
 
 /// At most this much of a receiver's error answer is kept for the log.
@@ -52,6 +51,19 @@ impl Auth {
             Auth::Bearer(token) => format!("Bearer {token}"),
         }
     }
+}
+
+/// One request's body and its content headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// The bytes on the wire.
+    pub bytes: Vec<u8>,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// `Content-Encoding`, if any.
+    pub content_encoding: Option<&'static str>,
+    /// Headers the protocol adds (for example `X-Prometheus-Remote-Write-Version`).
+    pub headers: &'static [(&'static str, &'static str)],
 }
 
 /// Where and how to push.
