@@ -2,7 +2,8 @@
 # Installs what the tests need when it is missing, on Debian or Ubuntu (apt-get; as root, or
 # through sudo): cmake, g++ and gcc (the C/C++ ABI tests and the DOCA double), pkg-config (the
 # install test), Prometheus'
-# promtool and server (the exposition and scrape tests), tmux (the terminal test of `top`),
+# promtool and server (the exposition, scrape and remote-write tests), openssl (the test CA of
+# the push exporters' https tests), tmux (the terminal test of `top`),
 # pytest (the Python tests), and pandas and duckdb (tests/fpm_dataframes.rs runs the FPM page's
 # examples; pip, about 30 s once). Does nothing when everything is there. scripts/test.sh runs it.
 set -euo pipefail
@@ -15,6 +16,8 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 # Debian's `prometheus` package provides both promtool and the server.
 { command -v promtool >/dev/null && command -v prometheus >/dev/null; } || missing+=(prometheus)
 command -v tmux >/dev/null || missing+=(tmux)
+# openssl makes the CA and certificate of the push exporters' https tests.
+command -v openssl >/dev/null || missing+=(openssl)
 command -v python3 >/dev/null || missing+=(python3)
 if command -v python3 >/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)

@@ -19,7 +19,43 @@ pub mod pusher;
 pub mod target;
 
 pub use pusher::{Payload, PushConfig, PushStats, PushStatsSnapshot, Pusher};
-pub use target::{Auth, Body, Client, Outcome, Target};
+pub use target::{Auth, Body, Client, Outcome, Target, TargetVars};
 
 /// The `User-Agent` of every push: `nixl-telemetry/<version>`.
 pub const USER_AGENT: &str = concat!("nixl-telemetry/", env!("CARGO_PKG_VERSION"));
+
+use nixl_telemetry::env::{parse_u64, Lookup};
+
+/// `NIXL_TELEMETRY_RANK_ENV`: the name of the variable whose value is the `local_rank` label
+/// (default `LOCAL_RANK`), as for the multi-process Prometheus exporter. (Hook: when the
+/// series crate gains shared workload labels, the push exporters take theirs from there.)
+pub const ENV_RANK_ENV: &str = "NIXL_TELEMETRY_RANK_ENV";
+
+/// The `local_rank` label of this process, if its rank variable is set: `(name, value)`.
+pub fn rank_label(settings: Lookup) -> Result<Option<(String, String)>, String> {
+    let var = settings(ENV_RANK_ENV)
+        .map_err(|e| e.message)?
+        .unwrap_or_else(|| "LOCAL_RANK".to_owned());
+    let value = nixl_telemetry::env::environment(&var).map_err(|e| e.message)?;
+    Ok(value
+        .filter(|v| !v.is_empty())
+        .map(|v| ("local_rank".to_owned(), v)))
+}
+
+/// Reads a duration in milliseconds from setting `var` (default `default_ms`); 0 is refused
+/// when `positive`.
+pub fn millis(
+    settings: Lookup,
+    var: &str,
+    default_ms: u64,
+    positive: bool,
+) -> Result<std::time::Duration, String> {
+    let ms = match settings(var).map_err(|e| e.message)? {
+        Some(v) => parse_u64(var, &v).map_err(|e| e.message)?,
+        None => default_ms,
+    };
+    if positive && ms == 0 {
+        return Err(format!("{var}=0: give a positive number of milliseconds"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}

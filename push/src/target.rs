@@ -409,3 +409,78 @@ mod tests {
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }
 }
+
+/// The names of the variables that describe a [`Target`] (see [`Target::from_settings`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TargetVars {
+    /// The URL (required).
+    pub url: &'static str,
+    /// Extra headers, `name=value,...`.
+    pub headers: &'static str,
+    /// The basic-auth user.
+    pub basic_auth_user: &'static str,
+    /// The file holding the basic-auth password.
+    pub basic_auth_password_file: &'static str,
+    /// The file holding a bearer token.
+    pub bearer_token_file: &'static str,
+    /// A PEM file of the CA certificates to trust instead of the system's.
+    pub ca_file: &'static str,
+    /// The timeout of one push in milliseconds.
+    pub timeout_ms: &'static str,
+}
+
+impl Target {
+    /// The target the variables `vars` describe, read through `settings`; every invalid
+    /// value, missing file or contradiction is an error naming the variable.
+    pub fn from_settings(
+        settings: nixl_telemetry::env::Lookup,
+        vars: &TargetVars,
+        default_timeout_ms: u64,
+    ) -> Result<Target, String> {
+        let get = |v: &str| settings(v).map_err(|e| e.message);
+        let url = get(vars.url)?
+            .ok_or_else(|| format!("{} is required (the receiver's full URL)", vars.url))?;
+        let mut target = Target::new(
+            parse_url(vars.url, &url)?,
+            crate::millis(settings, vars.timeout_ms, default_timeout_ms, true)?,
+        );
+        if let Some(h) = get(vars.headers)? {
+            target.headers = parse_headers(vars.headers, &h, false)?;
+        }
+        let user = get(vars.basic_auth_user)?;
+        let password = get(vars.basic_auth_password_file)?;
+        let bearer = get(vars.bearer_token_file)?;
+        target.auth = match (user, password, bearer) {
+            (None, None, None) => None,
+            (Some(user), Some(file), None) => Some(Auth::Basic {
+                user,
+                password: read_secret(vars.basic_auth_password_file, &file)?,
+            }),
+            (None, None, Some(file)) => {
+                Some(Auth::Bearer(read_secret(vars.bearer_token_file, &file)?))
+            }
+            (_, _, Some(_)) => {
+                return Err(format!(
+                    "{} and basic authentication ({}, {}) exclude each other",
+                    vars.bearer_token_file, vars.basic_auth_user, vars.basic_auth_password_file
+                ))
+            }
+            (Some(_), None, None) => {
+                return Err(format!(
+                    "{} is set but {} is not",
+                    vars.basic_auth_user, vars.basic_auth_password_file
+                ))
+            }
+            (None, Some(_), None) => {
+                return Err(format!(
+                    "{} is set but {} is not",
+                    vars.basic_auth_password_file, vars.basic_auth_user
+                ))
+            }
+        };
+        if let Some(ca) = get(vars.ca_file)? {
+            target.roots = Some(read_ca_file(vars.ca_file, &ca)?);
+        }
+        Ok(target)
+    }
+}
