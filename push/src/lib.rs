@@ -25,6 +25,14 @@ pub use target::{Auth, Body, Client, Outcome, Target, TargetVars};
 pub const USER_AGENT: &str = concat!("nixl-telemetry/", env!("CARGO_PKG_VERSION"));
 
 use nixl_telemetry::env::{parse_u64, Lookup};
+use nixl_telemetry_series::AgentSnapshot;
+
+/// Label (or attribute) names and values of one set of series.
+pub type Labels = Vec<(String, String)>;
+
+/// What a push exporter pushes, taken on the push thread: snapshots with their labels (one per
+/// agent in a plug-in; one per rank store for `nixl-telemetry serve`).
+pub type Source = Box<dyn FnMut() -> Vec<(AgentSnapshot, Labels)> + Send>;
 
 /// `NIXL_TELEMETRY_RANK_ENV`: the name of the variable whose value is the `local_rank` label
 /// (default `LOCAL_RANK`), as for the multi-process Prometheus exporter. (Hook: when the

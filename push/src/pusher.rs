@@ -35,8 +35,11 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 pub trait Payload: Send + 'static {
     /// The body of a push of the current state.
     fn build(&mut self) -> Body;
-    /// The body last built was accepted (a delta exporter moves its baseline here).
-    fn sent(&mut self) {}
+    /// The body last built was accepted, with this answer (a delta exporter moves its
+    /// baseline here; OTLP reads a partial success from the answer).
+    fn sent(&mut self, answer: &[u8]) {
+        let _ = answer;
+    }
 }
 
 /// How often and how long to push.
@@ -301,12 +304,12 @@ impl Loop<'_> {
         let stats = &self.shared.stats;
         stats.attempts.fetch_add(1, Ordering::Relaxed);
         match self.client.post(&body, timeout) {
-            Outcome::Sent => {
+            Outcome::Sent { answer } => {
                 stats.successes.fetch_add(1, Ordering::Relaxed);
                 stats
                     .bytes
                     .fetch_add(body.bytes.len() as u64, Ordering::Relaxed);
-                self.payload.sent();
+                self.payload.sent(&answer);
                 if self.failures > 0 {
                     log::info!(
                         "{}: pushing to {} again after {} failed pushes",

@@ -186,7 +186,10 @@ pub fn read_ca_file(var: &str, path: &str) -> Result<Vec<CertificateDer<'static>
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The receiver accepted it (2xx).
-    Sent,
+    Sent {
+        /// The answer's body (at most 64 KiB), for protocols that report partial success.
+        answer: Vec<u8>,
+    },
     /// It may pass later: a connection error, a timeout, a 5xx or a 429.
     Retry {
         /// What went wrong, for the log.
@@ -280,12 +283,11 @@ impl Client {
         }
         match req.send_bytes(&body.bytes) {
             Ok(resp) if (200..300).contains(&resp.status()) => {
-                // Read the (small) answer so the connection can be reused.
-                let _ = resp
-                    .into_reader()
-                    .take(64 * 1024)
-                    .read_to_end(&mut Vec::new());
-                Outcome::Sent
+                // Read the (small) answer: the protocol may report in it, and the connection
+                // can be reused.
+                let mut answer = Vec::new();
+                let _ = resp.into_reader().take(64 * 1024).read_to_end(&mut answer);
+                Outcome::Sent { answer }
             }
             Ok(resp) => Outcome::Rejected {
                 status: resp.status(),

@@ -50,7 +50,7 @@ impl Payload for Counter {
             headers: &[("X-Test", "1")],
         }
     }
-    fn sent(&mut self) {
+    fn sent(&mut self, _answer: &[u8]) {
         self.accepted.store(self.built, Ordering::SeqCst);
     }
 }

@@ -128,7 +128,7 @@ pub const SETTINGS: &[Setting] = &[
             "10,25,50,100,250,500,1000,2500,5000,10000,25000,50000,100000,250000,500000,\
              1000000,5000000,10000000",
         ),
-        "prometheus, prometheus_mp, doca, remote_write",
+        "prometheus, prometheus_mp, doca, remote_write, otlp",
     ),
     setting(
         "NIXL_TELEMETRY_PROMETHEUS_PORT",
@@ -152,7 +152,7 @@ pub const SETTINGS: &[Setting] = &[
         "NIXL_TELEMETRY_RANK_ENV",
         Kind::Text,
         Some("LOCAL_RANK"),
-        "prometheus_mp, remote_write",
+        "prometheus_mp, remote_write, otlp",
     ),
     setting(
         "NIXL_TELEMETRY_MP_STALE_TTL",
@@ -250,6 +250,12 @@ pub const SETTINGS: &[Setting] = &[
         Kind::Text,
         None,
         "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
+        Kind::Millis,
+        Some("5000"),
+        "otlp",
     ),
 ];
 

@@ -29,7 +29,7 @@ use nixl_telemetry::env::Lookup;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
-use nixl_telemetry_push::{Body, Client, Payload, PushConfig, Pusher, Target, TargetVars};
+use nixl_telemetry_push::{Body, Client, Payload, PushConfig, Pusher, Source, Target, TargetVars};
 use nixl_telemetry_series::{
     families, for_each_sample, hostname, AgentSeries, AgentSnapshot, Buckets,
 };
@@ -162,9 +162,6 @@ pub fn now_ms() -> i64 {
         .unwrap_or(Duration::ZERO)
         .as_millis() as i64
 }
-
-/// Labelled snapshots to push, taken on the push thread.
-pub type Source = Box<dyn FnMut() -> Vec<(AgentSnapshot, Vec<(String, String)>)> + Send>;
 
 /// The remote-write payload over any source of labelled snapshots.
 pub struct RemoteWrite(pub Source);
