@@ -5,6 +5,7 @@ mod demo;
 mod filter;
 mod fpm;
 mod output;
+mod push;
 mod read;
 mod rings;
 mod scrape;

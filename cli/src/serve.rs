@@ -3,7 +3,9 @@
 //! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election:
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
-//! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. Runs until SIGINT or SIGTERM.
+//! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
+//! `--otlp URL` it also pushes the stores' series ([`crate::push`]), whether or not it holds
+//! the port. Runs until SIGINT or SIGTERM, then makes the last push.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -42,6 +44,9 @@ pub struct ServeArgs {
     /// [default: NIXL_TELEMETRY_MP_AGGREGATE, else none].
     #[arg(long, value_name = "MODE")]
     aggregate: Option<String>,
+    /// Pushing the stores' series to a remote-write or OTLP receiver as well.
+    #[command(flatten)]
+    push: crate::push::PushArgs,
 }
 
 /// The store scan settings and address `args` ask for, the environment filling what they leave out.
@@ -102,6 +107,7 @@ pub fn run(args: &ServeArgs) -> CliResult {
     let signals = stop_signals();
     let (scan, addr) = settings(args).map_err(failure)?;
     dir::prepare(&scan.dir).map_err(failure)?;
+    let pushers = crate::push::start(&args.push, &scan).map_err(failure)?;
     let election = join_election(&scan, addr);
     let dir = election.dir().display().to_string();
     let mut out = std::io::stdout();
@@ -128,6 +134,8 @@ pub fn run(args: &ServeArgs) -> CliResult {
         }
     }
     drop(election);
+    // The last push of every protocol (bounded by its final-push setting).
+    drop(pushers);
     writeln!(out, "stopped")?;
     Ok(())
 }

@@ -412,6 +412,24 @@ mod tests {
     }
 }
 
+/// Reads a duration in milliseconds from setting `var` (default `default_ms`); 0 is refused
+/// when `positive`.
+pub fn millis(
+    settings: nixl_telemetry::env::Lookup,
+    var: &str,
+    default_ms: u64,
+    positive: bool,
+) -> Result<std::time::Duration, String> {
+    let ms = match settings(var).map_err(|e| e.message)? {
+        Some(v) => nixl_telemetry::env::parse_u64(var, &v).map_err(|e| e.message)?,
+        None => default_ms,
+    };
+    if positive && ms == 0 {
+        return Err(format!("{var}=0: give a positive number of milliseconds"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
 /// The names of the variables that describe a [`Target`] (see [`Target::from_settings`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TargetVars {
@@ -444,7 +462,7 @@ impl Target {
             .ok_or_else(|| format!("{} is required (the receiver's full URL)", vars.url))?;
         let mut target = Target::new(
             parse_url(vars.url, &url)?,
-            crate::millis(settings, vars.timeout_ms, default_timeout_ms, true)?,
+            millis(settings, vars.timeout_ms, default_timeout_ms, true)?,
         );
         if let Some(h) = get(vars.headers)? {
             target.headers = parse_headers(vars.headers, &h, false)?;

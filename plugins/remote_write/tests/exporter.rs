@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask, Recorded};
+use nixl_telemetry_push::remote_write::proto::WriteRequest;
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 use prost::Message;
-use telemetry_exporter_remote_write::proto::WriteRequest;
 
 const VARS: &[&str] = &[
     "NIXL_TELEMETRY_REMOTE_WRITE_URL",
@@ -81,7 +81,7 @@ fn a_push_is_a_sorted_snappy_write_request_of_the_prometheus_series() {
     // The same samples as the text format shows: 9 counters, 6 gauges, 2 histograms of 19
     // buckets + sum + count, 12 error statuses.
     assert_eq!(req.timeseries.len(), 9 + 6 + 2 * 21 + 12);
-    let key = |t: &telemetry_exporter_remote_write::proto::TimeSeries| {
+    let key = |t: &nixl_telemetry_push::remote_write::proto::TimeSeries| {
         t.labels
             .iter()
             .map(|l| (l.name.clone(), l.value.clone()))
@@ -131,7 +131,7 @@ fn a_push_is_a_sorted_snappy_write_request_of_the_prometheus_series() {
         value("agent_tx_bytes_total", Some(("local_rank", "5"))),
         4096.0
     );
-    let now = telemetry_exporter_remote_write::now_ms();
+    let now = nixl_telemetry_push::remote_write::now_ms();
     assert!(ts <= now && ts > now - 600_000);
 }
 

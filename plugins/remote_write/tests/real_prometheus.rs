@@ -11,10 +11,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
+use nixl_telemetry_test_support::prometheus::{poll, Prometheus, Secure};
 use nixl_telemetry_test_support::{built_plugins, free_port};
 
 const ROLE: &str = "RW_TEST_ROLE";
@@ -129,154 +128,6 @@ impl Proc {
         assert!(status.success(), "child failed: {err}");
         err
     }
-}
-
-/// TLS and authentication of the server, when it has them.
-struct Secure {
-    ca: PathBuf,
-}
-
-/// A Prometheus server with the remote-write receiver; killed when dropped.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    agent: ureq::Agent,
-    scheme: &'static str,
-    auth: Option<String>,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    /// Started in `work`, scraping `scrape` (a port) if given, over https with basic auth if
-    /// `secure` is given.
-    fn start(work: &Path, scrape: Option<u16>, secure: Option<(&Secure, &Path)>) -> Prometheus {
-        let yml = work.join("prometheus.yml");
-        let mut config = "global: {scrape_interval: 1s, scrape_timeout: 1s}\n".to_owned();
-        if let Some(port) = scrape {
-            config += &format!(
-                "scrape_configs:\n- job_name: scrape\n  static_configs: [{{targets: \
-                 ['127.0.0.1:{port}']}}]\n"
-            );
-        }
-        std::fs::write(&yml, config).unwrap();
-        let port = free_port();
-        let log = work.join("prometheus.log");
-        let mut args = vec![
-            format!("--config.file={}", yml.display()),
-            format!("--storage.tsdb.path={}", work.join("tsdb").display()),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-            "--web.enable-remote-write-receiver".into(),
-            "--log.level=warn".into(),
-        ];
-        let mut tls = None;
-        if let Some((secure, web_config)) = secure {
-            args.push(format!("--web.config.file={}", web_config.display()));
-            tls = Some(secure.ca.clone());
-        }
-        let child = Command::new("prometheus")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("Debian's prometheus (scripts/install-test-deps.sh installs it)");
-        let mut builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
-        if let Some(ca) = &tls {
-            builder = builder.tls_config(Arc::new(client_tls(ca)));
-        }
-        let prom = Prometheus {
-            child,
-            port,
-            log,
-            agent: builder.build(),
-            scheme: if tls.is_some() { "https" } else { "http" },
-            auth: tls.map(|_| {
-                format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(format!("nixl:{PASSWORD}"))
-                )
-            }),
-        };
-        poll("Prometheus ready", || prom.vector("vector(1)"));
-        prom
-    }
-
-    fn write_url(&self) -> String {
-        format!("{}://127.0.0.1:{}/api/v1/write", self.scheme, self.port)
-    }
-
-    /// An instant query's series as (labels, value), when it succeeds.
-    fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
-        let mut req = self
-            .agent
-            .get(&format!(
-                "{}://127.0.0.1:{}/api/v1/query",
-                self.scheme, self.port
-            ))
-            .query("query", promql);
-        if let Some(auth) = &self.auth {
-            req = req.set("Authorization", auth);
-        }
-        let text = req.call().ok()?.into_string().ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        json["data"]["result"]
-            .as_array()?
-            .iter()
-            .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
-            .collect()
-    }
-
-    /// The value of a query that returns one series, once it has one equal to `expected`.
-    fn wait_for_value(&self, promql: &str, expected: f64) {
-        let mut last = None;
-        let got = poll_for(Duration::from_secs(60), || {
-            let v = self.vector(promql).filter(|v| v.len() == 1);
-            last = v.clone();
-            v.filter(|v| v[0].1 == expected)
-        });
-        assert!(
-            got.is_some(),
-            "{promql}: {last:?}, not {expected}\n{}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-}
-
-fn client_tls(ca: &Path) -> rustls::ClientConfig {
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth()
-}
-
-fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
-    poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
 }
 
 fn rw_env(url: &str, interval_ms: u64) -> Vec<(&'static str, String)> {
@@ -515,7 +366,16 @@ fn https_with_basic_auth_succeeds_with_the_right_files_and_warns_once_otherwise(
     std::fs::write(&password, format!("{PASSWORD}\n")).unwrap();
     let wrong = dir.join("wrong");
     std::fs::write(&wrong, "not-the-password\n").unwrap();
-    let prom = Prometheus::start(dir, None, Some((&Secure { ca: ca.clone() }, &web)));
+    let prom = Prometheus::start(
+        dir,
+        None,
+        Some(&Secure {
+            ca: &ca,
+            web_config: &web,
+            user: "nixl",
+            password: PASSWORD,
+        }),
+    );
 
     let run = |name: &str, ca: &Path, password: &Path| -> (String, String) {
         let mut env = rw_env(&prom.write_url(), 200);

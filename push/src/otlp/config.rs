@@ -22,9 +22,9 @@
 
 use std::time::Duration;
 
+use crate::pusher::PushConfig;
+use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
 use nixl_telemetry::env::{parse_u64, Lookup};
-use nixl_telemetry_push::target::{parse_headers, parse_url, read_ca_file};
-use nixl_telemetry_push::{PushConfig, Target};
 
 /// `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS`: how long destroying an agent waits for the last push.
 pub const ENV_FINAL_PUSH_MS: &str = "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS";
@@ -137,7 +137,7 @@ impl OtlpConfig {
         };
         resource.retain(|(k, _)| k != "service.name");
         resource.insert(0, ("service.name".to_owned(), service));
-        let final_timeout = nixl_telemetry_push::millis(settings, ENV_FINAL_PUSH_MS, 5_000, false)?;
+        let final_timeout = setting_millis(settings, ENV_FINAL_PUSH_MS, 5_000, false)?;
         Ok(OtlpConfig {
             push: PushConfig {
                 name: "otlp".into(),
