@@ -5,6 +5,7 @@ mod demo;
 mod filter;
 mod fpm;
 mod output;
+mod push;
 mod read;
 mod rings;
 mod scrape;
@@ -42,7 +43,7 @@ enum Command {
     /// Read forward-pass-metrics trace segments (gzip JSONL): `cat` or `summary`.
     Fpm(fpm::FpmArgs),
     /// Serve every live prometheus_mp store of a directory at GET /metrics (a node sidecar).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Print the telemetry settings a collector would get here and where each came from
     /// (environment, NIXL's configuration file, default); --check validates them.
     Config(config::ConfigArgs),

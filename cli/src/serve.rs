@@ -3,11 +3,14 @@
 //! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election:
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
-//! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. Runs until SIGINT or SIGTERM.
+//! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
+//! `--otlp URL` it also pushes the stores' series ([`crate::push`]), whether or not it holds
+//! the port. Runs until SIGINT or SIGTERM, then makes the last push.
 //!
 //! `--textfile PATH` writes the same page to `PATH` every `--interval` seconds instead, for
 //! node_exporter's textfile collector ([`textfile`]); no port is opened. The file is removed
-//! when `serve` stops, so node_exporter does not go on serving a stale page.
+//! when `serve` stops, so node_exporter does not go on serving a stale page. Pushing works with
+//! it too.
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -55,6 +58,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=86400))]
     interval: u64,
+    /// Pushing the stores' series to a remote-write or OTLP receiver as well.
+    #[command(flatten)]
+    push: crate::push::PushArgs,
 }
 
 /// The store scan settings and address `args` ask for, the environment filling what they leave out.
@@ -162,8 +168,14 @@ pub fn run(args: &ServeArgs) -> CliResult {
     dir::prepare(&scan.dir).map_err(failure)?;
     if let Some(path) = &args.textfile {
         textfile::check_path(path).map_err(|e| failure(format!("--textfile {e}")))?;
+    }
+    let pushers = crate::push::start(&args.push, &scan).map_err(failure)?;
+    if let Some(path) = &args.textfile {
         let interval = Duration::from_secs(args.interval);
-        return run_textfile(scan, path, interval, &signals);
+        let written = run_textfile(scan, path, interval, &signals);
+        // The last push, once the file is gone.
+        drop(pushers);
+        return written;
     }
     let election = join_election(&scan, addr);
     let dir = election.dir().display().to_string();
@@ -191,6 +203,8 @@ pub fn run(args: &ServeArgs) -> CliResult {
         }
     }
     drop(election);
+    // The last push of every protocol (bounded by its final-push setting).
+    drop(pushers);
     writeln!(out, "stopped")?;
     Ok(())
 }

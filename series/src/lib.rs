@@ -36,6 +36,8 @@ use std::sync::OnceLock;
 
 use nixl_telemetry::event::{EventType, ERRORS_SERIES};
 
+use engine::AgentSnapshot as Snapshot;
+
 pub use buckets::{Buckets, DEFAULT_BUCKETS_US, ENV_HISTOGRAM_BUCKETS_US};
 pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS};
 pub use labels::WorkloadLabels;
@@ -135,6 +137,36 @@ pub fn families() -> &'static [Family] {
         });
         all
     })
+}
+
+/// Calls `f(suffix, extra_label, value)` for every sample of `family` in `agent`, in
+/// exposition order: one sample for a counter or gauge; one per `status` (extra label
+/// `status`) for `agent_errors_total`; for a histogram the cumulative `_bucket` samples (extra
+/// label `le`, shortest form, ending with `+Inf`), then `_sum` and `_count`. Every encoder of
+/// series (text format, remote-write) walks the samples through this.
+pub fn for_each_sample(
+    family: &Family,
+    agent: &Snapshot,
+    mut f: impl FnMut(&'static str, Option<(&'static str, &str)>, u64),
+) {
+    match family.source {
+        FamilySource::Counter(t) => f("", None, agent.counters[t as usize]),
+        FamilySource::Gauge(t) => f("", None, agent.gauges[t as usize]),
+        FamilySource::Errors => {
+            for (t, status) in error_statuses() {
+                f("", Some(("status", status)), agent.counters[t as usize]);
+            }
+        }
+        FamilySource::Histogram(t) => {
+            let h = agent.histogram(t).expect("histogram event");
+            let bounds = h.bounds.bounds().iter().copied().chain([f64::INFINITY]);
+            for (bound, count) in bounds.zip(h.cumulative()) {
+                f("_bucket", Some(("le", &text::format_le(bound))), count);
+            }
+            f("_sum", None, h.sum);
+            f("_count", None, h.count());
+        }
+    }
 }
 
 /// The twelve `status` label values of `agent_errors_total`, in event order.

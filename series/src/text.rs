@@ -18,7 +18,7 @@
 use std::fmt::Write;
 
 use crate::engine::AgentSnapshot;
-use crate::{error_statuses, families, FamilyKind, FamilySource};
+use crate::{families, FamilyKind};
 
 /// The `Content-Type` of the text format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -154,46 +154,18 @@ pub fn encode_rows_into(rows: &[Row], out: &mut String) {
             if !row.kinds.contains(&family.kind) {
                 continue;
             }
-            let agent = row.snapshot;
-            match family.source {
-                FamilySource::Counter(t) => {
-                    sample(out, family.name, "", labels, agent.counters[t as usize])
+            crate::for_each_sample(family, row.snapshot, |suffix, extra, value| {
+                out.push_str(family.name);
+                out.push_str(suffix);
+                out.push('{');
+                out.push_str(labels);
+                if let Some((name, v)) = extra {
+                    let _ = write!(out, ",{name}=\"{v}\"");
                 }
-                FamilySource::Gauge(t) => {
-                    sample(out, family.name, "", labels, agent.gauges[t as usize])
-                }
-                FamilySource::Errors => {
-                    for (t, status) in error_statuses() {
-                        let _ = writeln!(
-                            out,
-                            "{}{{{labels},status=\"{status}\"}} {}",
-                            family.name, agent.counters[t as usize]
-                        );
-                    }
-                }
-                FamilySource::Histogram(t) => {
-                    debug_assert_eq!(family.kind, FamilyKind::Histogram);
-                    let h = agent.histogram(t).expect("histogram event");
-                    let cumulative = h.cumulative();
-                    let bounds = h.bounds.bounds().iter().copied().chain([f64::INFINITY]);
-                    for (bound, count) in bounds.zip(&cumulative) {
-                        let _ = writeln!(
-                            out,
-                            "{}_bucket{{{labels},le=\"{}\"}} {count}",
-                            family.name,
-                            format_le(bound)
-                        );
-                    }
-                    sample(out, family.name, "_sum", labels, h.sum);
-                    sample(out, family.name, "_count", labels, h.count());
-                }
-            }
+                let _ = writeln!(out, "}} {value}");
+            });
         }
     }
-}
-
-fn sample(out: &mut String, name: &str, suffix: &str, labels: &str, value: u64) {
-    let _ = writeln!(out, "{name}{suffix}{{{labels}}} {value}");
 }
 
 /// One parsed sample: metric name, labels in their order, value.

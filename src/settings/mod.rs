@@ -128,7 +128,7 @@ pub const SETTINGS: &[Setting] = &[
             "10,25,50,100,250,500,1000,2500,5000,10000,25000,50000,100000,250000,500000,\
              1000000,5000000,10000000",
         ),
-        "prometheus, prometheus_mp, doca",
+        "prometheus, prometheus_mp, doca, remote_write, otlp",
     ),
     setting(
         "NIXL_TELEMETRY_LABELS",
@@ -164,7 +164,7 @@ pub const SETTINGS: &[Setting] = &[
         "NIXL_TELEMETRY_RANK_ENV",
         Kind::Text,
         Some("LOCAL_RANK"),
-        "prometheus_mp",
+        "prometheus_mp, remote_write, otlp",
     ),
     setting(
         "NIXL_TELEMETRY_MP_STALE_TTL",
@@ -209,6 +209,66 @@ pub const SETTINGS: &[Setting] = &[
         "doca",
     ),
     setting("NIXL_TELEMETRY_DOCA_LIB_DIR", Kind::Text, None, "doca"),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_URL",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
+        Kind::Millis,
+        Some("15000"),
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_TIMEOUT_MS",
+        Kind::Millis,
+        Some("10000"),
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS",
+        Kind::Millis,
+        Some("5000"),
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_REMOTE_WRITE_CA_FILE",
+        Kind::Text,
+        None,
+        "remote_write",
+    ),
+    setting(
+        "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
+        Kind::Millis,
+        Some("5000"),
+        "otlp",
+    ),
 ];
 
 /// The setting named `name`, if this library knows it.

@@ -4,6 +4,8 @@
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
 pub mod fuzz;
+pub mod prometheus;
+pub mod receiver;
 
 use nixl_telemetry::sync::LockUnpoisoned;
 use std::net::{Ipv4Addr, TcpListener};

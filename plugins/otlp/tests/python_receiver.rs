@@ -1,0 +1,379 @@
+//! The `otlp` plug-in loaded in this process, pushing to a receiver that decodes every request
+//! with the official OpenTelemetry protobuf definitions in Python (`otlp_receiver.py`, the
+//! `opentelemetry-proto` package from PyPI, installed by scripts/install-test-deps.sh): metric
+//! names, types, temporality, monotonicity, bucket bounds, resource and point attributes, and
+//! values equal to what was recorded, with gzip on and off; delta temporality gives
+//! per-interval values that add up to the cumulative ones, also when the receiver reports a
+//! partial success.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use serde_json::Value;
+
+const VARS: &[&str] = &[
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_METRIC_EXPORT_INTERVAL",
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
+    "LOCAL_RANK",
+];
+
+fn serial() -> nixl_telemetry_test_support::Serial {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = nixl_telemetry_test_support::built_plugins(&["otlp"]);
+        plugin::add_plugin_dir(&dir).unwrap();
+    });
+    nixl_telemetry_test_support::serial(VARS)
+}
+
+/// The Python receiver; killed when dropped.
+struct PyReceiver {
+    child: Child,
+    port: u16,
+    out: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for PyReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PyReceiver {
+    fn start(partial: Option<&str>) -> PyReceiver {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("requests.jsonl");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/otlp_receiver.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(&script)
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(p) = partial {
+            cmd.env("OTLP_TEST_PARTIAL", p);
+        }
+        let mut child = cmd.spawn().expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .strip_prefix("PORT ")
+            .unwrap_or_else(|| {
+                panic!("otlp_receiver.py did not start (pip install opentelemetry-proto): {line}")
+            })
+            .trim()
+            .parse()
+            .unwrap();
+        PyReceiver {
+            child,
+            port,
+            out,
+            _dir: dir,
+        }
+    }
+
+    /// Every decoded request so far.
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn wait_for(&self, n: usize) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let r = self.requests();
+            if r.len() >= n {
+                return r;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{} of {n} requests",
+                r.len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn collector(agent: &str) -> Collector {
+    Collector::new(
+        agent,
+        Config {
+            buffer_size: 4096,
+            run_interval: Duration::from_secs(3600),
+            exporter: ExporterChoice::Plugin("otlp".into()),
+            enabled_metrics: MetricMask::ALL,
+        },
+    )
+    .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
+}
+
+/// The metric named `name` of a decoded request.
+fn metric<'a>(request: &'a Value, name: &str) -> &'a Value {
+    let metrics = request["request"]["resource_metrics"][0]["scope_metrics"][0]["metrics"]
+        .as_array()
+        .unwrap();
+    metrics
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no metric {name}"))
+}
+
+/// A JSON integer (protobuf's JSON writes 64-bit integers as strings; absent is 0).
+fn int(v: &Value) -> u64 {
+    match v {
+        Value::Null => 0,
+        Value::String(s) => s.parse().unwrap(),
+        v => v.as_u64().unwrap(),
+    }
+}
+
+fn attributes(v: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = v
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or(&[])
+        .iter()
+        .map(|kv| {
+            let value = &kv["value"];
+            let text = value["string_value"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| int(&value["int_value"]).to_string());
+            (kv["key"].as_str().unwrap().to_owned(), text)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The single point of a Sum or Gauge metric with these extra attributes.
+fn point_value(request: &Value, name: &str, status: Option<&str>) -> u64 {
+    let m = metric(request, name);
+    let data = if m["sum"].is_object() {
+        &m["sum"]
+    } else {
+        &m["gauge"]
+    };
+    let points = data["data_points"].as_array().unwrap();
+    let p = points
+        .iter()
+        .find(|p| {
+            status.map_or(true, |s| {
+                attributes(&p["attributes"]).contains(&("status".into(), s.into()))
+            })
+        })
+        .unwrap();
+    int(&p["as_int"])
+}
+
+fn record(c: &Collector) {
+    c.add_xfer_stats(30, true, 4096, 7);
+    c.add_xfer_stats(700, true, 1000, 8);
+    c.add_xfer_stats(20_000, false, 64, 9);
+    c.flush();
+}
+
+fn check_cumulative(gzip: bool) {
+    let _s = serial();
+    let rx = PyReceiver::start(None);
+    std::env::set_var(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{}", rx.port),
+    );
+    std::env::set_var("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=a%20b");
+    std::env::set_var("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test");
+    std::env::set_var("LOCAL_RANK", "3");
+    if gzip {
+        std::env::set_var("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
+    }
+    let c = collector("otlp-agent");
+    record(&c);
+    drop(c);
+    let all = rx.requests();
+    assert_eq!(all.len(), 1, "the last push only (the interval is 60 s)");
+    let r = &all[0];
+    assert_eq!(r["path"], "/v1/metrics");
+    assert_eq!(r["headers"]["content-type"], "application/x-protobuf");
+    assert_eq!(r["headers"]["x-tenant"], "a b");
+    assert_eq!(
+        r["headers"]["content-encoding"].as_str(),
+        gzip.then_some("gzip")
+    );
+    let resource = attributes(&r["request"]["resource_metrics"][0]["resource"]["attributes"]);
+    let keys: Vec<&str> = resource.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "deployment.environment",
+            "host.name",
+            "process.pid",
+            "service.instance.id",
+            "service.name"
+        ]
+    );
+    assert!(resource.contains(&("service.name".into(), "nixl".into())));
+    assert!(resource.contains(&("process.pid".into(), std::process::id().to_string())));
+    // Every family of the prometheus exporter, by the same name.
+    let metrics = r["request"]["resource_metrics"][0]["scope_metrics"][0]["metrics"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = metrics
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = nixl_telemetry_series::families()
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(names, expected);
+    for m in metrics {
+        let kind = nixl_telemetry_series::families()
+            .iter()
+            .find(|f| f.name == m["name"])
+            .unwrap()
+            .kind;
+        match kind {
+            nixl_telemetry_series::FamilyKind::Counter => {
+                assert_eq!(m["sum"]["is_monotonic"], true, "{m}");
+                assert_eq!(
+                    m["sum"]["aggregation_temporality"],
+                    "AGGREGATION_TEMPORALITY_CUMULATIVE"
+                );
+            }
+            nixl_telemetry_series::FamilyKind::Gauge => assert!(m["gauge"].is_object(), "{m}"),
+            nixl_telemetry_series::FamilyKind::Histogram => assert_eq!(
+                m["histogram"]["aggregation_temporality"],
+                "AGGREGATION_TEMPORALITY_CUMULATIVE"
+            ),
+        }
+    }
+    // Point attributes and values.
+    let tx = &metric(r, "agent_tx_bytes_total")["sum"]["data_points"][0];
+    assert_eq!(
+        attributes(&tx["attributes"]),
+        [
+            ("agent_name".to_owned(), "otlp-agent".to_owned()),
+            ("local_rank".to_owned(), "3".to_owned())
+        ]
+    );
+    assert!(int(&tx["start_time_unix_nano"]) < int(&tx["time_unix_nano"]));
+    assert_eq!(point_value(r, "agent_tx_bytes_total", None), 5096);
+    assert_eq!(point_value(r, "agent_rx_bytes_total", None), 64);
+    assert_eq!(point_value(r, "agent_tx_requests_num_total", None), 2);
+    assert_eq!(point_value(r, "agent_tx_last_bytes", None), 1000);
+    assert_eq!(point_value(r, "agent_xfer_time_total", None), 20_730);
+    assert_eq!(point_value(r, "agent_errors_total", Some("backend")), 0);
+    assert_eq!(
+        metric(r, "agent_errors_total")["sum"]["data_points"]
+            .as_array()
+            .unwrap()
+            .len(),
+        12
+    );
+    let h = &metric(r, "agent_xfer_time_us")["histogram"]["data_points"][0];
+    let bounds: Vec<f64> = h["explicit_bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    assert_eq!(bounds, nixl_telemetry_series::DEFAULT_BUCKETS_US);
+    let counts: Vec<u64> = h["bucket_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .collect();
+    assert_eq!(counts.len(), bounds.len() + 1);
+    assert_eq!(counts.iter().sum::<u64>(), 3);
+    assert_eq!(int(&h["count"]), 3);
+    assert_eq!(h["sum"].as_f64(), Some(20_730.0));
+    // 30 µs in (25, 50], 700 in (500, 1000], 20000 in (10000, 25000].
+    let bucket_of = |v: f64| bounds.iter().position(|&b| v <= b).unwrap();
+    for v in [30.0, 700.0, 20_000.0] {
+        assert_eq!(counts[bucket_of(v)], 1, "{v}");
+    }
+}
+
+#[test]
+fn cumulative_without_compression() {
+    check_cumulative(false);
+}
+
+#[test]
+fn cumulative_with_gzip() {
+    check_cumulative(true);
+}
+
+#[test]
+fn delta_values_add_up_to_the_cumulative_totals() {
+    let _s = serial();
+    let rx = PyReceiver::start(Some("3 points too old"));
+    std::env::set_var(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        format!("http://127.0.0.1:{}/v1/metrics", rx.port),
+    );
+    std::env::set_var("OTEL_METRIC_EXPORT_INTERVAL", "100");
+    std::env::set_var("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta");
+    std::env::set_var("OTEL_SERVICE_NAME", "delta-test");
+    let c = collector("delta-agent");
+    let (mut bytes, mut transfers) = (0u64, 0u64);
+    for round in 1..=5u64 {
+        let n = rx.requests().len();
+        for i in 0..round {
+            c.add_xfer_stats(10 * i, true, 100 * round, 1);
+            bytes += 100 * round;
+            transfers += 1;
+        }
+        c.flush();
+        rx.wait_for(n + 2);
+    }
+    drop(c);
+    let all = rx.requests();
+    let (mut sum_bytes, mut sum_count) = (0u64, 0u64);
+    let mut last_time = 0;
+    for r in &all {
+        let m = metric(r, "agent_tx_bytes_total");
+        assert_eq!(
+            m["sum"]["aggregation_temporality"],
+            "AGGREGATION_TEMPORALITY_DELTA"
+        );
+        assert_eq!(m["sum"]["is_monotonic"], true);
+        let p = &m["sum"]["data_points"][0];
+        // Each period starts where the previous accepted one ended.
+        if last_time != 0 {
+            assert_eq!(int(&p["start_time_unix_nano"]), last_time);
+        }
+        last_time = int(&p["time_unix_nano"]);
+        sum_bytes += int(&p["as_int"]);
+        let h = &metric(r, "agent_xfer_time_us")["histogram"];
+        assert_eq!(
+            h["aggregation_temporality"],
+            "AGGREGATION_TEMPORALITY_DELTA"
+        );
+        sum_count += int(&h["data_points"][0]["count"]);
+        let resource = attributes(&r["request"]["resource_metrics"][0]["resource"]["attributes"]);
+        assert!(resource.contains(&("service.name".into(), "delta-test".into())));
+    }
+    assert!(all.len() >= 10);
+    assert_eq!(sum_bytes, bytes);
+    assert_eq!(sum_count, transfers);
+}

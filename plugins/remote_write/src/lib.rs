@@ -1,0 +1,78 @@
+//! The Prometheus remote-write exporter plug-in (`libtelemetry_exporter_remote_write.so`,
+//! selected with `NIXL_TELEMETRY_EXPORTER=remote_write`): every agent's series, exactly those
+//! the `prometheus` exporter serves (same names and labels, histograms as `_bucket{le}`,
+//! `_sum` and `_count`, plus `local_rank` when the rank variable is set), pushed as
+//! remote-write 1.0 requests (`nixl_telemetry_push::remote_write`): a protobuf `WriteRequest`, snappy,
+//! `Content-Encoding: snappy`, `Content-Type: application/x-protobuf`,
+//! `X-Prometheus-Remote-Write-Version: 0.1.0`, one sample per series with the push's
+//! timestamp, labels sorted by name and series sorted by labels.
+//!
+//! The push loop is `nixl_telemetry_push`'s: own thread, interval, backoff, one pending
+//! snapshot, the bounded last push when the agent's exporter is destroyed.
+//!
+//! Configuration (read when an agent's exporter is created; an invalid value fails the
+//! creation with a message naming the variable):
+//! - `NIXL_TELEMETRY_REMOTE_WRITE_URL` (required): the receiver's full URL, e.g.
+//!   `http://host:9090/api/v1/write`.
+//! - `NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS` (15000), `..._TIMEOUT_MS` (10000),
+//!   `..._FINAL_PUSH_MS` (5000: how long destroying the agent waits for the last push).
+//! - `..._HEADERS` (`name=value,...`), `..._BASIC_AUTH_USER` with
+//!   `..._BASIC_AUTH_PASSWORD_FILE`, or `..._BEARER_TOKEN_FILE`; `..._CA_FILE` (PEM; else the
+//!   system's roots).
+//! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`, `NIXL_TELEMETRY_RANK_ENV` as for `prometheus_mp`.
+
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry::settings::process_settings;
+use nixl_telemetry::Event;
+use nixl_telemetry_push::remote_write::{Config, RemoteWrite};
+use nixl_telemetry_push::{Client, Pusher};
+use nixl_telemetry_series::{hostname, AgentSeries, Buckets, WorkloadLabels};
+
+/// One agent's exporter: its series, pushed by its own loop until dropped.
+pub struct RemoteWriteExporter {
+    series: Arc<AgentSeries>,
+    _pusher: Pusher,
+}
+
+impl TelemetryPlugin for RemoteWriteExporter {
+    const NAME: &'static CStr = c"remote_write";
+    const VERSION: &'static CStr = c"0.1.0";
+
+    fn create(params: &InitParams) -> Result<Self, CreateError> {
+        let config = Config::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
+        let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
+        let rank = nixl_telemetry_push::rank_label(&process_settings)
+            .map_err(CreateError::InvalidParam)?;
+        let workload = WorkloadLabels::from_env().map_err(CreateError::InvalidParam)?;
+        let series = Arc::new(
+            AgentSeries::new(params.agent_name, &hostname(), buckets).with_labels(workload),
+        );
+        let client = Client::new(config.target).map_err(CreateError::InvalidParam)?;
+        let source = {
+            let series = series.clone();
+            let mut labels = vec![
+                ("agent_name".to_owned(), params.agent_name.to_owned()),
+                ("hostname".to_owned(), series.hostname().to_owned()),
+            ];
+            labels.extend(rank);
+            Box::new(move || vec![(series.snapshot(), labels.clone())])
+        };
+        let pusher =
+            Pusher::start(client, Box::new(RemoteWrite(source)), config.push).map_err(|e| {
+                CreateError::Other(format!("remote_write: cannot start the push thread: {e}"))
+            })?;
+        Ok(RemoteWriteExporter {
+            series,
+            _pusher: pusher,
+        })
+    }
+
+    fn export(&mut self, events: &[Event]) -> usize {
+        self.series.apply(events)
+    }
+}
+
+nixl_telemetry::export_telemetry_plugin!(RemoteWriteExporter);

@@ -1,0 +1,422 @@
+//! The `remote_write` exporter against a real Prometheus server (Debian's `prometheus`, run
+//! with `--web.enable-remote-write-receiver`): four rank processes give exact per-rank totals
+//! (`sum by (local_rank)`) and the same `histogram_quantile` as a scrape of the `prometheus`
+//! exporter for the same events; a two-second job's final totals arrive through the last push;
+//! over https with basic authentication (a CA and a certificate the test makes with
+//! `openssl`), the push succeeds with the CA and password files and fails with one warning with
+//! a wrong CA or a wrong password.
+//!
+//! The plug-ins are cdylibs: `cargo build --workspace --all-targets` before `cargo test`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nixl_telemetry_test_support::prometheus::{poll, Prometheus, Secure};
+use nixl_telemetry_test_support::{built_plugins, free_port};
+
+const ROLE: &str = "RW_TEST_ROLE";
+/// Transfer times (µs) every rank records, one transfer each.
+const TIMES: [u64; 6] = [5, 30, 200, 700, 1500, 12000];
+/// The bcrypt hash (cost 10) of `nixl-test-password`, for Prometheus' `basic_auth_users`.
+const PASSWORD: &str = "nixl-test-password";
+const PASSWORD_HASH: &str = "$2b$10$kcQCS2BOZ8h0LnNEvGn02eWwjJx269G6RRHlMvK5WDYoQNA1HiCp.";
+
+/// The child processes' entry point.
+#[test]
+fn child() {
+    if std::env::var(ROLE).as_deref() != Ok("rank") {
+        return;
+    }
+    let agent = std::env::var("RW_AGENT").unwrap();
+    let bytes: u64 = std::env::var("RW_BYTES").unwrap().parse().unwrap();
+    let c = nixl_telemetry::Collector::from_env(&agent, true)
+        .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
+    if let Ok(ms) = std::env::var("RW_RUN_MS") {
+        // A short job: a transfer every 10 ms for this long, then exit.
+        let run = Duration::from_millis(ms.parse().unwrap());
+        let start = Instant::now();
+        let (mut total, mut n) = (0u64, 0u64);
+        while start.elapsed() < run {
+            c.add_xfer_stats(100 + n % 7, true, bytes, 5);
+            total += bytes;
+            n += 1;
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(c);
+        println!("\nTOTAL {total} {n}");
+        return;
+    }
+    for t in TIMES {
+        c.add_xfer_stats(t, true, bytes, 3);
+    }
+    c.flush();
+    println!("\nREADY");
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_line(&mut String::new());
+    drop(c);
+}
+
+/// A child of this test binary; killed when dropped.
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    stderr: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn spawn(work: &Path, name: &str, env: &[(&str, String)]) -> Proc {
+        let plugins = built_plugins(&["remote_write", "prometheus"]);
+        let stderr = work.join(format!("{name}.stderr"));
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+            .env_clear()
+            .env(ROLE, "rank")
+            .env("NIXL_PLUGIN_DIR", &plugins)
+            .env("NIXL_TELEMETRY_ENABLE", "y")
+            .env("NIXL_TELEMETRY_RUN_INTERVAL", "100")
+            .env("HOME", work)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdin = child.stdin.take();
+        Proc {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// The first line starting with `prefix` (its rest), or a panic with the child's stderr.
+    fn line(&mut self, prefix: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                panic!(
+                    "the child ended without printing {prefix}: {}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+            }
+            // libtest prints `test child ... ` before the child's own output.
+            if let Some(at) = line.find(prefix) {
+                return line[at + prefix.len()..].trim().to_owned();
+            }
+        }
+    }
+
+    /// Closes stdin (a rank then destroys its agent) and waits for the end.
+    fn finish(mut self) -> String {
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        let err = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        assert!(status.success(), "child failed: {err}");
+        err
+    }
+}
+
+fn rw_env(url: &str, interval_ms: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("NIXL_TELEMETRY_EXPORTER", "remote_write".into()),
+        ("NIXL_TELEMETRY_REMOTE_WRITE_URL", url.into()),
+        (
+            "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
+            interval_ms.to_string(),
+        ),
+        ("NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS", "3000".into()),
+    ]
+}
+
+#[test]
+fn four_ranks_push_exact_totals_and_the_quantiles_of_a_scrape() {
+    let work = tempfile::tempdir().unwrap();
+    // The same 24 transfers through the `prometheus` exporter, scraped.
+    let scrape_port = free_port();
+    let scraped = Proc::spawn(
+        work.path(),
+        "scraped",
+        &[
+            ("NIXL_TELEMETRY_EXPORTER", "prometheus".into()),
+            ("NIXL_TELEMETRY_PROMETHEUS_PORT", scrape_port.to_string()),
+            ("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "y".into()),
+            ("RW_AGENT", "scraped".into()),
+            ("RW_BYTES", "1".into()),
+        ],
+    );
+    let prom = Prometheus::start(work.path(), Some(scrape_port), None);
+    let mut ranks: Vec<Proc> = (0..4u64)
+        .map(|r| {
+            let mut env = rw_env(&prom.write_url(), 500);
+            env.extend([
+                ("LOCAL_RANK", r.to_string()),
+                ("RW_AGENT", "pushed".into()),
+                ("RW_BYTES", (1000 * (r + 1)).to_string()),
+            ]);
+            Proc::spawn(work.path(), &format!("rank{r}"), &env)
+        })
+        .collect();
+    for r in &mut ranks {
+        r.line("READY");
+    }
+    let by_rank = poll("four series by local_rank", || {
+        prom.vector("sum by (local_rank) (agent_tx_bytes_total{agent_name=\"pushed\"})")
+            .filter(|v| v.len() == 4)
+    });
+    let mut values: Vec<(String, f64)> = by_rank
+        .iter()
+        .map(|(m, v)| (m["local_rank"].as_str().unwrap().to_owned(), *v))
+        .collect();
+    values.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        values,
+        [
+            ("0".into(), 6000.0),
+            ("1".into(), 12000.0),
+            ("2".into(), 18000.0),
+            ("3".into(), 24000.0)
+        ]
+    );
+    prom.wait_for_value(
+        "sum(agent_tx_requests_num_total{agent_name=\"pushed\"})",
+        24.0,
+    );
+    prom.wait_for_value("sum(agent_xfer_time_us_count{agent_name=\"pushed\"})", 24.0);
+    // The scraped agent saw the same times once: compare per-event distributions.
+    prom.wait_for_value(
+        "sum(agent_xfer_time_us_count{job=\"scrape\"})",
+        TIMES.len() as f64,
+    );
+    for q in ["0.25", "0.5", "0.9", "0.99"] {
+        let pushed = prom
+            .vector(&format!(
+                "histogram_quantile({q}, sum by (le) (agent_xfer_time_us_bucket{{agent_name=\"pushed\"}}))"
+            ))
+            .unwrap();
+        let scraped = prom
+            .vector(&format!(
+                "histogram_quantile({q}, sum by (le) (agent_xfer_time_us_bucket{{job=\"scrape\"}}))"
+            ))
+            .unwrap();
+        assert_eq!(pushed.len(), 1);
+        assert_eq!(pushed[0].1, scraped[0].1, "quantile {q}");
+    }
+    // Pushed series carry the same label names as scraped ones (plus local_rank, minus the
+    // scrape's job and instance).
+    let one = prom
+        .vector("agent_errors_total{agent_name=\"pushed\",local_rank=\"0\",status=\"backend\"}")
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    let mut names: Vec<&str> = one[0]
+        .0
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["__name__", "agent_name", "hostname", "local_rank", "status"]
+    );
+    for r in ranks {
+        let err = r.finish();
+        assert!(!err.contains("remote_write: push"), "{err}");
+    }
+    drop(scraped);
+}
+
+#[test]
+fn a_two_second_job_gets_its_final_totals_in() {
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(work.path(), None, None);
+    // An interval far longer than the job: only the last push can carry the totals.
+    let mut env = rw_env(&prom.write_url(), 3_600_000);
+    env.extend([
+        ("RW_AGENT", "short".into()),
+        ("RW_BYTES", "4096".into()),
+        ("RW_RUN_MS", "2000".into()),
+    ]);
+    let mut job = Proc::spawn(work.path(), "short", &env);
+    let totals = job.line("TOTAL ");
+    let (total, n) = totals.split_once(' ').unwrap();
+    let err = job.finish();
+    assert!(!err.contains("remote_write"), "{err}");
+    prom.wait_for_value(
+        "agent_tx_bytes_total{agent_name=\"short\"}",
+        total.parse().unwrap(),
+    );
+    prom.wait_for_value(
+        "agent_xfer_time_us_count{agent_name=\"short\"}",
+        n.parse().unwrap(),
+    );
+}
+
+/// Makes a CA (`name`.crt/.key) with `openssl`.
+fn make_ca(dir: &Path, name: &str) -> PathBuf {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.crt"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    dir.join(format!("{name}.crt"))
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (scripts/install-test-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn https_with_basic_auth_succeeds_with_the_right_files_and_warns_once_otherwise() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let ca = make_ca(dir, "ca");
+    let other_ca = make_ca(dir, "other-ca");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            "server.crt",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\nbasic_auth_users:\n  nixl: '{PASSWORD_HASH}'\n",
+            dir.join("server.crt").display(),
+            dir.join("server.key").display()
+        ),
+    )
+    .unwrap();
+    let password = dir.join("password");
+    std::fs::write(&password, format!("{PASSWORD}\n")).unwrap();
+    let wrong = dir.join("wrong");
+    std::fs::write(&wrong, "not-the-password\n").unwrap();
+    let prom = Prometheus::start(
+        dir,
+        None,
+        Some(&Secure {
+            ca: &ca,
+            web_config: &web,
+            user: "nixl",
+            password: PASSWORD,
+        }),
+    );
+
+    let run = |name: &str, ca: &Path, password: &Path| -> (String, String) {
+        let mut env = rw_env(&prom.write_url(), 200);
+        env.extend([
+            (
+                "NIXL_TELEMETRY_REMOTE_WRITE_CA_FILE",
+                ca.display().to_string(),
+            ),
+            ("NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER", "nixl".into()),
+            (
+                "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE",
+                password.display().to_string(),
+            ),
+            ("NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS", "1000".into()),
+            ("RW_AGENT", name.into()),
+            ("RW_BYTES", "512".into()),
+            ("RW_RUN_MS", "1500".into()),
+        ]);
+        let mut job = Proc::spawn(dir, name, &env);
+        let total = job.line("TOTAL ");
+        (total, job.finish())
+    };
+    let (total, err) = run("good", &ca, &password);
+    assert!(!err.contains("remote_write"), "{err}");
+    let total: f64 = total.split_once(' ').unwrap().0.parse().unwrap();
+    prom.wait_for_value("agent_tx_bytes_total{agent_name=\"good\"}", total);
+
+    let (_, err) = run("badpassword", &ca, &wrong);
+    let failures: Vec<&str> = err.lines().filter(|l| l.contains("push to")).collect();
+    assert_eq!(failures.len(), 1, "{err}");
+    assert!(failures[0].contains("HTTP 401"), "{err}");
+    assert!(!err.contains("not-the-password"), "{err}");
+
+    let (_, err) = run("badca", &other_ca, &password);
+    let failures: Vec<&str> = err.lines().filter(|l| l.contains("push to")).collect();
+    assert_eq!(failures.len(), 1, "{err}");
+    assert!(failures[0].to_lowercase().contains("certificate"), "{err}");
+    for agent in ["badpassword", "badca"] {
+        assert_eq!(
+            prom.vector(&format!("agent_tx_bytes_total{{agent_name=\"{agent}\"}}")),
+            Some(vec![])
+        );
+    }
+}

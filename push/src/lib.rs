@@ -1,0 +1,33 @@
+//! What the push exporters share (the `remote_write` and `otlp` plug-ins, and
+//! `nixl-telemetry serve --remote-write/--otlp`): one way to reach a receiver and one push
+//! loop, so both protocols behave the same when the receiver is slow, down or refusing.
+//!
+//! - [`target`]: the receiver ([`Target`]: URL, TLS roots, basic auth or bearer token read from
+//!   a file, extra headers, timeout), validated when the exporter is created, and the
+//!   [`Client`] that posts one body and classifies the answer ([`Outcome`]).
+//! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own that builds a body from the
+//!   current (cumulative) state every interval and posts it; failures that may pass are retried
+//!   with capped exponential backoff and jitter (honouring `Retry-After`), others wait for the
+//!   next interval; one body at a time is ever held, because the next snapshot supersedes an
+//!   unsent one; attempts, successes, failures and bytes are counted ([`PushStats`]); dropping
+//!   the pusher makes one last push, waiting at most a bounded time.
+//!
+//! - [`remote_write`] and [`otlp`]: the two protocols' encoders, configurations and payloads,
+//!   shared by their plug-ins and `nixl-telemetry serve`.
+//! - [`rows`]: what is pushed (labelled snapshots) and the `local_rank` label.
+//!
+//! Producers and the collector's flush never wait on the network: the exporters only update
+//! their lock-free series on the flush thread, and this loop reads them on its own thread.
+
+pub mod otlp;
+pub mod pusher;
+pub mod remote_write;
+pub mod rows;
+pub mod target;
+
+pub use pusher::{Payload, PushConfig, PushStats, PushStatsSnapshot, Pusher};
+pub use rows::{rank_label, Labels, Source, ENV_RANK_ENV};
+pub use target::{millis, Auth, Body, Client, Outcome, Target, TargetVars};
+
+/// The `User-Agent` of every push: `nixl-telemetry/<version>`.
+pub const USER_AGENT: &str = concat!("nixl-telemetry/", env!("CARGO_PKG_VERSION"));

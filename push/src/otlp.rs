@@ -1,0 +1,382 @@
+//! OTLP/HTTP metrics (used by the `otlp` plug-in, `libtelemetry_exporter_otlp.so`, and
+//! `nixl-telemetry serve --otlp`): metrics pushed as OTLP/HTTP with protobuf
+//! (`POST .../v1/metrics`, `Content-Type: application/x-protobuf`, optionally gzip), using
+//! the messages generated from the official opentelemetry-proto definitions
+//! (`opentelemetry-proto`'s prost types), through the shared push loop of
+//! `nixl_telemetry_push`. Configuration: [`config`] (the standard `OTEL_*` variables).
+//!
+//! Mapping, chosen so that a Prometheus conversion with default settings (the OpenTelemetry
+//! Collector's) gives back the `prometheus` exporter's names:
+//! - every metric is named as the `prometheus` exporter's family (`agent_tx_bytes_total`,
+//!   `agent_xfer_time_us`, ...), with no unit (a unit would add a suffix) and the family's
+//!   HELP text as description;
+//! - counters (and `agent_errors_total`, one point per `status` attribute) are monotonic
+//!   Sums of integers; the last-operation gauges are Gauges; the transfer-time histograms
+//!   are explicit-bucket Histograms with the same bounds (`NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`);
+//! - data-point attributes: `agent_name`, `local_rank` (when the rank variable is set),
+//!   `status` (errors);
+//! - resource attributes: `service.name` (default `nixl`), `service.instance.id`
+//!   (`<host>:<pid>`), `host.name`, `process.pid`, and `OTEL_RESOURCE_ATTRIBUTES`. The
+//!   `prometheus` exporter's `hostname` label is the resource's `host.name` here.
+//!
+//! Temporality: cumulative by default (start time: the exporter's creation); with delta, each
+//! accepted push reports what changed since the previous accepted one (a failed push's
+//! changes are in the next), so deltas add up to the cumulative totals. A `partial_success`
+//! in the receiver's answer is logged once per distinct message.
+
+pub mod config;
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::pusher::Payload;
+use crate::rows::{Labels, Source};
+use crate::target::Body;
+use nixl_telemetry_series::{
+    error_statuses, families, AgentSnapshot, FamilySource, HistogramSnapshot,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{
+    metric, number_data_point, AggregationTemporality, Gauge, Histogram, HistogramDataPoint,
+    Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message;
+
+pub use config::{OtlpConfig, Temporality};
+
+/// A string attribute.
+pub fn string_attr(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The resource of this process: the configured attributes (`service.name` first), then
+/// `service.instance.id`, `host.name` and `process.pid` unless configured.
+pub fn resource(configured: &[(String, String)], host: &str) -> Vec<KeyValue> {
+    let pid = std::process::id();
+    let mut attrs: Vec<KeyValue> = configured.iter().map(|(k, v)| string_attr(k, v)).collect();
+    let has = |attrs: &[KeyValue], k: &str| attrs.iter().any(|a| a.key == k);
+    if !has(&attrs, "service.instance.id") {
+        attrs.push(string_attr("service.instance.id", &format!("{host}:{pid}")));
+    }
+    if !has(&attrs, "host.name") {
+        attrs.push(string_attr("host.name", host));
+    }
+    if !has(&attrs, "process.pid") {
+        attrs.push(KeyValue {
+            key: "process.pid".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::IntValue(pid as i64)),
+            }),
+            ..Default::default()
+        });
+    }
+    attrs
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `current - base`, series by series (gauges keep their current value).
+pub fn delta(current: &AgentSnapshot, base: &AgentSnapshot) -> AgentSnapshot {
+    let mut d = current.clone();
+    for (c, b) in d.counters.iter_mut().zip(&base.counters) {
+        *c = c.wrapping_sub(*b);
+    }
+    for (h, b) in d.histograms.iter_mut().zip(&base.histograms) {
+        for (c, b) in h.buckets.iter_mut().zip(&b.buckets) {
+            *c = c.wrapping_sub(*b);
+        }
+        h.sum = h.sum.wrapping_sub(b.sum);
+    }
+    d
+}
+
+/// One row of an export: a snapshot, its data-point attributes, and the start of its period.
+#[derive(Clone, Copy, Debug)]
+pub struct Row<'a> {
+    /// The values (for delta temporality: the changes).
+    pub snapshot: &'a AgentSnapshot,
+    /// Data-point attributes (`agent_name`, `local_rank`, ...); the snapshot's workload labels
+    /// follow them.
+    pub attributes: &'a [(&'a str, &'a str)],
+    /// The start of the period (cumulative: the exporter's start; delta: the last push).
+    pub start_ns: u64,
+}
+
+/// The export request of `rows` at `now_ns` with resource attributes `resource`.
+pub fn request(
+    rows: &[Row],
+    resource: Vec<KeyValue>,
+    temporality: Temporality,
+    now_ns: u64,
+) -> ExportMetricsServiceRequest {
+    let temporality = match temporality {
+        Temporality::Cumulative => AggregationTemporality::Cumulative,
+        Temporality::Delta => AggregationTemporality::Delta,
+    } as i32;
+    let attrs = |row: &Row, extra: Option<(&str, &str)>| -> Vec<KeyValue> {
+        row.attributes
+            .iter()
+            .copied()
+            .chain(row.snapshot.labels.iter())
+            .chain(extra)
+            .map(|(k, v)| string_attr(k, v))
+            .collect()
+    };
+    let point = |row: &Row, extra, value: u64| NumberDataPoint {
+        attributes: attrs(row, extra),
+        start_time_unix_nano: row.start_ns,
+        time_unix_nano: now_ns,
+        value: Some(number_data_point::Value::AsInt(value as i64)),
+        ..Default::default()
+    };
+    let metrics = families()
+        .iter()
+        .map(|family| {
+            let data = match family.source {
+                FamilySource::Counter(t) => metric::Data::Sum(Sum {
+                    data_points: rows
+                        .iter()
+                        .map(|r| point(r, None, r.snapshot.counters[t as usize]))
+                        .collect(),
+                    aggregation_temporality: temporality,
+                    is_monotonic: true,
+                }),
+                FamilySource::Errors => metric::Data::Sum(Sum {
+                    data_points: rows
+                        .iter()
+                        .flat_map(|r| {
+                            error_statuses().map(move |(t, s)| {
+                                point(r, Some(("status", s)), r.snapshot.counters[t as usize])
+                            })
+                        })
+                        .collect(),
+                    aggregation_temporality: temporality,
+                    is_monotonic: true,
+                }),
+                FamilySource::Gauge(t) => metric::Data::Gauge(Gauge {
+                    data_points: rows
+                        .iter()
+                        .map(|r| NumberDataPoint {
+                            start_time_unix_nano: 0,
+                            ..point(r, None, r.snapshot.gauges[t as usize])
+                        })
+                        .collect(),
+                }),
+                FamilySource::Histogram(t) => metric::Data::Histogram(Histogram {
+                    data_points: rows
+                        .iter()
+                        .map(|r| {
+                            let h: &HistogramSnapshot =
+                                r.snapshot.histogram(t).expect("histogram event");
+                            HistogramDataPoint {
+                                attributes: attrs(r, None),
+                                start_time_unix_nano: r.start_ns,
+                                time_unix_nano: now_ns,
+                                count: h.count(),
+                                sum: Some(h.sum as f64),
+                                bucket_counts: h.buckets.clone(),
+                                explicit_bounds: h.bounds.bounds().to_vec(),
+                                ..Default::default()
+                            }
+                        })
+                        .collect(),
+                    aggregation_temporality: temporality,
+                }),
+            };
+            Metric {
+                name: family.name.to_owned(),
+                description: family.help.to_owned(),
+                data: Some(data),
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: resource,
+                ..Default::default()
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                scope: Some(InstrumentationScope {
+                    name: "nixl-telemetry".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    ..Default::default()
+                }),
+                metrics,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Encodes `request` as an OTLP/HTTP protobuf body, gzip-compressed if `gzip`.
+pub fn body(request: &ExportMetricsServiceRequest, gzip: bool) -> Body {
+    let raw = request.encode_to_vec();
+    let (bytes, content_encoding) = if gzip {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&raw).expect("writing to memory");
+        (z.finish().expect("writing to memory"), Some("gzip"))
+    } else {
+        (raw, None)
+    };
+    Body {
+        bytes,
+        content_type: "application/x-protobuf",
+        content_encoding,
+        headers: &[],
+    }
+}
+
+/// The OTLP payload over any source of labelled snapshots: keeps the start time, the delta
+/// baselines (by attributes) and the partial-success messages already logged.
+pub struct Otlp {
+    source: Source,
+    resource: Vec<KeyValue>,
+    temporality: Temporality,
+    gzip: bool,
+    start_ns: u64,
+    /// Delta: the last accepted snapshot and its time, by attributes.
+    baseline: HashMap<Labels, (AgentSnapshot, u64)>,
+    /// Delta: what the body being sent holds, to become the baseline once accepted.
+    pending: Vec<(Labels, AgentSnapshot, u64)>,
+    logged: HashSet<String>,
+}
+
+impl Otlp {
+    /// A payload of `source`'s rows with this configuration and host.
+    pub fn new(source: Source, config: &OtlpConfig, host: &str) -> Otlp {
+        Otlp {
+            source,
+            resource: resource(&config.resource, host),
+            temporality: config.temporality,
+            gzip: config.gzip,
+            start_ns: now_ns(),
+            baseline: HashMap::new(),
+            pending: Vec::new(),
+            logged: HashSet::new(),
+        }
+    }
+}
+
+impl Payload for Otlp {
+    fn build(&mut self) -> Body {
+        let now = now_ns();
+        let rows = (self.source)();
+        let mut values = Vec::with_capacity(rows.len());
+        self.pending.clear();
+        for (snapshot, attrs) in &rows {
+            match self.temporality {
+                Temporality::Cumulative => values.push((snapshot.clone(), self.start_ns)),
+                Temporality::Delta => {
+                    let (d, start) = match self.baseline.get(attrs) {
+                        Some((base, at)) => (delta(snapshot, base), *at),
+                        None => (snapshot.clone(), self.start_ns),
+                    };
+                    values.push((d, start));
+                    self.pending.push((attrs.clone(), snapshot.clone(), now));
+                }
+            }
+        }
+        let attrs: Vec<Vec<(&str, &str)>> = rows
+            .iter()
+            .map(|(_, a)| a.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+            .collect();
+        let rows: Vec<Row> = values
+            .iter()
+            .zip(&attrs)
+            .map(|((snapshot, start_ns), attributes)| Row {
+                snapshot,
+                attributes,
+                start_ns: *start_ns,
+            })
+            .collect();
+        body(
+            &request(&rows, self.resource.clone(), self.temporality, now),
+            self.gzip,
+        )
+    }
+
+    fn sent(&mut self, answer: &[u8]) {
+        for (attrs, snapshot, at) in self.pending.drain(..) {
+            self.baseline.insert(attrs, (snapshot, at));
+        }
+        let Ok(response) = ExportMetricsServiceResponse::decode(answer) else {
+            return;
+        };
+        if let Some(p) = response.partial_success {
+            if (p.rejected_data_points != 0 || !p.error_message.is_empty())
+                && self.logged.insert(p.error_message.clone())
+            {
+                log::warn!(
+                    "otlp: the receiver rejected {} data points: {}",
+                    p.rejected_data_points,
+                    p.error_message
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nixl_telemetry::Event;
+    use nixl_telemetry_series::{AgentSeries, Buckets};
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess;
+
+    fn answer(rejected: i64, message: &str) -> Vec<u8> {
+        ExportMetricsServiceResponse {
+            partial_success: Some(ExportMetricsPartialSuccess {
+                rejected_data_points: rejected,
+                error_message: message.into(),
+            }),
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn a_partial_success_is_logged_once_per_distinct_message() {
+        let env = nixl_telemetry::env::fixed_env(&[]);
+        let config = OtlpConfig::from_env(&env, &env).unwrap();
+        let mut p = Otlp::new(Box::new(Vec::new), &config, "h");
+        p.sent(&[]);
+        p.sent(&answer(0, ""));
+        assert!(p.logged.is_empty());
+        p.sent(&answer(3, "too old"));
+        p.sent(&answer(5, "too old"));
+        p.sent(&answer(1, "bad name"));
+        assert_eq!(p.logged.len(), 2);
+    }
+
+    #[test]
+    fn delta_subtracts_counters_and_histograms_and_keeps_gauges() {
+        use nixl_telemetry::EventType::*;
+        let s = AgentSeries::new("a", "h", Buckets::default());
+        s.apply(&[Event::new(AgentTxBytes, 10), Event::new(AgentXferTime, 30)]);
+        let base = s.snapshot();
+        s.apply(&[Event::new(AgentTxBytes, 5), Event::new(AgentXferTime, 700)]);
+        let d = delta(&s.snapshot(), &base);
+        assert_eq!(d.counter(AgentTxBytes), 5);
+        assert_eq!(d.gauge(AgentTxBytes), Some(5));
+        let h = d.histogram(AgentXferTime).unwrap();
+        assert_eq!((h.count(), h.sum), (1, 700));
+    }
+}

@@ -1,0 +1,273 @@
+//! The OTLP exporter's configuration: the standard `OTEL_*` variables (read from the process
+//! environment only: they are OpenTelemetry's, not NIXL settings), with the defaults and
+//! precedence of the OpenTelemetry specification, and the NIXL setting of the last push.
+//!
+//! | variable | default | |
+//! | --- | --- | --- |
+//! | `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` | | the full URL, used as given |
+//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `http://localhost:4318` | base URL: `/v1/metrics` is appended |
+//! | `OTEL_EXPORTER_OTLP_[METRICS_]HEADERS` | | `name=value,...`, values percent-decoded |
+//! | `OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT` | 10000 | milliseconds per push |
+//! | `OTEL_EXPORTER_OTLP_[METRICS_]COMPRESSION` | `none` | `gzip` or `none` |
+//! | `OTEL_EXPORTER_OTLP_[METRICS_]CERTIFICATE` | | PEM CA file for https (else the system's roots) |
+//! | `OTEL_SERVICE_NAME` | `nixl` | wins over `service.name` in `OTEL_RESOURCE_ATTRIBUTES` |
+//! | `OTEL_RESOURCE_ATTRIBUTES` | | `key=value,...`, values percent-decoded |
+//! | `OTEL_METRIC_EXPORT_INTERVAL` | 60000 | milliseconds between pushes |
+//! | `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` | `cumulative` | or `delta`, `lowmemory` |
+//! | `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS` (a NIXL setting) | 5000 | bound of the last push |
+//!
+//! A signal-specific (`METRICS_`) variable wins over the general one. Empty values are unset,
+//! as the specification says. Names and values are compared case-insensitively where the
+//! specification says so (compression, temporality).
+
+use std::time::Duration;
+
+use crate::pusher::PushConfig;
+use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
+use nixl_telemetry::env::{parse_u64, Lookup};
+
+/// `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS`: how long destroying an agent waits for the last push.
+pub const ENV_FINAL_PUSH_MS: &str = "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS";
+/// The default endpoint (OTLP/HTTP's port on this host).
+pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
+/// The default `service.name`.
+pub const DEFAULT_SERVICE_NAME: &str = "nixl";
+
+/// How sums and histograms are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Temporality {
+    /// Totals since the exporter started (the default).
+    Cumulative,
+    /// What changed since the last accepted push.
+    Delta,
+}
+
+/// The OTLP exporter's configuration.
+#[derive(Debug)]
+pub struct OtlpConfig {
+    /// The receiver (the `/v1/metrics` URL).
+    pub target: Target,
+    /// The push timing.
+    pub push: PushConfig,
+    /// Whether bodies are gzip-compressed.
+    pub gzip: bool,
+    /// How sums and histograms are reported.
+    pub temporality: Temporality,
+    /// Resource attributes from `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`, in order,
+    /// `service.name` first.
+    pub resource: Vec<(String, String)>,
+}
+
+impl OtlpConfig {
+    /// Reads the `OTEL_*` variables through `env` and the NIXL setting through `settings`.
+    pub fn from_env(env: Lookup, settings: Lookup) -> Result<OtlpConfig, String> {
+        let get = |name: &str| -> Result<Option<String>, String> {
+            Ok(env(name)
+                .map_err(|e| e.message)?
+                .filter(|v| !v.trim().is_empty()))
+        };
+        // The signal-specific variable, else the general one: (name, value).
+        let pick = |what: &str| -> Result<Option<(String, String)>, String> {
+            let specific = format!("OTEL_EXPORTER_OTLP_METRICS_{what}");
+            if let Some(v) = get(&specific)? {
+                return Ok(Some((specific, v)));
+            }
+            let general = format!("OTEL_EXPORTER_OTLP_{what}");
+            Ok(get(&general)?.map(|v| (general, v)))
+        };
+        let url = match get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")? {
+            Some(url) => parse_url("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", url.trim())?,
+            None => {
+                let base = get("OTEL_EXPORTER_OTLP_ENDPOINT")?
+                    .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+                let full = format!("{}/v1/metrics", base.trim().trim_end_matches('/'));
+                parse_url("OTEL_EXPORTER_OTLP_ENDPOINT", &full)?
+            }
+        };
+        let timeout = match pick("TIMEOUT")? {
+            Some((name, v)) => millis(&name, &v)?,
+            None => Duration::from_millis(10_000),
+        };
+        let mut target = Target::new(url, timeout);
+        if let Some((name, v)) = pick("HEADERS")? {
+            target.headers = parse_headers(&name, &v, true)?;
+        }
+        if let Some((name, v)) = pick("CERTIFICATE")? {
+            target.roots = Some(read_ca_file(&name, &v)?);
+        }
+        let gzip = match pick("COMPRESSION")? {
+            None => false,
+            Some((name, v)) => match v.trim().to_ascii_lowercase().as_str() {
+                "gzip" => true,
+                "none" => false,
+                _ => return Err(format!("{name}='{v}': use gzip or none")),
+            },
+        };
+        let temporality = match get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")? {
+            None => Temporality::Cumulative,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "cumulative" => Temporality::Cumulative,
+                // Low memory: delta for (monotonic) counters and histograms, which is all of
+                // NIXL's sums.
+                "delta" | "lowmemory" => Temporality::Delta,
+                _ => {
+                    return Err(format!(
+                        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE='{v}': use \
+                         cumulative, delta or lowmemory"
+                    ))
+                }
+            },
+        };
+        let interval = match get("OTEL_METRIC_EXPORT_INTERVAL")? {
+            Some(v) => millis("OTEL_METRIC_EXPORT_INTERVAL", &v)?,
+            None => Duration::from_millis(60_000),
+        };
+        let mut resource = Vec::new();
+        if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES")? {
+            resource = parse_headers("OTEL_RESOURCE_ATTRIBUTES", &v, true)
+                .map_err(|e| e.replace("header", "attribute"))?;
+        }
+        let service = match get("OTEL_SERVICE_NAME")? {
+            Some(name) => name,
+            None => resource
+                .iter()
+                .find(|(k, _)| k == "service.name")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned()),
+        };
+        resource.retain(|(k, _)| k != "service.name");
+        resource.insert(0, ("service.name".to_owned(), service));
+        let final_timeout = setting_millis(settings, ENV_FINAL_PUSH_MS, 5_000, false)?;
+        Ok(OtlpConfig {
+            push: PushConfig {
+                name: "otlp".into(),
+                interval,
+                timeout: target.timeout,
+                final_timeout,
+            },
+            target,
+            gzip,
+            temporality,
+            resource,
+        })
+    }
+}
+
+fn millis(name: &str, value: &str) -> Result<Duration, String> {
+    let ms = parse_u64(name, value.trim()).map_err(|e| e.message)?;
+    if ms == 0 {
+        return Err(format!("{name}=0: give a positive number of milliseconds"));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nixl_telemetry::env::fixed_env;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<OtlpConfig, String> {
+        let env = fixed_env(pairs);
+        let none = fixed_env(&[]);
+        OtlpConfig::from_env(&env, &none)
+    }
+
+    #[test]
+    fn defaults_are_the_specifications() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.target.url.as_str(), "http://localhost:4318/v1/metrics");
+        assert_eq!(c.target.timeout, Duration::from_secs(10));
+        assert_eq!(c.push.interval, Duration::from_secs(60));
+        assert_eq!(c.push.final_timeout, Duration::from_secs(5));
+        assert!(!c.gzip);
+        assert_eq!(c.temporality, Temporality::Cumulative);
+        assert_eq!(c.resource, [("service.name".to_owned(), "nixl".to_owned())]);
+        assert!(c.target.headers.is_empty() && c.target.roots.is_none());
+    }
+
+    #[test]
+    fn signal_specific_variables_win_and_the_base_endpoint_gets_the_path() {
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "3000"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "a=1"),
+            ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "b=x%20y"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "none"),
+            ("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "GZIP"),
+        ])
+        .unwrap();
+        assert_eq!(c.target.url.as_str(), "http://collector:4318/v1/metrics");
+        assert_eq!(c.target.timeout, Duration::from_secs(3));
+        assert_eq!(c.target.headers, [("b".to_owned(), "x y".to_owned())]);
+        assert!(c.gzip);
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/base"),
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                "http://other:9/custom",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(c.target.url.as_str(), "http://other:9/custom");
+        let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/base")]).unwrap();
+        assert_eq!(
+            c.target.url.as_str(),
+            "http://collector:4318/base/v1/metrics"
+        );
+        // Empty is unset.
+        let c = config(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")]).unwrap();
+        assert_eq!(c.target.url.as_str(), "http://localhost:4318/v1/metrics");
+    }
+
+    #[test]
+    fn service_name_and_resource_attributes() {
+        let c = config(&[(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "service.name=from-attrs,deployment.environment=prod%2Ceu",
+        )])
+        .unwrap();
+        assert_eq!(
+            c.resource,
+            [
+                ("service.name".to_owned(), "from-attrs".to_owned()),
+                ("deployment.environment".to_owned(), "prod,eu".to_owned())
+            ]
+        );
+        let c = config(&[
+            ("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"),
+            ("OTEL_SERVICE_NAME", "svc"),
+        ])
+        .unwrap();
+        assert_eq!(c.resource, [("service.name".to_owned(), "svc".to_owned())]);
+    }
+
+    #[test]
+    fn temporality_and_bad_values_name_the_variable() {
+        for (v, t) in [
+            ("delta", Temporality::Delta),
+            ("LowMemory", Temporality::Delta),
+            ("Cumulative", Temporality::Cumulative),
+        ] {
+            let c = config(&[("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", v)]).unwrap();
+            assert_eq!(c.temporality, t);
+        }
+        for (name, value) in [
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+                "sometimes",
+            ),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "collector:4318"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "bad key=1"),
+        ] {
+            let e = config(&[(name, value)]).unwrap_err();
+            assert!(e.starts_with(name), "{name}: {e}");
+        }
+    }
+}

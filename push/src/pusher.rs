@@ -1,0 +1,380 @@
+//! The push loop shared by the push exporters: a thread of its own posting the current state
+//! every interval (see the crate documentation for the guarantees).
+//!
+//! Timing:
+//! - a push is made every `interval` (the first one an interval after the start);
+//! - a push that may pass later ([`Outcome::Retry`]) is retried after the receiver's
+//!   `Retry-After` (at most [`MAX_RETRY_AFTER`]), else after a capped exponential backoff with
+//!   jitter: `min(cap, BASE * 2^(n-1))` times a random factor in [0.5, 1], `cap` being the
+//!   interval (at most [`MAX_BACKOFF`]); every retry builds a new body from the state of then;
+//! - a refused push ([`Outcome::Rejected`]) is not retried: the next push is an interval later;
+//! - each distinct failure (an HTTP status, a kind of transport error) is logged once as a
+//!   warning with the receiver's message, until a push succeeds again;
+//! - dropping the [`Pusher`] makes the last push and waits for it at most `final_timeout`
+//!   (retrying within that time if the receiver asks for it); a push still in flight is
+//!   waited for within the same bound. A thread that could not finish in time is left to end
+//!   on its own (plug-ins are never unloaded).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::target::{Body, Client, Outcome};
+
+/// The first retry's backoff (before jitter).
+pub const BASE_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest backoff between retries (before jitter), when the interval is longer.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The longest `Retry-After` honoured.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// What a push exporter gives the loop: the body of a push, built on the loop's thread from
+/// the state of the moment.
+pub trait Payload: Send + 'static {
+    /// The body of a push of the current state.
+    fn build(&mut self) -> Body;
+    /// The body last built was accepted, with this answer (a delta exporter moves its
+    /// baseline here; OTLP reads a partial success from the answer).
+    fn sent(&mut self, answer: &[u8]) {
+        let _ = answer;
+    }
+}
+
+/// How often and how long to push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PushConfig {
+    /// Names the exporter in log messages (`remote_write`, `otlp`).
+    pub name: String,
+    /// Time between pushes.
+    pub interval: Duration,
+    /// How long one push may take.
+    pub timeout: Duration,
+    /// How long dropping the pusher waits for the last push.
+    pub final_timeout: Duration,
+}
+
+/// Counters of the pushes made.
+#[derive(Debug, Default)]
+pub struct PushStats {
+    attempts: AtomicU64,
+    successes: AtomicU64,
+    failures: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// [`PushStats`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PushStatsSnapshot {
+    /// Pushes attempted (requests started).
+    pub attempts: u64,
+    /// Pushes the receiver accepted.
+    pub successes: u64,
+    /// Pushes that failed (retried or refused); the state they carried is in the next push.
+    pub failures: u64,
+    /// Bytes of the bodies the receiver accepted.
+    pub bytes: u64,
+}
+
+impl PushStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> PushStatsSnapshot {
+        PushStatsSnapshot {
+            attempts: self.attempts.load(Ordering::Relaxed),
+            successes: self.successes.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Set by drop: the last push must end by this time.
+    stop: Option<Instant>,
+    /// The thread has finished.
+    done: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stats: PushStats,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `at` or a stop; returns the stop deadline if stopped.
+    fn wait_until(&self, at: Instant) -> Option<Instant> {
+        let mut state = self.lock();
+        loop {
+            if let Some(deadline) = state.stop {
+                return Some(deadline);
+            }
+            let now = Instant::now();
+            if now >= at {
+                return None;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, at - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The push loop of one exporter; dropping it makes the last push.
+pub struct Pusher {
+    shared: Arc<Shared>,
+    final_timeout: Duration,
+    name: String,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Pusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pusher")
+            .field("name", &self.name)
+            .field("stats", &self.shared.stats.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pusher {
+    /// Starts the loop pushing `payload` through `client`.
+    pub fn start(
+        client: Client,
+        payload: Box<dyn Payload>,
+        config: PushConfig,
+    ) -> std::io::Result<Pusher> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            stats: PushStats::default(),
+        });
+        let final_timeout = config.final_timeout;
+        let name = config.name.clone();
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("nixl-push-{}", config.name))
+                .spawn(move || {
+                    Loop {
+                        shared: &shared,
+                        client,
+                        payload,
+                        config,
+                        logged: HashSet::new(),
+                        failures: 0,
+                        rng: seed(),
+                    }
+                    .run();
+                    shared.lock().done = true;
+                    shared.changed.notify_all();
+                })?
+        };
+        Ok(Pusher {
+            shared,
+            final_timeout,
+            name,
+            thread: Some(thread),
+        })
+    }
+
+    /// The counters of this loop's pushes.
+    pub fn stats(&self) -> PushStatsSnapshot {
+        self.shared.stats.snapshot()
+    }
+}
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + self.final_timeout;
+        let mut state = self.shared.lock();
+        state.stop = Some(deadline);
+        self.shared.changed.notify_all();
+        while !state.done {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let done = state.done;
+        drop(state);
+        let s = self.shared.stats.snapshot();
+        if done {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+            log::info!(
+                "{}: stopped after {} pushes ({} accepted, {} failed, {} bytes accepted)",
+                self.name,
+                s.attempts,
+                s.successes,
+                s.failures,
+                s.bytes
+            );
+        } else {
+            log::warn!(
+                "{}: the last push did not end within {} ms; leaving it ({} pushes, {} \
+                 accepted, {} failed)",
+                self.name,
+                self.final_timeout.as_millis(),
+                s.attempts,
+                s.successes,
+                s.failures
+            );
+        }
+    }
+}
+
+/// When to push next.
+enum Next {
+    /// An interval from now.
+    Interval,
+    /// After this backoff.
+    Retry(Duration),
+}
+
+struct Loop<'a> {
+    shared: &'a Shared,
+    client: Client,
+    payload: Box<dyn Payload>,
+    config: PushConfig,
+    /// Failures logged since the last success.
+    logged: HashSet<String>,
+    /// Failures in a row.
+    failures: u32,
+    rng: u64,
+}
+
+impl Loop<'_> {
+    fn run(&mut self) {
+        let mut next = Instant::now() + self.config.interval;
+        let deadline = loop {
+            if let Some(deadline) = self.shared.wait_until(next) {
+                break deadline;
+            }
+            let wait = match self.push(self.config.timeout) {
+                Next::Interval => self.config.interval,
+                Next::Retry(backoff) => backoff,
+            };
+            next = Instant::now() + wait;
+        };
+        // The last push, within the deadline.
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                log::warn!(
+                    "{}: no time left for the last push (the final state is not sent)",
+                    self.config.name
+                );
+                return;
+            }
+            match self.push(self.config.timeout.min(deadline - now)) {
+                Next::Interval => return,
+                Next::Retry(backoff) => {
+                    if Instant::now() + backoff >= deadline {
+                        log::warn!(
+                            "{}: the last push failed and there is no time left to retry",
+                            self.config.name
+                        );
+                        return;
+                    }
+                    std::thread::sleep(backoff);
+                }
+            }
+        }
+    }
+
+    /// One push: build, post, count and log.
+    fn push(&mut self, timeout: Duration) -> Next {
+        let body = self.payload.build();
+        let stats = &self.shared.stats;
+        stats.attempts.fetch_add(1, Ordering::Relaxed);
+        match self.client.post(&body, timeout) {
+            Outcome::Sent { answer } => {
+                stats.successes.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .bytes
+                    .fetch_add(body.bytes.len() as u64, Ordering::Relaxed);
+                self.payload.sent(&answer);
+                if self.failures > 0 {
+                    log::info!(
+                        "{}: pushing to {} again after {} failed pushes",
+                        self.config.name,
+                        self.client.target().url,
+                        self.failures
+                    );
+                }
+                self.failures = 0;
+                self.logged.clear();
+                Next::Interval
+            }
+            Outcome::Retry { reason, key, after } => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                self.failures = self.failures.saturating_add(1);
+                self.warn_once(key, || format!("{reason} (will retry)"));
+                Next::Retry(match after {
+                    Some(after) => after.min(MAX_RETRY_AFTER),
+                    None => self.backoff(),
+                })
+            }
+            Outcome::Rejected { status, message } => {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                self.failures = self.failures.saturating_add(1);
+                self.warn_once(format!("HTTP {status}"), || {
+                    format!(
+                        "HTTP {status}: {message} (not retried: the next push is an interval \
+                         later)"
+                    )
+                });
+                Next::Interval
+            }
+        }
+    }
+
+    fn warn_once(&mut self, key: String, message: impl FnOnce() -> String) {
+        if self.logged.insert(key) {
+            log::warn!(
+                "{}: push to {} failed: {}",
+                self.config.name,
+                self.client.target().url,
+                message()
+            );
+        }
+    }
+
+    /// The backoff after `self.failures` failures in a row, with jitter.
+    fn backoff(&mut self) -> Duration {
+        let cap = self.config.interval.min(MAX_BACKOFF).max(BASE_BACKOFF);
+        let exp = self.failures.saturating_sub(1).min(20);
+        let raw = BASE_BACKOFF.saturating_mul(1 << exp).min(cap);
+        // xorshift64: jitter only, no need for a better generator.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let factor = 0.5 + (self.rng >> 11) as f64 / (1u64 << 53) as f64 / 2.0;
+        raw.mul_f64(factor)
+    }
+}
+
+/// A seed for the jitter, different per process and loop.
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let local = 0u8;
+    (nanos ^ (std::process::id() as u64) << 32 ^ (&local as *const u8 as u64)) | 1
+}

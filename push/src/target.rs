@@ -1,0 +1,506 @@
+//! The receiver of a push exporter: its URL, TLS roots, authentication, extra headers and
+//! timeout ([`Target`]), the parsers that build one from variables (each error names the
+//! variable), and the [`Client`] that posts one body and classifies the answer.
+
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+
+use crate::USER_AGENT;
+
+/// At most this much of a receiver's error answer is kept for the log.
+const MESSAGE_LIMIT: usize = 512;
+
+/// How a push authenticates. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// HTTP basic authentication.
+    Basic {
+        /// The user name.
+        user: String,
+        /// The password (read from a file).
+        password: String,
+    },
+    /// `Authorization: Bearer <token>` (the token read from a file).
+    Bearer(String),
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Basic { user, .. } => write!(f, "Basic {{ user: {user:?}, password: <hidden> }}"),
+            Auth::Bearer(_) => f.write_str("Bearer(<hidden>)"),
+        }
+    }
+}
+
+impl Auth {
+    /// The `Authorization` header's value.
+    fn header(&self) -> String {
+        match self {
+            Auth::Basic { user, password } => format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            ),
+            Auth::Bearer(token) => format!("Bearer {token}"),
+        }
+    }
+}
+
+/// One request's body and its content headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// The bytes on the wire.
+    pub bytes: Vec<u8>,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// `Content-Encoding`, if any.
+    pub content_encoding: Option<&'static str>,
+    /// Headers the protocol adds (for example `X-Prometheus-Remote-Write-Version`).
+    pub headers: &'static [(&'static str, &'static str)],
+}
+
+/// Where and how to push.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The receiver's full URL (`http` or `https`).
+    pub url: url::Url,
+    /// Extra headers, sent with every push (for example `X-Scope-OrgID`).
+    pub headers: Vec<(String, String)>,
+    /// Authentication, if any.
+    pub auth: Option<Auth>,
+    /// The certificates trusted for `https`: `None` for the system's root certificates.
+    pub roots: Option<Vec<CertificateDer<'static>>>,
+    /// How long one push may take (connecting, sending and reading the answer).
+    pub timeout: Duration,
+}
+
+impl Target {
+    /// A target at `url` with no headers, no authentication, the system's roots and this
+    /// timeout.
+    pub fn new(url: url::Url, timeout: Duration) -> Target {
+        Target {
+            url,
+            headers: Vec::new(),
+            auth: None,
+            roots: None,
+            timeout,
+        }
+    }
+}
+
+/// Parses the receiver's URL from variable `var`: absolute, `http` or `https`, with a host.
+pub fn parse_url(var: &str, value: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(value).map_err(|e| format!("{var}='{value}' is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "{var}='{value}': the scheme must be http or https, not '{}'",
+            url.scheme()
+        ));
+    }
+    if url.host_str().map_or(true, str::is_empty) {
+        return Err(format!("{var}='{value}' has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{var}: put no user or password in the URL (it would be logged): use the \
+             authentication variables"
+        ));
+    }
+    Ok(url)
+}
+
+/// Parses extra headers from variable `var`: `name=value` pairs separated by commas, the
+/// format of `OTEL_EXPORTER_OTLP_HEADERS`. With `percent_decode`, values are percent-decoded
+/// (as the OpenTelemetry specification says). Names must be HTTP tokens and values printable.
+pub fn parse_headers(
+    var: &str,
+    value: &str,
+    percent_decode: bool,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, v)) = pair.split_once('=') else {
+            return Err(format!(
+                "{var}: '{pair}' is not name=value (headers are name=value pairs separated by \
+                 commas)"
+            ));
+        };
+        let name = name.trim();
+        let mut v = v.trim().to_owned();
+        if percent_decode {
+            v = url::form_urlencoded::parse(format!("v={}", v.replace('+', "%2B")).as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+        }
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(format!("{var}: '{name}' is not a valid header name"));
+        }
+        if v.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(format!(
+                "{var}: the value of header '{name}' holds a control character"
+            ));
+        }
+        out.push((name.to_owned(), v));
+    }
+    Ok(out)
+}
+
+/// Reads a secret (a password or a token) from the file named by variable `var`: its content
+/// without the trailing newline. The error names the variable and the file, never the content.
+pub fn read_secret(var: &str, path: &str) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{var}='{path}' cannot be read: {e}"))?;
+    let secret = text.trim_end_matches(['\n', '\r']).to_owned();
+    if secret.is_empty() {
+        return Err(format!("{var}='{path}' is empty"));
+    }
+    if secret.chars().any(|c| c.is_control()) {
+        return Err(format!(
+            "{var}='{path}' holds a control character (a secret is one line)"
+        ));
+    }
+    Ok(secret)
+}
+
+/// Reads the PEM certificates of the CA file named by variable `var` (at least one).
+pub fn read_ca_file(var: &str, path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(Path::new(path))
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{var}='{path}' is not a readable PEM certificate file: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{var}='{path}' holds no PEM certificate"));
+    }
+    Ok(certs)
+}
+
+/// What became of one push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The receiver accepted it (2xx).
+    Sent {
+        /// The answer's body (at most 64 KiB), for protocols that report partial success.
+        answer: Vec<u8>,
+    },
+    /// It may pass later: a connection error, a timeout, a 5xx or a 429.
+    Retry {
+        /// What went wrong, for the log.
+        reason: String,
+        /// What is logged once: the status, or the kind of transport error.
+        key: String,
+        /// The receiver's `Retry-After`, if it gave one.
+        after: Option<Duration>,
+    },
+    /// The receiver refused it and would refuse it again (another 4xx, or a 3xx).
+    Rejected {
+        /// The HTTP status.
+        status: u16,
+        /// The receiver's message (its answer's body, cut).
+        message: String,
+    },
+}
+
+/// Posts bodies to one [`Target`].
+pub struct Client {
+    target: Target,
+    agent: ureq::Agent,
+    authorization: Option<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for `target`; fails only when `https` has no trusted root at all.
+    pub fn new(target: Target) -> Result<Client, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = match &target.roots {
+            Some(certs) => certs.clone(),
+            None => rustls_native_certs::load_native_certs().certs,
+        };
+        let (_added, _ignored) = roots.add_parsable_certificates(certs);
+        if roots.is_empty() && target.url.scheme() == "https" {
+            return Err(format!(
+                "{}: no trusted root certificate (the system has none: give a CA file)",
+                target.url
+            ));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let agent = ureq::AgentBuilder::new()
+            .tls_config(Arc::new(tls))
+            .redirects(0)
+            .user_agent(USER_AGENT)
+            .build();
+        let authorization = target.auth.as_ref().map(Auth::header);
+        Ok(Client {
+            target,
+            agent,
+            authorization,
+        })
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Posts `body`, waiting at most `timeout`, and says what became of it.
+    pub fn post(&self, body: &Body, timeout: Duration) -> Outcome {
+        let mut req = self
+            .agent
+            .post(self.target.url.as_str())
+            .timeout(timeout)
+            .set("Content-Type", body.content_type);
+        if let Some(encoding) = body.content_encoding {
+            req = req.set("Content-Encoding", encoding);
+        }
+        for (name, value) in body.headers {
+            req = req.set(name, value);
+        }
+        for (name, value) in &self.target.headers {
+            req = req.set(name, value);
+        }
+        if let Some(auth) = &self.authorization {
+            req = req.set("Authorization", auth);
+        }
+        match req.send_bytes(&body.bytes) {
+            Ok(resp) if (200..300).contains(&resp.status()) => {
+                // Read the (small) answer: the protocol may report in it, and the connection
+                // can be reused.
+                let mut answer = Vec::new();
+                let _ = resp.into_reader().take(64 * 1024).read_to_end(&mut answer);
+                Outcome::Sent { answer }
+            }
+            Ok(resp) => Outcome::Rejected {
+                status: resp.status(),
+                message: format!(
+                    "redirected to {:?} (give the final URL)",
+                    resp.header("Location").unwrap_or("")
+                ),
+            },
+            Err(ureq::Error::Status(status, resp)) => {
+                let after = resp.header("Retry-After").and_then(parse_retry_after);
+                let message = answer_text(resp);
+                if status == 429 || status >= 500 {
+                    Outcome::Retry {
+                        reason: format!("HTTP {status}: {message}"),
+                        key: format!("HTTP {status}"),
+                        after,
+                    }
+                } else {
+                    Outcome::Rejected { status, message }
+                }
+            }
+            Err(ureq::Error::Transport(t)) => Outcome::Retry {
+                reason: t.to_string(),
+                key: t.kind().to_string(),
+                after: None,
+            },
+        }
+    }
+}
+
+/// The receiver's answer, cut to [`MESSAGE_LIMIT`] bytes, on one line.
+fn answer_text(resp: ureq::Response) -> String {
+    let mut bytes = Vec::new();
+    let _ = resp
+        .into_reader()
+        .take(MESSAGE_LIMIT as u64)
+        .read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes)
+        .trim()
+        .replace(['\n', '\r'], " ")
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is not honoured: backoff applies).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_must_be_http_with_a_host_and_no_credentials() {
+        assert!(parse_url("V", "http://127.0.0.1:9090/api/v1/write").is_ok());
+        assert!(parse_url("V", "https://mimir.example/api/v1/push").is_ok());
+        for bad in [
+            "",
+            "localhost:9090",
+            "ftp://h/x",
+            "http://",
+            "http://u:p@h/x",
+        ] {
+            let e = parse_url("V", bad).unwrap_err();
+            assert!(e.starts_with("V"), "{e}");
+        }
+    }
+
+    #[test]
+    fn headers_are_name_value_pairs() {
+        assert_eq!(
+            parse_headers("H", "X-Scope-OrgID=team-a, a=b=c", false).unwrap(),
+            [
+                ("X-Scope-OrgID".to_owned(), "team-a".to_owned()),
+                ("a".to_owned(), "b=c".to_owned())
+            ]
+        );
+        assert_eq!(
+            parse_headers("H", "k=a%20b%2Cc", true).unwrap(),
+            [("k".to_owned(), "a b,c".to_owned())]
+        );
+        assert_eq!(parse_headers("H", "", false).unwrap(), []);
+        for bad in ["novalue", "bad name=x", "=x", "k=a\u{1}b"] {
+            let e = parse_headers("H", bad, false).unwrap_err();
+            assert!(e.starts_with("H:"), "{e}");
+        }
+        assert!(parse_headers("H", "k=a%0Ab", true).is_err());
+    }
+
+    #[test]
+    fn secrets_come_from_files_and_are_never_in_errors() {
+        let dir = std::env::temp_dir().join(format!("push-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good");
+        std::fs::write(&good, "s3cret\n").unwrap();
+        assert_eq!(read_secret("P", good.to_str().unwrap()).unwrap(), "s3cret");
+        let two = dir.join("two");
+        std::fs::write(&two, "s3cret\nmore\n").unwrap();
+        let e = read_secret("P", two.to_str().unwrap()).unwrap_err();
+        assert!(e.starts_with("P=") && !e.contains("s3cret"), "{e}");
+        let e = read_secret("P", "/nonexistent/secret").unwrap_err();
+        assert!(e.contains("cannot be read"), "{e}");
+        let e = read_ca_file("C", good.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("no PEM certificate"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            !format!("{:?}", Auth::Bearer("tok".into())).contains("tok")
+                && !format!(
+                    "{:?}",
+                    Auth::Basic {
+                        user: "u".into(),
+                        password: "pw".into()
+                    }
+                )
+                .contains("pw")
+        );
+    }
+
+    #[test]
+    fn retry_after_in_seconds() {
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+}
+
+/// Reads a duration in milliseconds from setting `var` (default `default_ms`); 0 is refused
+/// when `positive`.
+pub fn millis(
+    settings: nixl_telemetry::env::Lookup,
+    var: &str,
+    default_ms: u64,
+    positive: bool,
+) -> Result<std::time::Duration, String> {
+    let ms = match settings(var).map_err(|e| e.message)? {
+        Some(v) => nixl_telemetry::env::parse_u64(var, &v).map_err(|e| e.message)?,
+        None => default_ms,
+    };
+    if positive && ms == 0 {
+        return Err(format!("{var}=0: give a positive number of milliseconds"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+/// The names of the variables that describe a [`Target`] (see [`Target::from_settings`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TargetVars {
+    /// The URL (required).
+    pub url: &'static str,
+    /// Extra headers, `name=value,...`.
+    pub headers: &'static str,
+    /// The basic-auth user.
+    pub basic_auth_user: &'static str,
+    /// The file holding the basic-auth password.
+    pub basic_auth_password_file: &'static str,
+    /// The file holding a bearer token.
+    pub bearer_token_file: &'static str,
+    /// A PEM file of the CA certificates to trust instead of the system's.
+    pub ca_file: &'static str,
+    /// The timeout of one push in milliseconds.
+    pub timeout_ms: &'static str,
+}
+
+impl Target {
+    /// The target the variables `vars` describe, read through `settings`; every invalid
+    /// value, missing file or contradiction is an error naming the variable.
+    pub fn from_settings(
+        settings: nixl_telemetry::env::Lookup,
+        vars: &TargetVars,
+        default_timeout_ms: u64,
+    ) -> Result<Target, String> {
+        let get = |v: &str| settings(v).map_err(|e| e.message);
+        let url = get(vars.url)?
+            .ok_or_else(|| format!("{} is required (the receiver's full URL)", vars.url))?;
+        let mut target = Target::new(
+            parse_url(vars.url, &url)?,
+            millis(settings, vars.timeout_ms, default_timeout_ms, true)?,
+        );
+        if let Some(h) = get(vars.headers)? {
+            target.headers = parse_headers(vars.headers, &h, false)?;
+        }
+        let user = get(vars.basic_auth_user)?;
+        let password = get(vars.basic_auth_password_file)?;
+        let bearer = get(vars.bearer_token_file)?;
+        target.auth = match (user, password, bearer) {
+            (None, None, None) => None,
+            (Some(user), Some(file), None) => Some(Auth::Basic {
+                user,
+                password: read_secret(vars.basic_auth_password_file, &file)?,
+            }),
+            (None, None, Some(file)) => {
+                Some(Auth::Bearer(read_secret(vars.bearer_token_file, &file)?))
+            }
+            (_, _, Some(_)) => {
+                return Err(format!(
+                    "{} and basic authentication ({}, {}) exclude each other",
+                    vars.bearer_token_file, vars.basic_auth_user, vars.basic_auth_password_file
+                ))
+            }
+            (Some(_), None, None) => {
+                return Err(format!(
+                    "{} is set but {} is not",
+                    vars.basic_auth_user, vars.basic_auth_password_file
+                ))
+            }
+            (None, Some(_), None) => {
+                return Err(format!(
+                    "{} is set but {} is not",
+                    vars.basic_auth_password_file, vars.basic_auth_user
+                ))
+            }
+        };
+        if let Some(ca) = get(vars.ca_file)? {
+            target.roots = Some(read_ca_file(vars.ca_file, &ca)?);
+        }
+        Ok(target)
+    }
+}

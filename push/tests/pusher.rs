@@ -1,0 +1,243 @@
+//! The push loop against a scripted receiver on 127.0.0.1: intervals, the last push at drop,
+//! refused pushes (no retries), Retry-After, backoff while the receiver is down, and a receiver
+//! that never answers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+use nixl_telemetry_push::{Body, Client, Payload, PushConfig, Pusher, Target};
+use nixl_telemetry_test_support::receiver::{Answer, Receiver};
+
+/// Every log message of the process (each test names its exporter differently).
+static LOG: Mutex<Vec<(log::Level, String)>> = Mutex::new(Vec::new());
+
+struct TestLogger;
+impl log::Log for TestLogger {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record) {
+        LOG.lock().unwrap().push((r.level(), r.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+fn warnings(name: &str) -> Vec<String> {
+    LOG.lock()
+        .unwrap()
+        .iter()
+        .filter(|(l, m)| *l == log::Level::Warn && m.starts_with(&format!("{name}:")))
+        .map(|(_, m)| m.clone())
+        .collect()
+}
+
+/// A payload whose body is the value of a shared counter (the "cumulative state"), recording
+/// the value last accepted.
+struct Counter {
+    value: Arc<AtomicU64>,
+    built: u64,
+    accepted: Arc<AtomicU64>,
+}
+
+impl Payload for Counter {
+    fn build(&mut self) -> Body {
+        self.built = self.value.load(Ordering::SeqCst);
+        Body {
+            bytes: self.built.to_string().into_bytes(),
+            content_type: "text/plain",
+            content_encoding: None,
+            headers: &[("X-Test", "1")],
+        }
+    }
+    fn sent(&mut self, _answer: &[u8]) {
+        self.accepted.store(self.built, Ordering::SeqCst);
+    }
+}
+
+struct Setup {
+    pusher: Pusher,
+    value: Arc<AtomicU64>,
+    accepted: Arc<AtomicU64>,
+}
+
+fn start(name: &str, url: &str, interval_ms: u64, final_ms: u64) -> Setup {
+    static LOGGER: Once = Once::new();
+    LOGGER.call_once(|| {
+        let _ = log::set_logger(&TestLogger);
+        log::set_max_level(log::LevelFilter::Info);
+    });
+    let mut target = Target::new(url.parse().unwrap(), Duration::from_millis(2000));
+    target
+        .headers
+        .push(("X-Scope-OrgID".into(), "tenant".into()));
+    let value = Arc::new(AtomicU64::new(0));
+    let accepted = Arc::new(AtomicU64::new(u64::MAX));
+    let pusher = Pusher::start(
+        Client::new(target).unwrap(),
+        Box::new(Counter {
+            value: value.clone(),
+            built: 0,
+            accepted: accepted.clone(),
+        }),
+        PushConfig {
+            name: name.into(),
+            interval: Duration::from_millis(interval_ms),
+            timeout: Duration::from_millis(2000),
+            final_timeout: Duration::from_millis(final_ms),
+        },
+    )
+    .unwrap();
+    Setup {
+        pusher,
+        value,
+        accepted,
+    }
+}
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// Waits (at most [`LONG`]) until `cond` holds: the receiver records a request before the
+/// pusher has read the answer and counted it.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < LONG, "never: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn pushes_every_interval_with_the_state_of_then_and_a_last_push_at_drop() {
+    let rx = Receiver::start(Answer::Status(204, String::new()));
+    let s = start("interval", &rx.url("/w"), 100, 3000);
+    s.value.store(5, Ordering::SeqCst);
+    let first = rx.wait_for(2, LONG);
+    let r = &first[0];
+    assert_eq!(r.path, "/w");
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.header("x-test"), Some("1"));
+    assert_eq!(r.header("x-scope-orgid"), Some("tenant"));
+    assert!(r
+        .header("user-agent")
+        .unwrap()
+        .starts_with("nixl-telemetry/"));
+    for pair in first.windows(2) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(90));
+    }
+    s.value.store(42, Ordering::SeqCst);
+    let before = s.pusher.stats();
+    let n = rx.requests().len();
+    drop(s.pusher);
+    let all = rx.requests();
+    assert!(all.len() > n, "the last push was made at drop");
+    assert_eq!(all.last().unwrap().body, b"42");
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 42);
+    assert!(before.attempts >= 2 && before.failures == 0, "{before:?}");
+    assert!(before.successes + 1 >= before.attempts, "{before:?}");
+    assert!(warnings("interval").is_empty());
+}
+
+#[test]
+fn a_short_job_gets_its_final_state_out_through_the_last_push() {
+    let rx = Receiver::start(Answer::Status(200, "ok".into()));
+    let s = start("short", &rx.url("/w"), 3_600_000, 3000);
+    s.value.store(7, Ordering::SeqCst);
+    assert_eq!(s.pusher.stats().attempts, 0);
+    drop(s.pusher);
+    let all = rx.requests();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].body, b"7");
+}
+
+#[test]
+fn a_refused_push_is_warned_once_counted_and_not_retried() {
+    let rx = Receiver::start(Answer::Status(400, "out of order sample".into()));
+    let s = start("refused", &rx.url("/w"), 200, 1000);
+    let got = rx.wait_for(4, LONG);
+    // No retry storm: refused pushes are an interval apart.
+    for pair in got.windows(2) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_millis(190));
+    }
+    let stats = s.pusher.stats();
+    assert!(stats.failures >= 3 && stats.successes == 0, "{stats:?}");
+    let w = warnings("refused");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("HTTP 400") && w[0].contains("out of order sample"),
+        "{w:?}"
+    );
+    rx.answer(Answer::Status(204, String::new()));
+    let n = rx.requests().len();
+    rx.wait_for(n + 2, LONG);
+    eventually("a success", || s.pusher.stats().successes >= 1);
+    drop(s.pusher);
+}
+
+#[test]
+fn retry_after_is_honoured() {
+    let rx = Receiver::start(Answer::RetryAfter(503, 2));
+    // The interval is 300 ms: without Retry-After the retry would come after a backoff of at
+    // most 300 ms.
+    let s = start("retry-after", &rx.url("/w"), 300, 1000);
+    let first = rx.wait_for(1, LONG);
+    rx.answer(Answer::Status(204, String::new()));
+    let got = rx.wait_for(2, LONG);
+    assert!(got[1].at - first[0].at >= Duration::from_millis(1990));
+    let w = warnings("retry-after");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("HTTP 503") && w[0].contains("will retry"),
+        "{w:?}"
+    );
+    eventually("the retry is counted", || s.pusher.stats().successes >= 1);
+    assert_eq!(s.pusher.stats().failures, 1);
+    drop(s.pusher);
+}
+
+#[test]
+fn a_receiver_that_is_down_is_retried_with_backoff_then_gets_the_latest_state() {
+    // Reserve a port, then leave it closed: connections are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = start("down", &format!("http://127.0.0.1:{port}/w"), 2_000, 1000);
+    s.value.store(1, Ordering::SeqCst);
+    let start = Instant::now();
+    while s.pusher.stats().failures < 3 {
+        assert!(start.elapsed() < Duration::from_secs(60), "no retries");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Three failures: the first push an interval after the start, then backoffs of 250 and
+    // 500 ms, each at least halved by the jitter; far fewer than a retry storm would make.
+    assert!(start.elapsed() >= Duration::from_millis(2_000 + 375));
+    assert!(s.pusher.stats().failures <= 6, "{:?}", s.pusher.stats());
+    assert_eq!(warnings("down").len(), 1, "{:?}", warnings("down"));
+    s.value.store(99, Ordering::SeqCst);
+    let rx = Receiver::start_on(port, Answer::Status(204, String::new()));
+    let got = rx.wait_for(1, LONG);
+    assert_eq!(
+        got[0].body, b"99",
+        "the unsent state was superseded by the latest one"
+    );
+    eventually("99 is accepted", || s.accepted.load(Ordering::SeqCst) == 99);
+    drop(s.pusher);
+}
+
+#[test]
+fn a_receiver_that_never_answers_bounds_the_drop() {
+    let rx = Receiver::start(Answer::Never);
+    let s = start("never", &rx.url("/w"), 100, 500);
+    rx.wait_for(1, LONG);
+    // The drop returns although the push in flight never ends (the test would hang
+    // otherwise), and says the last push was left.
+    drop(s.pusher);
+    let w = warnings("never");
+    assert!(
+        w.iter()
+            .any(|m| m.contains("did not end") || m.contains("no time left")),
+        "{w:?}"
+    );
+}

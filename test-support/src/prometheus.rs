@@ -1,0 +1,174 @@
+//! A real Prometheus server for the push exporters' tests: Debian's `prometheus` started with
+//! `--web.enable-remote-write-receiver` on a free loopback port (optionally scraping one target,
+//! optionally over https with basic authentication), and PromQL instant queries.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+
+use crate::free_port;
+
+/// The https and basic-auth setup of a server: the CA that signed its certificate, its
+/// `--web.config.file`, and the user and password to query it with.
+pub struct Secure<'a> {
+    /// The CA certificate (PEM).
+    pub ca: &'a Path,
+    /// The web configuration file (`tls_server_config`, `basic_auth_users`).
+    pub web_config: &'a Path,
+    /// The user.
+    pub user: &'a str,
+    /// The password.
+    pub password: &'a str,
+}
+
+/// A Prometheus server (Debian's `prometheus`) with the remote-write receiver on, started on a
+/// free loopback port; killed when dropped.
+pub struct Prometheus {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    agent: ureq::Agent,
+    scheme: &'static str,
+    auth: Option<String>,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    /// Started in `work` (its configuration, data and log), scraping `scrape` (a port) if given, over https with basic auth if
+    /// `secure` is given.
+    pub fn start(work: &Path, scrape: Option<u16>, secure: Option<&Secure>) -> Prometheus {
+        let yml = work.join("prometheus.yml");
+        let mut config = "global: {scrape_interval: 1s, scrape_timeout: 1s}\n".to_owned();
+        if let Some(port) = scrape {
+            config += &format!(
+                "scrape_configs:\n- job_name: scrape\n  static_configs: [{{targets: \
+                 ['127.0.0.1:{port}']}}]\n"
+            );
+        }
+        std::fs::write(&yml, config).unwrap();
+        let port = free_port();
+        let log = work.join("prometheus.log");
+        let mut args = vec![
+            format!("--config.file={}", yml.display()),
+            format!("--storage.tsdb.path={}", work.join("tsdb").display()),
+            format!("--web.listen-address=127.0.0.1:{port}"),
+            "--web.enable-remote-write-receiver".into(),
+            "--log.level=warn".into(),
+        ];
+        let mut tls = None;
+        if let Some(secure) = secure {
+            args.push(format!("--web.config.file={}", secure.web_config.display()));
+            tls = Some(secure.ca.to_owned());
+        }
+        let child = Command::new("prometheus")
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("Debian's prometheus (scripts/install-test-deps.sh installs it)");
+        let mut builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
+        if let Some(ca) = &tls {
+            builder = builder.tls_config(Arc::new(client_tls(ca)));
+        }
+        let prom = Prometheus {
+            child,
+            port,
+            log,
+            agent: builder.build(),
+            scheme: if tls.is_some() { "https" } else { "http" },
+            auth: secure.map(|s| {
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD
+                        .encode(format!("{}:{}", s.user, s.password))
+                )
+            }),
+        };
+        poll("Prometheus ready", || prom.vector("vector(1)"));
+        prom
+    }
+
+    /// The remote-write receiver's URL.
+    pub fn write_url(&self) -> String {
+        format!("{}://127.0.0.1:{}/api/v1/write", self.scheme, self.port)
+    }
+
+    /// An instant query's series as (labels, value), when it succeeds.
+    pub fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
+        let mut req = self
+            .agent
+            .get(&format!(
+                "{}://127.0.0.1:{}/api/v1/query",
+                self.scheme, self.port
+            ))
+            .query("query", promql);
+        if let Some(auth) = &self.auth {
+            req = req.set("Authorization", auth);
+        }
+        let text = req.call().ok()?.into_string().ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+        json["data"]["result"]
+            .as_array()?
+            .iter()
+            .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
+            .collect()
+    }
+
+    /// The value of a query that returns one series, once it has one equal to `expected`.
+    pub fn wait_for_value(&self, promql: &str, expected: f64) {
+        let mut last = None;
+        let got = poll_for(Duration::from_secs(60), || {
+            let v = self.vector(promql).filter(|v| v.len() == 1);
+            last = v.clone();
+            v.filter(|v| v[0].1 == expected)
+        });
+        assert!(
+            got.is_some(),
+            "{promql}: {last:?}, not {expected}\n{}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+}
+
+/// A TLS client configuration trusting only the CA in `ca`.
+pub fn client_tls(ca: &Path) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// Calls `f` every 200 ms until it gives a value (at most `limit`).
+pub fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// [`poll_for`] for 60 s, panicking with `what` when nothing came.
+pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
+}
