@@ -86,10 +86,12 @@ impl PyReceiver {
         }
     }
 
-    /// Every decoded request so far.
+    /// Every decoded request so far: the complete lines of the receiver's output (it may be
+    /// writing the last one while this reads).
     fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let complete = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
