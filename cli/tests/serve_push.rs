@@ -12,17 +12,14 @@ use assert_cmd::cargo::CommandCargoExt;
 use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::{hostname, Buckets, WorkloadLabels};
 use nixl_telemetry_test_support::free_port;
-use nixl_telemetry_test_support::prometheus::{poll, poll_for, Prometheus};
+use nixl_telemetry_test_support::prometheus::{label_names, poll, poll_for, Prometheus};
 use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
 
 fn by_rank(prom: &Prometheus) -> Option<Vec<(String, f64)>> {
-    let v = prom.vector("sum by (local_rank) (agent_tx_bytes_total{agent_name=\"ranked\"})")?;
-    let mut out: Vec<(String, f64)> = v
-        .iter()
-        .map(|(m, v)| (m["local_rank"].as_str().unwrap_or("").to_owned(), *v))
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Some(out)
+    prom.by_label(
+        "local_rank",
+        "sum by (local_rank) (agent_tx_bytes_total{agent_name=\"ranked\"})",
+    )
 }
 
 #[test]
@@ -83,16 +80,8 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     let one = prom
         .vector("agent_tx_bytes_total{agent_name=\"ranked\",local_rank=\"0\"}")
         .unwrap();
-    let mut names: Vec<&str> = one[0]
-        .0
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.as_str())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        label_names(&one[0].0),
         [
             "__name__",
             "agent_instance",

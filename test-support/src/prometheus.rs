@@ -124,6 +124,18 @@ impl Prometheus {
             .collect()
     }
 
+    /// An instant query's values by the value of `label`, sorted by it, when the query
+    /// succeeds (a series without the label counts as "").
+    pub fn by_label(&self, label: &str, promql: &str) -> Option<Vec<(String, f64)>> {
+        let mut out: Vec<(String, f64)> = self
+            .vector(promql)?
+            .iter()
+            .map(|(m, v)| (m[label].as_str().unwrap_or("").to_owned(), *v))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(out)
+    }
+
     /// The value of a query that returns one series, once it has one equal to `expected`.
     pub fn wait_for_value(&self, promql: &str, expected: f64) {
         let mut last = None;
@@ -138,6 +150,16 @@ impl Prometheus {
             std::fs::read_to_string(&self.log).unwrap_or_default()
         );
     }
+}
+
+/// The label names of a series of [`Prometheus::vector`], sorted.
+pub fn label_names(labels: &serde_json::Value) -> Vec<&str> {
+    let mut names: Vec<&str> = labels
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 /// A TLS client configuration trusting only the CA in `ca`.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_test_support::prometheus::{poll, Prometheus, Secure};
+use nixl_telemetry_test_support::prometheus::{label_names, poll, Prometheus, Secure};
 use nixl_telemetry_test_support::{built_plugins, free_port};
 
 const ROLE: &str = "RW_TEST_ROLE";
@@ -173,15 +173,13 @@ fn four_ranks_push_exact_totals_and_the_quantiles_of_a_scrape() {
     for r in &mut ranks {
         r.line("READY");
     }
-    let by_rank = poll("four series by local_rank", || {
-        prom.vector("sum by (local_rank) (agent_tx_bytes_total{agent_name=\"pushed\"})")
-            .filter(|v| v.len() == 4)
+    let values = poll("four series by local_rank", || {
+        prom.by_label(
+            "local_rank",
+            "sum by (local_rank) (agent_tx_bytes_total{agent_name=\"pushed\"})",
+        )
+        .filter(|v| v.len() == 4)
     });
-    let mut values: Vec<(String, f64)> = by_rank
-        .iter()
-        .map(|(m, v)| (m["local_rank"].as_str().unwrap().to_owned(), *v))
-        .collect();
-    values.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         values,
         [
@@ -221,16 +219,8 @@ fn four_ranks_push_exact_totals_and_the_quantiles_of_a_scrape() {
         .vector("agent_errors_total{agent_name=\"pushed\",local_rank=\"0\",status=\"backend\"}")
         .unwrap();
     assert_eq!(one.len(), 1);
-    let mut names: Vec<&str> = one[0]
-        .0
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(|k| k.as_str())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        label_names(&one[0].0),
         ["__name__", "agent_name", "hostname", "local_rank", "status"]
     );
     for r in ranks {
