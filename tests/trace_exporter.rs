@@ -42,6 +42,10 @@ fn a_collector_with_the_trace_exporter_persists_its_events() {
 
 #[test]
 fn agents_sharing_a_file_prefix_are_refused_while_the_first_writes() {
+    // Not while another test of this binary spawns a child: between fork and exec the child
+    // holds a copy of the prefix's lock descriptor, and the second writer below would be
+    // refused as if another process wrote (the fork case of issue 24).
+    let _no_child = nixl_telemetry_test_support::serial(&[]);
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         exporter: ExporterChoice::Trace(TraceExporterConfig {
@@ -109,6 +113,8 @@ fn trace_losses_show_in_nixl_telemetry_get_stats() {
         nixl_telemetry_get_stats, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
     };
     use nixl_telemetry::CollectorStats;
+    // Spawns a child: see agents_sharing_a_file_prefix_are_refused_while_the_first_writes.
+    let _no_overlap = nixl_telemetry_test_support::serial(&[]);
     if !in_child("trace_losses_show_in_nixl_telemetry_get_stats") {
         return;
     }
