@@ -82,6 +82,18 @@ fn source(scan: &ScanConfig, host_label: bool) -> Source {
     })
 }
 
+/// The labels of the sidecar's own push counters: `hostname` for remote-write (OTLP has it as
+/// the resource's `host.name`) and `pusher="serve"`, so they never collide with a rank
+/// exporter's counters.
+fn own_labels(host_label: bool) -> Labels {
+    let mut l = Vec::with_capacity(2);
+    if host_label {
+        l.push(("hostname".to_owned(), hostname()));
+    }
+    l.push(("pusher".to_owned(), "serve".to_owned()));
+    l
+}
+
 /// The settings of one protocol: the options of `args` over `settings`.
 fn overlay<'a>(
     args: &'a PushArgs,
@@ -159,7 +171,10 @@ pub fn start(args: &PushArgs, scan: &ScanConfig) -> Result<Vec<Pusher>, String> 
         apply_options(args, &mut config.target)?;
         check_interval(&config.push, scan.stale_ttl)?;
         let client = Client::new(config.target)?;
-        let payload = rw::RemoteWrite(source(scan, true));
+        let payload = rw::RemoteWrite {
+            source: source(scan, true),
+            own_labels: own_labels(true),
+        };
         pushers.push(
             Pusher::start(client, Box::new(payload), config.push)
                 .map_err(|e| format!("cannot start the remote-write thread: {e}"))?,
@@ -180,7 +195,7 @@ pub fn start(args: &PushArgs, scan: &ScanConfig) -> Result<Vec<Pusher>, String> 
         apply_options(args, &mut config.target)?;
         check_interval(&config.push, scan.stale_ttl)?;
         let client = Client::new(config.target.clone())?;
-        let payload = otlp::Otlp::new(source(scan, false), &config, &hostname());
+        let payload = otlp::Otlp::new(source(scan, false), own_labels(false), &config, &hostname());
         pushers.push(
             Pusher::start(client, Box::new(payload), config.push)
                 .map_err(|e| format!("cannot start the OTLP thread: {e}"))?,

@@ -9,7 +9,8 @@
 //!   current (cumulative) state every interval and posts it; failures that may pass are retried
 //!   with capped exponential backoff and jitter (honouring `Retry-After`), others wait for the
 //!   next interval; one body at a time is ever held, because the next snapshot supersedes an
-//!   unsent one; attempts, successes, failures and bytes are counted ([`PushStats`]); dropping
+//!   unsent one; attempts, successes, failures and bytes are counted ([`PushStats`]) and pushed
+//!   as series of their own ([`PUSH_COUNTERS`]); dropping
 //!   the pusher makes one last push, waiting at most a bounded time.
 //!
 //! - [`remote_write`] and [`otlp`]: the two protocols' encoders, configurations and payloads,
@@ -25,7 +26,9 @@ pub mod remote_write;
 pub mod rows;
 pub mod target;
 
-pub use pusher::{Payload, PushConfig, PushStats, PushStatsSnapshot, Pusher};
+pub use pusher::{
+    Payload, PushConfig, PushCounter, PushStats, PushStatsSnapshot, Pusher, PUSH_COUNTERS,
+};
 pub use rows::{rank_label, Labels, Source, ENV_RANK_ENV};
 pub use target::{millis, Auth, Body, Client, Outcome, Target, TargetVars};
 

@@ -17,7 +17,8 @@
 //!   `status` (errors);
 //! - resource attributes: `service.name` (default `nixl`), `service.instance.id`
 //!   (`<host>:<pid>`), `host.name`, `process.pid`, and `OTEL_RESOURCE_ATTRIBUTES`. The
-//!   `prometheus` exporter's `hostname` label is the resource's `host.name` here.
+//!   `prometheus` exporter's `hostname` label is the resource's `host.name` here;
+//! - the sender's own counters ([`PUSH_COUNTERS`]) follow as monotonic Sums.
 //!
 //! Temporality: cumulative by default (start time: the exporter's creation); with delta, each
 //! accepted push reports what changed since the previous accepted one (a failed push's
@@ -30,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::pusher::Payload;
+use crate::pusher::{Payload, PushStatsSnapshot, PUSH_COUNTERS};
 use crate::rows::{Labels, Source};
 use crate::target::Body;
 use nixl_telemetry_series::{
@@ -118,9 +119,23 @@ pub struct Row<'a> {
     pub start_ns: u64,
 }
 
-/// The export request of `rows` at `now_ns` with resource attributes `resource`.
+/// The sender's own counters in an export: their data-point attributes, values (for delta
+/// temporality: the changes) and the start of their period.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnPoints<'a> {
+    /// Data-point attributes of the sender's counters.
+    pub attributes: &'a [(&'a str, &'a str)],
+    /// The counters (as they were before this push) or their changes.
+    pub pushes: &'a PushStatsSnapshot,
+    /// The start of the period.
+    pub start_ns: u64,
+}
+
+/// The export request of `rows` and of the sender's own counters (monotonic Sums named as
+/// [`PUSH_COUNTERS`]) at `now_ns` with resource attributes `resource`.
 pub fn request(
     rows: &[Row],
+    own: Option<OwnPoints>,
     resource: Vec<KeyValue>,
     temporality: Temporality,
     now_ns: u64,
@@ -206,6 +221,30 @@ pub fn request(
                 ..Default::default()
             }
         })
+        .chain(own.into_iter().flat_map(|own| {
+            PUSH_COUNTERS.iter().map(move |counter| Metric {
+                name: counter.name.to_owned(),
+                description: counter.help.to_owned(),
+                data: Some(metric::Data::Sum(Sum {
+                    data_points: vec![NumberDataPoint {
+                        attributes: own
+                            .attributes
+                            .iter()
+                            .map(|(k, v)| string_attr(k, v))
+                            .collect(),
+                        start_time_unix_nano: own.start_ns,
+                        time_unix_nano: now_ns,
+                        value: Some(number_data_point::Value::AsInt(
+                            (counter.value)(own.pushes) as i64
+                        )),
+                        ..Default::default()
+                    }],
+                    aggregation_temporality: temporality,
+                    is_monotonic: true,
+                })),
+                ..Default::default()
+            })
+        }))
         .collect();
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
@@ -257,18 +296,29 @@ pub struct Otlp {
     baseline: HashMap<Labels, (AgentSnapshot, u64)>,
     /// Delta: what the body being sent holds, to become the baseline once accepted.
     pending: Vec<(Labels, AgentSnapshot, u64)>,
+    /// Data-point attributes of the sender's own counters.
+    own_attributes: Labels,
+    /// Delta: the sender's counters last accepted and their time.
+    own_baseline: (PushStatsSnapshot, u64),
+    /// Delta: the sender's counters in the body being sent.
+    own_pending: (PushStatsSnapshot, u64),
     logged: HashSet<String>,
 }
 
 impl Otlp {
-    /// A payload of `source`'s rows with this configuration and host.
-    pub fn new(source: Source, config: &OtlpConfig, host: &str) -> Otlp {
+    /// A payload of `source`'s rows with this configuration and host; the sender's own
+    /// counters carry `own_attributes`.
+    pub fn new(source: Source, own_attributes: Labels, config: &OtlpConfig, host: &str) -> Otlp {
+        let start_ns = now_ns();
         Otlp {
+            own_attributes,
+            own_baseline: (PushStatsSnapshot::default(), start_ns),
+            own_pending: (PushStatsSnapshot::default(), start_ns),
             source,
             resource: resource(&config.resource, host),
             temporality: config.temporality,
             gzip: config.gzip,
-            start_ns: now_ns(),
+            start_ns,
             baseline: HashMap::new(),
             pending: Vec::new(),
             logged: HashSet::new(),
@@ -277,7 +327,7 @@ impl Otlp {
 }
 
 impl Payload for Otlp {
-    fn build(&mut self) -> Body {
+    fn build(&mut self, pushes: &PushStatsSnapshot) -> Body {
         let now = now_ns();
         let rows = (self.source)();
         let mut values = Vec::with_capacity(rows.len());
@@ -308,8 +358,40 @@ impl Payload for Otlp {
                 start_ns: *start_ns,
             })
             .collect();
+        let (own_values, own_start) = match self.temporality {
+            Temporality::Cumulative => (*pushes, self.start_ns),
+            Temporality::Delta => {
+                let (base, at) = self.own_baseline;
+                self.own_pending = (*pushes, now);
+                (
+                    PushStatsSnapshot {
+                        attempts: pushes.attempts - base.attempts,
+                        successes: pushes.successes - base.successes,
+                        failures: pushes.failures - base.failures,
+                        bytes: pushes.bytes - base.bytes,
+                    },
+                    at,
+                )
+            }
+        };
+        let own_attributes: Vec<(&str, &str)> = self
+            .own_attributes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let own = OwnPoints {
+            attributes: &own_attributes,
+            pushes: &own_values,
+            start_ns: own_start,
+        };
         body(
-            &request(&rows, self.resource.clone(), self.temporality, now),
+            &request(
+                &rows,
+                Some(own),
+                self.resource.clone(),
+                self.temporality,
+                now,
+            ),
             self.gzip,
         )
     }
@@ -317,6 +399,9 @@ impl Payload for Otlp {
     fn sent(&mut self, answer: &[u8]) {
         for (attrs, snapshot, at) in self.pending.drain(..) {
             self.baseline.insert(attrs, (snapshot, at));
+        }
+        if self.temporality == Temporality::Delta {
+            self.own_baseline = self.own_pending;
         }
         let Ok(response) = ExportMetricsServiceResponse::decode(answer) else {
             return;
@@ -356,7 +441,7 @@ mod tests {
     fn a_partial_success_is_logged_once_per_distinct_message() {
         let env = nixl_telemetry::env::fixed_env(&[]);
         let config = OtlpConfig::from_env(&env, &env).unwrap();
-        let mut p = Otlp::new(Box::new(Vec::new), &config, "h");
+        let mut p = Otlp::new(Box::new(Vec::new), Vec::new(), &config, "h");
         p.sent(&[]);
         p.sent(&answer(0, ""));
         assert!(p.logged.is_empty());

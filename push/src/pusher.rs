@@ -33,8 +33,9 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// What a push exporter gives the loop: the body of a push, built on the loop's thread from
 /// the state of the moment.
 pub trait Payload: Send + 'static {
-    /// The body of a push of the current state.
-    fn build(&mut self) -> Body;
+    /// The body of a push of the current state, carrying the loop's own counters `pushes` (as
+    /// they were before this push) as series of their own ([`PUSH_COUNTERS`]).
+    fn build(&mut self, pushes: &PushStatsSnapshot) -> Body;
     /// The body last built was accepted, with this answer (a delta exporter moves its
     /// baseline here; OTLP reads a partial success from the answer).
     fn sent(&mut self, answer: &[u8]) {
@@ -76,6 +77,43 @@ pub struct PushStatsSnapshot {
     /// Bytes of the bodies the receiver accepted.
     pub bytes: u64,
 }
+
+/// One of the push loop's own counters, pushed beside the agents' series so the receiver shows
+/// how its senders fare: its name (with `_total`, as the agents' counters, in both protocols;
+/// no OTLP unit, so a Prometheus conversion keeps the name), help and value.
+#[derive(Clone, Copy, Debug)]
+pub struct PushCounter {
+    /// The counter's name (`nixl_telemetry_push_attempts_total`).
+    pub name: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+    /// Reads its value from a snapshot.
+    pub value: fn(&PushStatsSnapshot) -> u64,
+}
+
+/// The push loop's own counters, in the order they are pushed.
+pub const PUSH_COUNTERS: [PushCounter; 4] = [
+    PushCounter {
+        name: "nixl_telemetry_push_attempts_total",
+        help: "Pushes this sender attempted before this one.",
+        value: |s| s.attempts,
+    },
+    PushCounter {
+        name: "nixl_telemetry_push_successes_total",
+        help: "Pushes the receiver accepted.",
+        value: |s| s.successes,
+    },
+    PushCounter {
+        name: "nixl_telemetry_push_failures_total",
+        help: "Pushes that failed (their state was carried by a later push).",
+        value: |s| s.failures,
+    },
+    PushCounter {
+        name: "nixl_telemetry_push_bytes_total",
+        help: "Bytes of the bodies the receiver accepted.",
+        value: |s| s.bytes,
+    },
+];
 
 impl PushStats {
     /// The counters now.
@@ -300,8 +338,8 @@ impl Loop<'_> {
 
     /// One push: build, post, count and log.
     fn push(&mut self, timeout: Duration) -> Next {
-        let body = self.payload.build();
         let stats = &self.shared.stats;
+        let body = self.payload.build(&stats.snapshot());
         stats.attempts.fetch_add(1, Ordering::Relaxed);
         match self.client.post(&body, timeout) {
             Outcome::Sent { answer } => {

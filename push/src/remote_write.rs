@@ -8,8 +8,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::pusher::{Payload, PushConfig};
-use crate::rows::Source;
+use crate::pusher::{Payload, PushConfig, PushStatsSnapshot, PUSH_COUNTERS};
+use crate::rows::{Labels, Source};
 use crate::target::{millis, Body, Target, TargetVars};
 use nixl_telemetry::env::Lookup;
 use nixl_telemetry_series::{families, for_each_sample, AgentSnapshot};
@@ -66,42 +66,64 @@ impl Config {
     }
 }
 
+/// The sender's own counters in a push: their labels and values.
+#[derive(Clone, Copy, Debug)]
+pub struct OwnSeries<'a> {
+    /// The labels of the sender's counters (`__name__` excluded).
+    pub labels: &'a [(&'a str, &'a str)],
+    /// The counters, as they were before this push.
+    pub pushes: &'a PushStatsSnapshot,
+}
+
 /// The `WriteRequest` of `rows` (each a snapshot and its labels, `__name__` and the snapshot's
-/// workload labels excluded), every
+/// workload labels excluded) and of the sender's own counters ([`PUSH_COUNTERS`]), every
 /// sample at `timestamp_ms`, unencoded: series sorted by labels, labels by name.
 pub fn write_request(
     rows: &[(&AgentSnapshot, &[(&str, &str)])],
+    own: Option<OwnSeries>,
     timestamp_ms: i64,
 ) -> proto::WriteRequest {
-    let mut timeseries = Vec::with_capacity(rows.len() * 64);
+    let mut timeseries = Vec::with_capacity(rows.len() * 64 + PUSH_COUNTERS.len());
+    let series = |name: String, labels: &mut dyn Iterator<Item = (&str, &str)>, value: f64| {
+        let mut l = vec![proto::Label {
+            name: "__name__".into(),
+            value: name,
+        }];
+        l.extend(labels.map(|(n, v)| proto::Label {
+            name: n.to_owned(),
+            value: v.to_owned(),
+        }));
+        l.sort_by(|a, b| a.name.cmp(&b.name));
+        proto::TimeSeries {
+            labels: l,
+            samples: vec![proto::Sample {
+                value,
+                timestamp: timestamp_ms,
+            }],
+        }
+    };
     for (snapshot, labels) in rows {
         for family in families() {
             for_each_sample(family, snapshot, |suffix, extra, value| {
-                let mut l = Vec::with_capacity(labels.len() + 2);
-                l.push(proto::Label {
-                    name: "__name__".into(),
-                    value: format!("{}{suffix}", family.name),
-                });
-                l.extend(
-                    labels
+                timeseries.push(series(
+                    format!("{}{suffix}", family.name),
+                    &mut labels
                         .iter()
                         .copied()
                         .chain(snapshot.labels.iter())
-                        .chain(extra)
-                        .map(|(n, v)| proto::Label {
-                            name: n.to_owned(),
-                            value: v.to_owned(),
-                        }),
-                );
-                l.sort_by(|a, b| a.name.cmp(&b.name));
-                timeseries.push(proto::TimeSeries {
-                    labels: l,
-                    samples: vec![proto::Sample {
-                        value: value as f64,
-                        timestamp: timestamp_ms,
-                    }],
-                });
+                        .chain(extra),
+                    value as f64,
+                ));
             });
+        }
+    }
+    if let Some(own) = own {
+        for counter in &PUSH_COUNTERS {
+            timeseries.push(series(
+                counter.name.to_owned(),
+                &mut own.labels.iter().copied(),
+                (counter.value)(own.pushes) as f64,
+            ));
         }
     }
     timeseries.sort_by(|a, b| {
@@ -113,10 +135,14 @@ pub fn write_request(
     proto::WriteRequest { timeseries }
 }
 
-/// The body of a push of `rows` at `timestamp_ms`: the snappy-compressed `WriteRequest` with
-/// its headers.
-pub fn body(rows: &[(&AgentSnapshot, &[(&str, &str)])], timestamp_ms: i64) -> Body {
-    let raw = write_request(rows, timestamp_ms).encode_to_vec();
+/// The body of a push of `rows` (and the sender's own counters) at `timestamp_ms`: the
+/// snappy-compressed `WriteRequest` with its headers.
+pub fn body(
+    rows: &[(&AgentSnapshot, &[(&str, &str)])],
+    own: Option<OwnSeries>,
+    timestamp_ms: i64,
+) -> Body {
+    let raw = write_request(rows, own, timestamp_ms).encode_to_vec();
     let bytes = snap::raw::Encoder::new()
         .compress_vec(&raw)
         .expect("snappy takes any input below 4 GiB");
@@ -137,11 +163,16 @@ pub fn now_ms() -> i64 {
 }
 
 /// The remote-write payload over any source of labelled snapshots.
-pub struct RemoteWrite(pub Source);
+pub struct RemoteWrite {
+    /// The labelled snapshots of each push.
+    pub source: Source,
+    /// The labels of the sender's own counters.
+    pub own_labels: Labels,
+}
 
 impl Payload for RemoteWrite {
-    fn build(&mut self) -> Body {
-        let rows = (self.0)();
+    fn build(&mut self, pushes: &PushStatsSnapshot) -> Body {
+        let rows = (self.source)();
         let labels: Vec<Vec<(&str, &str)>> = rows
             .iter()
             .map(|(_, l)| l.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect())
@@ -151,7 +182,16 @@ impl Payload for RemoteWrite {
             .zip(&labels)
             .map(|((s, _), l)| (s, l.as_slice()))
             .collect();
-        body(&refs, now_ms())
+        let own_labels: Vec<(&str, &str)> = self
+            .own_labels
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let own = OwnSeries {
+            labels: &own_labels,
+            pushes,
+        };
+        body(&refs, Some(own), now_ms())
     }
 }
 
@@ -168,12 +208,58 @@ mod tests {
         let s = AgentSeries::new("a", "h", Buckets::default()).with_labels(labels);
         s.apply(&[Event::new(EventType::AgentTxBytes, 10)]);
         let snapshot = s.snapshot();
-        let request = write_request(&[(&snapshot, &[("agent_name", "a")])], 1);
+        let request = write_request(&[(&snapshot, &[("agent_name", "a")])], None, 1);
         assert!(!request.timeseries.is_empty());
         for series in &request.timeseries {
             let names: Vec<&str> = series.labels.iter().map(|l| l.name.as_str()).collect();
             assert!(names.contains(&"slurm_job_id"), "{names:?}");
             assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
         }
+    }
+
+    #[test]
+    fn the_senders_own_counters_are_pushed_with_its_labels_in_sorted_order() {
+        let s = AgentSeries::new("a", "h", Buckets::default());
+        let snapshot = s.snapshot();
+        let pushes = PushStatsSnapshot {
+            attempts: 3,
+            successes: 2,
+            failures: 1,
+            bytes: 700,
+        };
+        let own = OwnSeries {
+            labels: &[("hostname", "h"), ("agent_name", "a")],
+            pushes: &pushes,
+        };
+        let request = write_request(&[(&snapshot, &[("agent_name", "a")])], Some(own), 1);
+        let value = |name: &str| {
+            let found: Vec<&proto::TimeSeries> = request
+                .timeseries
+                .iter()
+                .filter(|t| t.labels[0].value == name)
+                .collect();
+            assert_eq!(found.len(), 1, "{name}");
+            let names: Vec<&str> = found[0].labels.iter().map(|l| l.name.as_str()).collect();
+            assert_eq!(names, ["__name__", "agent_name", "hostname"]);
+            found[0].samples[0].value
+        };
+        assert_eq!(value("nixl_telemetry_push_attempts_total"), 3.0);
+        assert_eq!(value("nixl_telemetry_push_successes_total"), 2.0);
+        assert_eq!(value("nixl_telemetry_push_failures_total"), 1.0);
+        assert_eq!(value("nixl_telemetry_push_bytes_total"), 700.0);
+        let keys: Vec<Vec<(&str, &str)>> = request
+            .timeseries
+            .iter()
+            .map(|t| {
+                t.labels
+                    .iter()
+                    .map(|l| (l.name.as_str(), l.value.as_str()))
+                    .collect()
+            })
+            .collect();
+        assert!(
+            keys.windows(2).all(|w| w[0] <= w[1]),
+            "series sorted by labels"
+        );
     }
 }

@@ -41,7 +41,7 @@ struct Counter {
 }
 
 impl Payload for Counter {
-    fn build(&mut self) -> Body {
+    fn build(&mut self, _pushes: &nixl_telemetry_push::PushStatsSnapshot) -> Body {
         self.built = self.value.load(Ordering::SeqCst);
         Body {
             bytes: self.built.to_string().into_bytes(),

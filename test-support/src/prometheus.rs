@@ -27,7 +27,10 @@ pub struct Secure<'a> {
 /// A Prometheus server (Debian's `prometheus`) with the remote-write receiver on, started on a
 /// free loopback port; killed when dropped.
 pub struct Prometheus {
-    child: Child,
+    /// The running server (None between [`Prometheus::stop`] and [`Prometheus::restart`]).
+    child: Option<Child>,
+    /// Its command-line arguments (the same port and data directory on a restart).
+    args: Vec<String>,
     port: u16,
     log: PathBuf,
     agent: ureq::Agent,
@@ -37,8 +40,10 @@ pub struct Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -69,19 +74,14 @@ impl Prometheus {
             args.push(format!("--web.config.file={}", secure.web_config.display()));
             tls = Some(secure.ca.to_owned());
         }
-        let child = Command::new("prometheus")
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("Debian's prometheus (scripts/install-test-deps.sh installs it)");
+        let child = spawn(&args, std::fs::File::create(&log).unwrap());
         let mut builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
         if let Some(ca) = &tls {
             builder = builder.tls_config(Arc::new(client_tls(ca)));
         }
         let prom = Prometheus {
-            child,
+            child: Some(child),
+            args,
             port,
             log,
             agent: builder.build(),
@@ -96,6 +96,30 @@ impl Prometheus {
         };
         poll("Prometheus ready", || prom.vector("vector(1)"));
         prom
+    }
+
+    /// Stops the server as an operator would (SIGTERM, waiting for it to exit): its port
+    /// refuses connections until [`Prometheus::restart`].
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+            child.wait().unwrap();
+        }
+    }
+
+    /// Starts the server again on the same port with the same data, once it answers.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "restart after stop");
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        self.child = Some(spawn(&self.args, log));
+        poll("Prometheus ready again", || self.vector("vector(1)"));
     }
 
     /// The remote-write receiver's URL.
@@ -150,6 +174,17 @@ impl Prometheus {
             std::fs::read_to_string(&self.log).unwrap_or_default()
         );
     }
+}
+
+/// Starts Debian's `prometheus` with `args`, logging to `log`.
+fn spawn(args: &[String], log: std::fs::File) -> Child {
+    Command::new("prometheus")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("Debian's prometheus (scripts/install-test-deps.sh installs it)")
 }
 
 /// The label names of a series of [`Prometheus::vector`], sorted.

@@ -34,13 +34,16 @@ impl TelemetryPlugin for OtlpExporter {
         let series =
             Arc::new(AgentSeries::new(params.agent_name, &host, buckets).with_labels(workload));
         let client = Client::new(config.target.clone()).map_err(CreateError::InvalidParam)?;
+        let mut own_attributes;
         let source: Source = {
             let series = series.clone();
             let mut attrs = vec![("agent_name".to_owned(), params.agent_name.to_owned())];
             attrs.extend(rank);
+            own_attributes = attrs.clone();
+            own_attributes.extend(series.labels().pairs().iter().cloned());
             Box::new(move || vec![(series.snapshot(), attrs.clone())])
         };
-        let payload = Otlp::new(source, &config, &host);
+        let payload = Otlp::new(source, own_attributes, &config, &host);
         let pusher = Pusher::start(client, Box::new(payload), config.push)
             .map_err(|e| CreateError::Other(format!("otlp: cannot start the push thread: {e}")))?;
         Ok(OtlpExporter {

@@ -244,9 +244,30 @@ fn check_cumulative(gzip: bool) {
     let expected: Vec<&str> = nixl_telemetry_series::families()
         .iter()
         .map(|f| f.name)
+        .chain(nixl_telemetry_push::PUSH_COUNTERS.iter().map(|c| c.name))
         .collect();
     assert_eq!(names, expected);
-    for m in metrics {
+    // The sender's own counters: monotonic Sums with the agent's attributes; the only push
+    // (the last) counts none before it.
+    for c in &nixl_telemetry_push::PUSH_COUNTERS {
+        let m = metric(r, c.name);
+        assert_eq!(m["sum"]["is_monotonic"], true, "{m}");
+        let p = &m["sum"]["data_points"][0];
+        assert_eq!(int(&p["as_int"]), 0, "{m}");
+        assert_eq!(
+            attributes(&p["attributes"]),
+            [
+                ("agent_name".to_owned(), "otlp-agent".to_owned()),
+                ("local_rank".to_owned(), "3".to_owned())
+            ]
+        );
+    }
+    for m in metrics.iter().filter(|m| {
+        !m["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("nixl_telemetry_push_")
+    }) {
         let kind = nixl_telemetry_series::families()
             .iter()
             .find(|f| f.name == m["name"])
@@ -377,5 +398,19 @@ fn delta_values_add_up_to_the_cumulative_totals() {
     }
     assert!(all.len() >= 10);
     assert_eq!(sum_bytes, bytes);
+    // The sender's own counters in delta too: the successes of all but the last request add
+    // up to the requests before it (the receiver accepted every one).
+    let successes: u64 = all
+        .iter()
+        .map(|r| {
+            let m = metric(r, "nixl_telemetry_push_successes_total");
+            assert_eq!(
+                m["sum"]["aggregation_temporality"],
+                "AGGREGATION_TEMPORALITY_DELTA"
+            );
+            int(&m["sum"]["data_points"][0]["as_int"])
+        })
+        .sum();
+    assert_eq!(successes, all.len() as u64 - 1);
     assert_eq!(sum_count, transfers);
 }

@@ -51,6 +51,7 @@ impl TelemetryPlugin for RemoteWriteExporter {
             AgentSeries::new(params.agent_name, &hostname(), buckets).with_labels(workload),
         );
         let client = Client::new(config.target).map_err(CreateError::InvalidParam)?;
+        let mut own_labels;
         let source = {
             let series = series.clone();
             let mut labels = vec![
@@ -58,12 +59,14 @@ impl TelemetryPlugin for RemoteWriteExporter {
                 ("hostname".to_owned(), series.hostname().to_owned()),
             ];
             labels.extend(rank);
+            own_labels = labels.clone();
+            own_labels.extend(series.labels().pairs().iter().cloned());
             Box::new(move || vec![(series.snapshot(), labels.clone())])
         };
-        let pusher =
-            Pusher::start(client, Box::new(RemoteWrite(source)), config.push).map_err(|e| {
-                CreateError::Other(format!("remote_write: cannot start the push thread: {e}"))
-            })?;
+        let payload = RemoteWrite { source, own_labels };
+        let pusher = Pusher::start(client, Box::new(payload), config.push).map_err(|e| {
+            CreateError::Other(format!("remote_write: cannot start the push thread: {e}"))
+        })?;
         Ok(RemoteWriteExporter {
             series,
             _pusher: pusher,

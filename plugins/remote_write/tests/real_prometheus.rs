@@ -34,11 +34,22 @@ fn child() {
     let c = nixl_telemetry::Collector::from_env(&agent, true)
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
     if let Ok(ms) = std::env::var("RW_RUN_MS") {
-        // A short job: a transfer every 10 ms for this long, then exit.
-        let run = Duration::from_millis(ms.parse().unwrap());
+        // A job: a transfer every 10 ms for this long (or, with `stdin`, until stdin closes),
+        // then exit.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let run = if ms == "stdin" {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let _ = std::io::stdin().read_line(&mut String::new());
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            Duration::MAX
+        } else {
+            Duration::from_millis(ms.parse().unwrap())
+        };
         let start = Instant::now();
         let (mut total, mut n) = (0u64, 0u64);
-        while start.elapsed() < run {
+        while start.elapsed() < run && !stop.load(std::sync::atomic::Ordering::Relaxed) {
             c.add_xfer_stats(100 + n % 7, true, bytes, 5);
             total += bytes;
             n += 1;
@@ -227,7 +238,86 @@ fn four_ranks_push_exact_totals_and_the_quantiles_of_a_scrape() {
         let err = r.finish();
         assert!(!err.contains("remote_write: push"), "{err}");
     }
+    // Each rank's own push counters arrived with its last push: no failure, some bytes.
+    let successes = poll("the push counters of four ranks", || {
+        prom.by_label(
+            "local_rank",
+            "nixl_telemetry_push_successes_total{agent_name=\"pushed\"} > 0",
+        )
+        .filter(|v| v.len() == 4)
+    });
+    assert_eq!(successes.len(), 4);
+    prom.wait_for_value(
+        "sum(nixl_telemetry_push_failures_total{agent_name=\"pushed\"})",
+        0.0,
+    );
+    let bytes = prom
+        .vector("min(nixl_telemetry_push_bytes_total{agent_name=\"pushed\"})")
+        .unwrap();
+    assert!(bytes[0].1 > 0.0, "{bytes:?}");
     drop(scraped);
+}
+
+#[test]
+fn a_receiver_down_for_ten_seconds_gets_exact_totals_without_resets_once_back() {
+    let work = tempfile::tempdir().unwrap();
+    let mut prom = Prometheus::start(work.path(), None, None);
+    let mut env = rw_env(&prom.write_url(), 500);
+    env.extend([
+        ("RW_AGENT", "outage".into()),
+        ("NIXL_LOG_LEVEL", "INFO".into()),
+        ("RW_BYTES", "100".into()),
+        ("RW_RUN_MS", "stdin".into()),
+    ]);
+    let mut job = Proc::spawn(work.path(), "outage", &env);
+    let before = poll("the first pushes", || {
+        prom.vector("agent_tx_bytes_total{agent_name=\"outage\"} > 0")
+            .filter(|v| v.len() == 1)
+    })[0]
+        .1;
+    prom.stop();
+    std::thread::sleep(Duration::from_secs(10));
+    prom.restart();
+    // Pushes resume with totals above those before the outage.
+    poll("pushes after the outage", || {
+        prom.vector(&format!(
+            "agent_tx_bytes_total{{agent_name=\"outage\"}} > {before}"
+        ))
+        .filter(|v| v.len() == 1)
+    });
+    // The pushes that failed during the outage are counted and pushed once it is back.
+    poll("failures counted", || {
+        prom.vector("nixl_telemetry_push_failures_total{agent_name=\"outage\"} > 0")
+            .filter(|v| v.len() == 1)
+    });
+    // The job ends (stdin closed) and prints its totals.
+    drop(job.stdin.take());
+    let totals = job.line("TOTAL ");
+    let (total, n) = totals.split_once(' ').unwrap();
+    let err = job.finish();
+    prom.wait_for_value(
+        "agent_tx_bytes_total{agent_name=\"outage\"}",
+        total.parse().unwrap(),
+    );
+    prom.wait_for_value(
+        "agent_xfer_time_us_count{agent_name=\"outage\"}",
+        n.parse().unwrap(),
+    );
+    prom.wait_for_value(
+        "resets(agent_tx_bytes_total{agent_name=\"outage\"}[10m])",
+        0.0,
+    );
+    // Each kind of failure is warned once, however many retries it took.
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("remote_write: push to"))
+        .collect();
+    assert!(!warnings.is_empty(), "the outage was not warned: {err}");
+    let mut distinct = warnings.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), warnings.len(), "a warning repeated: {err}");
+    assert!(err.contains("pushing to"), "recovery not logged: {err}");
 }
 
 #[test]
