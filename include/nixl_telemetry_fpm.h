@@ -88,7 +88,8 @@ typedef struct {
   uint64_t written;
   // Payloads dropped because the queue (8192) was full; the oldest go first.
   uint64_t dropped;
-  // Payloads rejected as invalid (never written).
+  // Payloads rejected as invalid, or whose row would be longer than the readers' bound of
+  // 16 MiB (never written).
   uint64_t rejected;
   // Failed batch writes (each loses its batch).
   uint64_t write_errors;

@@ -8,15 +8,15 @@
 //!
 //! A file whose last gzip member is truncated (a crash while writing) or damaged yields every
 //! complete row before the damage, then one warning line on stderr naming the file and the byte
-//! offset where the damaged member starts.
+//! offset where the damaged member starts. A row longer than 16 MiB (the bound the writers
+//! keep; [`nixl_telemetry::segments::reader`]) is skipped without being held in memory, and the
+//! rows after it are read; one warning line per file gives their number and the first one's
+//! position.
 //!
 //! Exit status: 0 when every file was read completely; 3 when at least one file ended in a
-//! truncated or damaged member (everything readable was still printed); 1 on an error (an
-//! argument naming no segment, an unreadable file, a file that is not gzip, a row longer than
-//! 16 MiB, a failed write to stdout other than a closed pipe); 2 for bad usage.
-//!
-//! Rows are read with a bound on their length ([`nixl_telemetry::segments::reader`]), so a
-//! hostile segment cannot exhaust memory.
+//! truncated or damaged member or had rows skipped as too long (everything readable was still
+//! printed); 1 on an error (an argument naming no segment, an unreadable file, a file that is
+//! not gzip, a failed write to stdout other than a closed pipe); 2 for bad usage.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, BufWriter, Write};
@@ -25,6 +25,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry::segments::reader::MAX_ROW_BYTES;
 use nixl_telemetry::segments::{segments_of, ReadOutcome, SegmentReader};
 use serde_json::{json, Value};
 
@@ -38,8 +39,9 @@ const EXIT_TRUNCATED: u8 = 3;
 #[command(
     after_help = "Exit status: 0 when every file was read completely; 3 when a file \
 ended in a truncated or damaged gzip member (every complete row before it was still used, and \
-a warning names the file and byte offset); 1 on errors (no segment found, unreadable file, not \
-a gzip file, a row longer than 16 MiB, TRACE exporter rows given to summary); 2 for bad usage."
+a warning names the file and byte offset) or had rows longer than 16 MiB, which were skipped \
+with a warning (the rows after them were used); 1 on errors (no segment found, unreadable \
+file, not a gzip file, TRACE exporter rows given to summary); 2 for bad usage."
 )]
 pub struct FpmArgs {
     #[command(subcommand)]
@@ -136,22 +138,31 @@ fn read_all(files: &[PathBuf], mut row: impl FnMut(&[u8]) -> io::Result<()>) -> 
     Ok(complete)
 }
 
-/// Prints the warning of a damaged file; returns whether it was complete.
-fn report(file: &Path, outcome: &ReadOutcome) -> bool {
-    match &outcome.truncated {
-        None => true,
-        Some(t) => {
-            eprintln!(
-                "nixl-telemetry: warning: {}: truncated or damaged gzip member at byte {} ({}); \
-                 {} complete rows were read from this file",
-                file.display(),
-                t.offset,
-                t.error,
-                outcome.rows
-            );
-            false
-        }
+/// Prints the warnings of a segment that was not read whole (rows skipped as too long, a
+/// damaged final member); returns whether it was read whole. Shared with `stats`.
+pub(crate) fn report(file: &Path, outcome: &ReadOutcome) -> bool {
+    if let Some(first) = &outcome.first_long_row {
+        eprintln!(
+            "nixl-telemetry: warning: {}: skipped {} rows longer than {} bytes (the first is \
+             row {}, in the gzip member at byte {}); the rows after them were read",
+            file.display(),
+            outcome.long_rows,
+            MAX_ROW_BYTES,
+            first.row,
+            first.member_offset
+        );
     }
+    if let Some(t) = &outcome.truncated {
+        eprintln!(
+            "nixl-telemetry: warning: {}: truncated or damaged gzip member at byte {} ({}); \
+             {} complete rows were read from this file",
+            file.display(),
+            t.offset,
+            t.error,
+            outcome.rows
+        );
+    }
+    outcome.truncated.is_none() && outcome.long_rows == 0
 }
 
 fn cat(paths: &[PathBuf]) -> io::Result<bool> {

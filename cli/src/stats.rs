@@ -258,17 +258,7 @@ fn read_segments(
                     format!("{}: {e}", file.display()),
                 ))
             })?;
-            if let Some(t) = &outcome.truncated {
-                complete = false;
-                eprintln!(
-                    "nixl-telemetry: warning: {}: truncated or damaged gzip member at byte {} \
-                     ({}); {} complete rows were read from this file",
-                    file.display(),
-                    t.offset,
-                    t.error,
-                    outcome.rows
-                );
-            }
+            complete &= crate::fpm::report(&file, &outcome);
         }
     }
     if foreign > 0 {

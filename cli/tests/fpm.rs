@@ -267,23 +267,57 @@ fn a_file_that_is_not_gzip_is_an_error_not_a_truncated_segment() {
 }
 
 #[test]
-fn a_row_longer_than_the_bound_is_refused_with_a_clear_error() {
+fn a_row_longer_than_the_bound_is_skipped_with_a_warning_and_the_rest_is_read() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fpm.p.000000.jsonl.gz");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(b"{\"timestamp\":0,\"event\":\"fine\"}\n")
         .unwrap();
-    // 17 MiB without a newline: a few KiB compressed.
+    // 17 MiB in one row: a few KiB compressed. Then a row after it, in the same member.
     gz.write_all(&vec![b'x'; 17 << 20]).unwrap();
+    gz.write_all(b"\n{\"timestamp\":1,\"event\":\"after\"}\n")
+        .unwrap();
     std::fs::write(&path, gz.finish().unwrap()).unwrap();
-    let (out, err) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), path.as_os_str()], 1);
+    let (out, err) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), path.as_os_str()], 3);
     assert!(
-        err.contains("row 2") && err.contains("is longer than 16777216 bytes"),
+        err.contains("skipped 1 rows longer than 16777216 bytes") && err.contains("row 2"),
         "{err}"
     );
     assert!(err.contains(&path.display().to_string()), "{err}");
-    assert_eq!(out, b"{\"timestamp\":0,\"event\":\"fine\"}\n");
+    assert_eq!(
+        out,
+        b"{\"timestamp\":0,\"event\":\"fine\"}\n{\"timestamp\":1,\"event\":\"after\"}\n"
+    );
+}
+
+#[test]
+fn rows_written_after_an_over_long_payload_are_summarised() {
+    // A real trace: the writer drops (and counts) the row it would make of a payload longer
+    // than the readers' bound, so every row it wrote is read back.
+    let dir = tempfile::tempdir().unwrap();
+    let config = FpmConfig {
+        output_path: dir.path().join("dynamo-fpm"),
+        mode: CaptureMode::Full,
+        ..FpmConfig::default()
+    };
+    let (_clock, trace) = manual_fpm_trace(&config, "9", 1_700_000_000_000, 64);
+    for counter in 1..=3 {
+        trace.record(busy("w", 0, counter, 0.5));
+    }
+    trace.record(busy(&"w".repeat(17 << 20), 0, 4, 0.5));
+    for counter in 5..=6 {
+        trace.record(busy("w", 0, counter, 0.5));
+    }
+    let stats = trace.close();
+    assert_eq!((stats.written, stats.rejected), (5, 1));
+    let (out, _) = run_with_status(&["fpm".as_ref(), "cat".as_ref(), dir.path().as_os_str()], 0);
+    let lines: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(counters(&lines), [1, 2, 3, 5, 6]);
 }
 
 /// Producer "77" in sampled mode (1 s interval): counters 1..=5 in the first interval and

@@ -147,10 +147,11 @@ pub struct TraceExporter {
 }
 
 impl TraceExporter {
-    /// The rows lost to write errors since the last call (the collector counted them as
-    /// exported when this exporter accepted them).
+    /// The rows lost to write errors (or dropped as longer than the row bound) since the last
+    /// call (the collector counted them as exported when this exporter accepted them).
     fn take_rows_lost(&mut self) -> u64 {
-        let lost = self.counters.snapshot().rows_lost;
+        let stats = self.counters.snapshot();
+        let lost = stats.rows_lost + stats.rows_too_long;
         let late = lost.saturating_sub(self.reported_lost);
         self.reported_lost = lost;
         late

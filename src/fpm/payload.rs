@@ -17,7 +17,9 @@
 //! Unknown keys, at the top level and inside the two maps, are kept unchanged. A non-finite
 //! float in an unknown field cannot be written as JSON and becomes `null`, as in Dynamo.
 //!
-//! One rule is ours: a payload nested deeper than [`MAX_PAYLOAD_DEPTH`] levels of maps and
+//! Two rules are ours. A payload whose row would be longer than the readers' bound of 16 MiB
+//! ([`crate::segments::row::MAX_ROW_BYTES`]) is dropped by the segment writer and counted in
+//! `rejected`, so every row written can be read back. And a payload nested deeper than [`MAX_PAYLOAD_DEPTH`] levels of maps and
 //! arrays (the payload map is level 1) is rejected. Dynamo writes any depth, but a row nested
 //! past 127 levels is unreadable for serde_json (its readers, `nixl-telemetry fpm cat`) and a
 //! deep one for Python's `json`; with this bound every row written parses, and decoding never

@@ -39,7 +39,8 @@ pub struct FpmStats {
     pub written: u64,
     /// Payloads dropped because the queue (8192) was full; the oldest go first.
     pub dropped: u64,
-    /// Payloads rejected as invalid (never written).
+    /// Payloads rejected as invalid, or whose row would be longer than the readers' bound of
+    /// 16 MiB (never written).
     pub rejected: u64,
     /// Failed batch writes (each loses its batch).
     pub write_errors: u64,
@@ -211,7 +212,7 @@ impl ProducerWriter {
             recorded: self.shared.queue.pushed(),
             written: w.rows_written,
             dropped: self.shared.queue.dropped(),
-            rejected: self.shared.rejected.load(Ordering::Relaxed),
+            rejected: self.shared.rejected.load(Ordering::Relaxed) + w.rows_too_long,
             coalesced: self.shared.coalesced.load(Ordering::Relaxed),
             write_errors: w.write_errors,
             rows_lost: w.rows_lost,

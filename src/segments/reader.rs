@@ -4,10 +4,13 @@
 //! reported with the file and the byte offset where the damaged member starts.
 //!
 //! This is the one reader of segments: the CLI (`nixl-telemetry stats`, `nixl-telemetry fpm`)
-//! reads with it and the fuzz target fuzzes it. It refuses, with an error:
-//! - a file that is not gzip at all (it does not start with the gzip magic bytes);
-//! - a row longer than a bound ([`MAX_ROW_BYTES`] unless given): a hostile or corrupt segment
-//!   (one 1 GiB line compresses to a few MB) cannot exhaust memory.
+//! reads with it and the fuzz target fuzzes it. It refuses, with an error, a file that is not
+//! gzip at all (it does not start with the gzip magic bytes).
+//!
+//! A row longer than a bound ([`MAX_ROW_BYTES`], the bound the writers keep, unless given) is
+//! skipped without being held in memory (a hostile or corrupt segment's 1 GiB line, which
+//! compresses to a few MB, cannot exhaust memory), counted in the outcome with the position of
+//! the first one, and reading goes on with the next row: one bad row never hides the rest.
 //!
 //! An empty (0-byte) segment, which a crash between creating a file and writing its first member
 //! can leave, reads as zero rows without a warning.
@@ -16,9 +19,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 
-/// Longest row accepted by [`SegmentReader::for_each_row`], newline excluded: 16 MiB. The
-/// writers' rows are under a few KiB.
-pub const MAX_ROW_BYTES: usize = 16 << 20;
+pub use super::row::MAX_ROW_BYTES;
 
 /// The gzip magic bytes every segment starts with.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -34,6 +35,15 @@ pub struct TruncatedMember {
     pub error: String,
 }
 
+/// A row skipped because it is longer than the bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LongRow {
+    /// Its number in the file (1-based, skipped rows included).
+    pub row: u64,
+    /// Byte offset in the file of the gzip member holding it.
+    pub member_offset: u64,
+}
+
 /// The outcome of reading one segment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
@@ -43,6 +53,10 @@ pub struct ReadOutcome {
     pub members: u64,
     /// Set when the file ends in a truncated or damaged member.
     pub truncated: Option<TruncatedMember>,
+    /// Rows skipped because they are longer than the bound.
+    pub long_rows: u64,
+    /// The first of them.
+    pub first_long_row: Option<LongRow>,
 }
 
 /// Why one row could not be read.
@@ -81,12 +95,34 @@ fn next_row(
             None => (buf.len(), false),
         };
         if line.len() + take > max {
+            skip_row(member).map_err(RowError::Damaged)?;
             return Err(RowError::TooLong);
         }
         line.extend_from_slice(&buf[..take]);
         member.consume(take + usize::from(ended));
         if ended {
             return Ok(Some(RowEnd::Newline));
+        }
+    }
+}
+
+/// Consumes the rest of the current row, up to and including its newline or the member's end,
+/// without keeping it.
+fn skip_row(member: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let buf = member.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                member.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                member.consume(n);
+            }
         }
     }
 }
@@ -104,10 +140,10 @@ impl SegmentReader {
         SegmentReader::for_each_row_bounded(path, MAX_ROW_BYTES, row)
     }
 
-    /// Calls `row` with every complete row of `path` (without its newline), in order. Errors:
-    /// the file cannot be read, it is not gzip, a row is longer than `max_row` bytes, or `row`
-    /// failed (its error is returned as is). A damaged final member is reported in the outcome
-    /// instead.
+    /// Calls `row` with every complete row of `path` (without its newline), in order, skipping
+    /// (and counting in the outcome) rows longer than `max_row` bytes. Errors: the file cannot
+    /// be read, it is not gzip, or `row` failed (its error is returned as is). A damaged final
+    /// member is reported in the outcome instead.
     pub fn for_each_row_bounded(
         path: &Path,
         max_row: usize,
@@ -149,14 +185,13 @@ impl SegmentReader {
                         return Ok(outcome);
                     }
                     Err(RowError::TooLong) => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!(
-                                "row {} (in the gzip member at byte {start}) is longer than \
-                                 {max_row} bytes: not a segment the trace writers produce",
-                                outcome.rows + 1
-                            ),
-                        ))
+                        outcome.long_rows += 1;
+                        if outcome.first_long_row.is_none() {
+                            outcome.first_long_row = Some(LongRow {
+                                row: outcome.rows + outcome.long_rows,
+                                member_offset: start,
+                            });
+                        }
                     }
                 }
             }
@@ -260,11 +295,32 @@ mod tests {
     }
 
     #[test]
-    fn long_rows_and_foreign_files_are_errors() {
-        let long = member(&[b'z'; 5000]);
-        let e = rows_of(&long, 4096).unwrap_err();
-        assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
-        assert_eq!(rows_of(&long, 5000).unwrap().0[0].len(), 5000);
+    fn long_rows_are_skipped_and_counted_and_the_rows_after_them_read() {
+        let long = vec![b'z'; 5000];
+        // A long row in the middle of a member, one ending a member, then more members.
+        let mut bytes = member(&[b"a\n".as_slice(), &long, b"\nb\n"].concat());
+        bytes.extend(member(&[b"c\n".as_slice(), &long].concat()));
+        bytes.extend(member(b"d\n"));
+        let (rows, outcome) = rows_of(&bytes, 4096).unwrap();
+        assert_eq!(rows, ["a", "b", "c", "d"]);
+        assert_eq!((outcome.rows, outcome.members), (4, 3));
+        assert_eq!(outcome.long_rows, 2);
+        assert_eq!(
+            outcome.first_long_row,
+            Some(LongRow {
+                row: 2,
+                member_offset: 0
+            })
+        );
+        assert_eq!(outcome.truncated, None);
+        // With a bound that admits them, the same rows are returned.
+        let (rows, outcome) = rows_of(&bytes, 5000).unwrap();
+        assert_eq!(rows.len(), 6);
+        assert_eq!(outcome.long_rows, 0);
+    }
+
+    #[test]
+    fn a_foreign_file_is_an_error() {
         let e = rows_of(b"root:x:0:0:root:/root:/bin/bash\n", 100).unwrap_err();
         assert!(e.to_string().contains("not a gzip"), "{e}");
     }

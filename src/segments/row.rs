@@ -3,6 +3,11 @@
 
 use serde::Serialize;
 
+/// Longest row of a segment, newline excluded: 16 MiB. The writers drop (and count) a row that
+/// would be longer, and the reader skips (and counts) one it finds, so what a writer keeps is
+/// always readable. The trace writers' rows are a few KiB.
+pub const MAX_ROW_BYTES: usize = 16 << 20;
+
 #[derive(Serialize)]
 struct Envelope<'a, E: ?Sized> {
     timestamp: u64,

@@ -36,6 +36,9 @@
 //!   threshold. Only when the cut itself fails is the segment abandoned (a partial member is then
 //!   the last thing in that file) and the next batch starts a new one. A segment holding no
 //!   complete member when the writer leaves it (rolls, closes) is deleted.
+//! - **Row bound**: a row longer than [`MAX_ROW_BYTES`] (newline excluded), which the reader
+//!   would skip, is dropped instead, counted (`rows_too_long`) and warned about once per writer,
+//!   so everything written can be read back.
 //! - **Durability**: no `fsync`; see the module documentation of [`crate::segments`].
 
 use std::collections::HashSet;
@@ -52,7 +55,7 @@ use serde::Serialize;
 use crate::owner_only::{create_dir_all, create_new_file};
 use crate::segments::clock::Clock;
 use crate::segments::naming::{SegmentEntry, SegmentNaming, MAX_INDEX};
-use crate::segments::row::encode_row;
+use crate::segments::row::{encode_row, MAX_ROW_BYTES};
 
 /// Default roll threshold: 256 MiB of uncompressed JSONL.
 pub const DEFAULT_ROLL_BYTES: u64 = 268_435_456;
@@ -97,6 +100,8 @@ pub struct WriterStats {
     pub rows_written: u64,
     /// Rows lost with a batch that could not be written.
     pub rows_lost: u64,
+    /// Rows dropped before being written because they are longer than [`MAX_ROW_BYTES`].
+    pub rows_too_long: u64,
     /// Failed batch writes (each loses its batch).
     pub write_errors: u64,
     /// Gzip members written.
@@ -115,6 +120,7 @@ pub struct WriterStats {
 pub struct WriterCounters {
     rows_written: AtomicU64,
     rows_lost: AtomicU64,
+    rows_too_long: AtomicU64,
     write_errors: AtomicU64,
     members_written: AtomicU64,
     bytes_written: AtomicU64,
@@ -129,6 +135,7 @@ impl WriterCounters {
         WriterStats {
             rows_written: get(&self.rows_written),
             rows_lost: get(&self.rows_lost),
+            rows_too_long: get(&self.rows_too_long),
             write_errors: get(&self.write_errors),
             members_written: get(&self.members_written),
             bytes_written: get(&self.bytes_written),
@@ -166,6 +173,8 @@ pub struct SegmentWriter {
     /// Segments retention could not delete: no longer counted, not tried again.
     undeletable: HashSet<u64>,
     failing_since: Option<u64>,
+    /// A row longer than the bound was warned about.
+    warned_too_long: bool,
     counters: Arc<WriterCounters>,
 }
 
@@ -211,6 +220,7 @@ impl SegmentWriter {
             prune_pending: true,
             undeletable: HashSet::new(),
             failing_since: None,
+            warned_too_long: false,
             counters: Arc::default(),
         })
     }
@@ -248,6 +258,20 @@ impl SegmentWriter {
         let mut line = std::mem::take(&mut self.line);
         line.clear();
         match encode_row(&mut line, timestamp, event) {
+            Ok(len) if len - 1 > MAX_ROW_BYTES => {
+                bump(&self.counters.rows_too_long, 1);
+                if !std::mem::replace(&mut self.warned_too_long, true) {
+                    log::warn!(
+                        "trace {}: a row of {} bytes is longer than the readers' bound of {} \
+                         bytes and was dropped (further ones are counted)",
+                        self.naming.prefix().display(),
+                        len - 1,
+                        MAX_ROW_BYTES
+                    );
+                }
+                // Do not keep the long row's capacity.
+                line = Vec::with_capacity(1024);
+            }
             Ok(_) => self.push_encoded(&line),
             Err(e) => {
                 bump(&self.counters.rows_lost, 1);

@@ -58,6 +58,24 @@ fn an_oversized_row_sits_alone_in_its_segment() {
 }
 
 #[test]
+fn a_row_longer_than_the_readers_bound_is_dropped_counted_and_the_next_rows_written() {
+    use crate::segments::row::MAX_ROW_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = writer(&dir.path().join("fpm"), "p", 64 << 20, 10);
+    // The longest row the reader accepts is written; one byte more is not.
+    w.push(&event_of_row_len(MAX_ROW_BYTES + 1));
+    w.push(&event_of_row_len(MAX_ROW_BYTES + 2));
+    w.push(&event_of_row_len(30));
+    let stats = w.close();
+    assert_eq!((stats.rows_written, stats.rows_too_long), (2, 1));
+    let written = rows(&segment(dir.path(), "p", 0));
+    assert_eq!(
+        written.iter().map(String::len).collect::<Vec<_>>(),
+        [MAX_ROW_BYTES, 29]
+    );
+}
+
+#[test]
 fn restart_continues_after_the_highest_index() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(segment(dir.path(), "p", 0), member_of("old")).unwrap();
