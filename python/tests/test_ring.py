@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from helpers import HEADER, ring_header
+from helpers import HEADER, ring_header, run_python
 from nixl_telemetry import (
     Event,
     InvalidArgumentError,
@@ -180,3 +180,25 @@ def test_agrees_with_the_c_library_on_7000_events_across_a_wrap(
         header = ring_header(ring)
         assert header["write_pos"] == header["read_pos"] == 7000 % 4096
         assert telemetry.stats()["events_lost"] == 0
+
+
+def test_faulthandler_enabled_after_the_agent_does_not_turn_a_truncated_ring_into_a_crash(ring_env):
+    # pytest enables faulthandler too; the child enables it after creating the agent, as an
+    # application would, then another process empties the ring. Before, the next flush ended
+    # the interpreter with "Fatal Python error: Bus error".
+    code = """
+        import faulthandler, json, os
+        from nixl_telemetry import RingReader, Telemetry
+        path = os.path.join(os.environ["NIXL_TELEMETRY_DIR"], "guarded")
+        with Telemetry("guarded") as telemetry:
+            telemetry.update("agent_tx_bytes", 1)
+            telemetry.flush()
+            faulthandler.enable()
+            os.truncate(path, 0)
+            telemetry.update("agent_tx_bytes", 2)
+            telemetry.flush()
+            with RingReader(path) as reader:
+                values = [e.value for e in reader]
+        print(json.dumps(values))
+    """
+    assert run_python(code, {"NIXL_TELEMETRY_DIR": str(ring_env)}) == [2]

@@ -79,7 +79,7 @@ impl BufferExporter {
         }
         let intact = |ring: &RingWriter| match check_file {
             true => ring.is_intact(),
-            false => !ring.faulted(),
+            false => ring.ready_to_write(),
         };
         if self.ring.as_ref().is_some_and(intact) {
             return self.ring.as_ref();

@@ -351,7 +351,11 @@ pub unsafe extern "C" fn nixl_telemetry_ring_open(
 /// Takes the oldest unread event into `*out`: `NIXL_TELEMETRY_SUCCESS`, or
 /// `NIXL_TELEMETRY_EMPTY` when there is nothing to read (then `*out` is unchanged), or
 /// `NIXL_TELEMETRY_ERR_MISMATCH` once another process truncated the file under the reader
-/// (never a crash; reopen the ring once its writer has recreated it).
+/// (reopen the ring once its writer has recreated it). A truncation is not a crash while the
+/// library's SIGBUS guard is in place: it is installed by the first ring opened or written in
+/// the process and put back on top whenever a ring is opened or flushed; a SIGBUS handler the
+/// host installs after that (Python's `faulthandler.enable()`, a crash reporter) and that does
+/// not chain to the previous one takes it away for readers until then.
 ///
 /// # Safety
 /// `r` is NULL or a live reader; `out` is NULL or writable.

@@ -9,9 +9,18 @@
 //! it: the access completes (a write goes nowhere, a read sees zeros) and the mapping is flagged,
 //! so its owner notices, discards what it read or wrote, and reports or recovers.
 //!
+//! A host may install its own SIGBUS handler after ours (Python's `faulthandler.enable()`,
+//! pytest, a crash reporter), which takes the protection away until [`reassert`] puts ours
+//! back on top: the ring writer calls it before every flush that writes (one `sigaction`
+//! call), and readers when they open a ring. The host's handler then becomes the one faults
+//! that are not ours are passed to. Should that handler return without resolving a fault
+//! (the same address faults 100 times in a row on the same thread), the default action is
+//! restored, so a fault that is not ours ends the process as it would have without us, never
+//! in an endless loop.
+//!
 //! Limits: the table holds [`MAX_GUARDED`] mappings (more are mapped unguarded, with one
-//! warning); a handler installed later by the host without chaining to ours (Python's
-//! `faulthandler.enable()` re-raises instead of chaining) takes the protection away.
+//! warning); between a host replacing our handler and the next [`reassert`], and for a file
+//! truncated in the middle of a flush's writes, a fault goes to the host's handler.
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
@@ -102,6 +111,24 @@ impl Drop for FaultGuard {
     }
 }
 
+/// Our SIGBUS action.
+fn our_action() -> libc::sigaction {
+    // SAFETY: an all-zero sigaction is a valid value to fill in.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) = on_sigbus;
+    action.sa_sigaction = handler as usize;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: `sa_mask` is a valid sigset_t to initialise.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    action
+}
+
+/// Whether `action` is ours.
+fn is_ours(action: &libc::sigaction) -> bool {
+    let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) = on_sigbus;
+    action.sa_sigaction == handler as usize
+}
+
 fn install() {
     INSTALL.call_once(|| {
         // SAFETY: sysconf has no preconditions.
@@ -109,15 +136,11 @@ fn install() {
         if page > 0 {
             PAGE_SIZE.store(page as usize, Ordering::Relaxed);
         }
-        // SAFETY: an all-zero sigaction is a valid value to fill in; `sa_sigaction` is our
-        // handler with the SA_SIGINFO signature; PREVIOUS is written here only, before the
-        // handler can run.
+        let action = our_action();
+        // SAFETY: `action` is our handler with the SA_SIGINFO signature; PREVIOUS is written
+        // here, before the handler can run (and later only by `reassert`, while it is not
+        // installed).
         unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) = on_sigbus;
-            action.sa_sigaction = handler as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut action.sa_mask);
             let previous = (*PREVIOUS.0.get()).as_mut_ptr();
             if libc::sigaction(libc::SIGBUS, &action, previous) != 0 {
                 log::warn!(
@@ -128,6 +151,45 @@ fn install() {
             }
         }
     });
+}
+
+/// Puts our SIGBUS handler back on top if the host replaced it since (see the module
+/// documentation); the host's handler is kept as the one other faults go to. One `sigaction`
+/// call when nothing changed.
+pub(super) fn reassert() {
+    install();
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static TOLD: AtomicBool = AtomicBool::new(false);
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: an all-zero sigaction is valid to be filled by sigaction(2), which only reads the
+    // current action here (a null new action).
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) } != 0
+        || is_ours(&current)
+    {
+        return;
+    }
+    let action = our_action();
+    // SAFETY: our handler is not installed (`current` is another one), so it does not read
+    // PREVIOUS now; it is written before ours is installed again. Calls are serialised.
+    unsafe {
+        (*PREVIOUS.0.get()).write(current);
+        let mut replaced: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, &action, &mut replaced) != 0 {
+            return;
+        }
+        if !is_ours(&replaced) && replaced.sa_sigaction != current.sa_sigaction {
+            // Changed again between the two calls: pass faults to the newest.
+            (*PREVIOUS.0.get()).write(replaced);
+        }
+    }
+    if !TOLD.swap(true, Ordering::Relaxed) {
+        log::info!(
+            "the host replaced the SIGBUS handler that protects telemetry rings against \
+             truncated files; it is back, and passes other faults to the host's"
+        );
+    }
 }
 
 /// The SIGBUS handler: maps zero pages over a registered mapping that faulted, else passes the
@@ -160,7 +222,17 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
         }
     }
     // SAFETY: PREVIOUS was filled before this handler was installed.
-    unsafe { pass_on(signal, info, context) }
+    unsafe { pass_on(signal, info, context, addr) }
+}
+
+/// How many times in a row the same fault may be passed on before the default action ends it.
+const MAX_REPEATED_PASS: u32 = 100;
+
+std::thread_local! {
+    /// The address of the last fault this thread passed on and how many times in a row, to
+    /// notice a previous handler that returns without resolving it (a const-initialised
+    /// `Cell`: no lazy initialisation, so it can be used in a signal handler).
+    static PASSED_ON: std::cell::Cell<(usize, u32)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// Gives a SIGBUS that is not ours to the handler that was installed before ours, or to the
@@ -168,11 +240,25 @@ extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context
 ///
 /// # Safety
 /// Called from the signal handler with its arguments, after PREVIOUS was filled.
-unsafe fn pass_on(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+unsafe fn pass_on(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut c_void,
+    addr: usize,
+) {
     // SAFETY: filled by `install` before the handler was installed (the caller's contract).
     let previous = unsafe { (*PREVIOUS.0.get()).assume_init_ref() };
     let handler = previous.sa_sigaction;
-    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+    // The same fault again and again after passing it on: the previous handler returns without
+    // resolving it. End as the default action would rather than loop.
+    let repeats = PASSED_ON.with(|p| {
+        let (last, n) = p.get();
+        let n = if last == addr { n + 1 } else { 0 };
+        p.set((addr, n));
+        n
+    });
+    let again = addr != 0 && repeats >= MAX_REPEATED_PASS;
+    if again || handler == libc::SIG_DFL || handler == libc::SIG_IGN {
         // SAFETY: restoring the default action, then raising the signal again (a fault
         // re-executes and raises it anyway; a signal sent by kill is raised here).
         unsafe {

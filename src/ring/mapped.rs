@@ -20,8 +20,10 @@ pub(super) struct Mapped {
 }
 
 impl Mapped {
-    /// Guards `map`, a validated ring of `mask + 1` records.
+    /// Guards `map`, a validated ring of `mask + 1` records (putting the guard's handler back
+    /// on top first if the host replaced it).
     pub(super) fn new(map: MmapRaw, mask: u64) -> Mapped {
+        super::fault_guard::reassert();
         Mapped {
             guard: FaultGuard::new(map.as_ptr(), map.len()),
             map,

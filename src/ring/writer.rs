@@ -52,7 +52,7 @@ pub struct RingWriter {
     pub(super) mapped: Mapped,
     path: PathBuf,
     /// Held for the writer's lifetime: the file's flock marks it as owned.
-    _file: File,
+    file: File,
     /// `(st_dev, st_ino)` of that file, to notice the path naming another file.
     file_id: (u64, u64),
 }
@@ -141,7 +141,7 @@ impl RingWriter {
         Ok(RingWriter {
             mapped,
             path,
-            _file: file,
+            file,
             file_id,
         })
     }
@@ -161,7 +161,18 @@ impl RingWriter {
         let Ok(named) = std::fs::symlink_metadata(&self.path) else {
             return false;
         };
-        !self.faulted() && (named.dev(), named.ino()) == self.file_id && named.len() == size
+        self.ready_to_write() && (named.dev(), named.ino()) == self.file_id && named.len() == size
+    }
+
+    /// Whether the file still covers the whole mapping, checked before writing, so a file
+    /// truncated by another process is noticed without touching the mapping (which would fault);
+    /// also puts the SIGBUS guard back on top if the host replaced it
+    /// ([`super::fault_guard::reassert`]). One `fstat` and one `sigaction` call. A truncation
+    /// in the middle of the writes that follow is still caught by the guard ([`Self::faulted`]).
+    pub fn ready_to_write(&self) -> bool {
+        super::fault_guard::reassert();
+        let size = self.mapped.map.len() as u64;
+        !self.faulted() && self.file.metadata().is_ok_and(|m| m.len() >= size)
     }
 
     /// Whether a write went past the end of the file (it was truncated under the writer): those
