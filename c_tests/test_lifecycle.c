@@ -119,6 +119,12 @@ static void test_drop_accounting(void) {
     CHECK_STATUS(nixl_telemetry_flush(t), NIXL_TELEMETRY_SUCCESS);
     CHECK_U64(get_stats(t).events_lost, 4);
     CHECK(cap.warnings == 1); /* later losses are counted silently */
+    /* The ring's reader sees the same count, from the loss file beside the ring. */
+    uint64_t lost = 0;
+    CHECK_STATUS(nixl_telemetry_ring_lost(r, &lost), NIXL_TELEMETRY_SUCCESS);
+    CHECK_U64(lost, 4);
+    CHECK_STATUS(nixl_telemetry_ring_lost(r, NULL), NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    CHECK_STATUS(nixl_telemetry_ring_lost(NULL, &lost), NIXL_TELEMETRY_ERR_INVALID_PARAM);
     nixl_telemetry_ring_close(r);
     nixl_telemetry_destroy(t);
     nixl_telemetry_set_log_callback(NULL, NULL);

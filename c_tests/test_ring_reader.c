@@ -284,6 +284,10 @@ static void test_ring_check_sees_a_replaced_ring(void) {
     nixl_telemetry_ring_t *r = NULL;
     CHECK_STATUS(nixl_telemetry_ring_open(path, &r), NIXL_TELEMETRY_SUCCESS);
     CHECK_STATUS(nixl_telemetry_ring_check(r), NIXL_TELEMETRY_SUCCESS);
+    /* Written as NIXL writes it: no loss count. */
+    uint64_t lost = 99;
+    CHECK_STATUS(nixl_telemetry_ring_lost(r, &lost), NIXL_TELEMETRY_ERR_NOT_FOUND);
+    CHECK_U64(lost, 99);
     nixl_telemetry_event_t e;
     CHECK_STATUS(nixl_telemetry_ring_pop(r, &e), NIXL_TELEMETRY_EMPTY);
 

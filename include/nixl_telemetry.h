@@ -216,6 +216,8 @@ typedef struct {
 // An output location cannot be written (FPM trace: probe file, directory creation or listing).
 #define NIXL_TELEMETRY_ERR_UNWRITABLE -102
 
+
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -364,6 +366,16 @@ nixl_telemetry_status_t nixl_telemetry_ring_pop(nixl_telemetry_ring_t *r, nixl_t
 // # Safety
 // `r` is NULL or a live reader.
 nixl_telemetry_status_t nixl_telemetry_ring_check(const nixl_telemetry_ring_t *r);
+
+// Stores in `*out` how many events the ring's writer could not put into this ring since it
+// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`, or
+// `NIXL_TELEMETRY_ERR_NOT_FOUND` (`*out` unchanged) when the writer keeps no count for this
+// ring (NIXL's writer). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
+// readers never open, and read with `pread` (one `open`, one `pread`).
+//
+// # Safety
+// `r` is NULL or a live reader; `out` is NULL or writable.
+nixl_telemetry_status_t nixl_telemetry_ring_lost(const nixl_telemetry_ring_t *r, uint64_t *out);
 
 // Number of records in the ring (0 for NULL).
 //

@@ -133,6 +133,38 @@ pub const EVENT_TYPE_COUNT: usize = c::NIXL_TELEMETRY_EVENT_TYPE_COUNT as usize;
 const FIRST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED;
 const LAST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY;
 
+/// The events of one transfer, in the order `add_xfer_stats` stages them, for a write and for
+/// a read: post time, transfer time, bytes, one request. With deactivated metrics a transfer
+/// is the subsequence of the active ones, in the same order.
+pub const TRANSFER_ORDER: [[EventType; 4]; 2] = [
+    [
+        EventType::AgentXferPostTime,
+        EventType::AgentXferTime,
+        EventType::AgentTxBytes,
+        EventType::AgentTxRequestsNum,
+    ],
+    [
+        EventType::AgentXferPostTime,
+        EventType::AgentXferTime,
+        EventType::AgentRxBytes,
+        EventType::AgentRxRequestsNum,
+    ],
+];
+
+impl Event {
+    /// Whether `next`, staged right after `self`, may belong to the same transfer: both are
+    /// transfer events of one direction with `next` later in [`TRANSFER_ORDER`]. Events of one
+    /// transfer always satisfy this pairwise, so a cut between two events that do not never
+    /// splits a transfer; two single updates can satisfy it too, which only makes a cut that
+    /// avoids splitting transfers a little earlier than needed.
+    pub fn may_continue_with(&self, next: &Event) -> bool {
+        TRANSFER_ORDER.iter().any(|order| {
+            let at = |e: &Event| order.iter().position(|t| *t as u32 == e.event_type);
+            matches!((at(self), at(next)), (Some(a), Some(b)) if b > a)
+        })
+    }
+}
+
 impl EventType {
     /// The event type with this numeric value.
     pub fn from_u32(value: u32) -> Option<EventType> {

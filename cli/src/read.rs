@@ -192,6 +192,13 @@ fn totals(
     }
     if let Some(r) = ring.reader() {
         writeln!(out, "Final buffer size: {} events", r.len())?;
+        if let Some(lost) = r.lost_events().filter(|&n| n > 0) {
+            writeln!(
+                out,
+                "Events the writer could not put into this ring: {lost} (its reader was behind, \
+                 or a flush was larger than the ring)"
+            )?;
+        }
     }
     if peek {
         writeln!(out, "(--peek: nothing was consumed)")?;

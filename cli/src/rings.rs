@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nixl_telemetry::ring::loss_file;
 use nixl_telemetry::{Event, RingReader};
 
 use crate::output::CliError;
@@ -247,7 +248,10 @@ impl RingSet {
         })?;
         let paths: BTreeSet<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         for path in paths {
-            if self.contains(&path) || path.is_dir() {
+            let loss_file = path
+                .file_name()
+                .is_some_and(|n| loss_file::is_loss_file_name(&n.to_string_lossy()));
+            if self.contains(&path) || path.is_dir() || loss_file {
                 continue;
             }
             match RingReader::open(&path) {

@@ -43,6 +43,41 @@ fn read_prints_the_nixl_reader_format() {
 }
 
 #[test]
+fn read_reports_what_the_ring_lost_and_skips_its_loss_file_in_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = nixl_telemetry::Collector::new(
+        "lossy",
+        nixl_telemetry::Config {
+            buffer_size: 8,
+            run_interval: std::time::Duration::from_secs(3600),
+            exporter: nixl_telemetry::ExporterChoice::Buffer(dir.path().to_owned()),
+            enabled_metrics: nixl_telemetry::MetricMask::ALL,
+        },
+    )
+    .unwrap();
+    // 8 slots, 7 usable: one whole transfer fits, the second is lost whole.
+    c.add_xfer_stats(10, true, 1, 2);
+    c.add_xfer_stats(20, true, 1, 2);
+    c.flush();
+    assert!(dir.path().join(".lossy.lost").exists());
+    let (text, err) = run_with_status(&["read".as_ref(), dir.path().as_os_str()], 0);
+    assert!(
+        text.contains("Events the writer could not put into this ring: 4"),
+        "{text}"
+    );
+    assert!(text.contains("Total events read: 4"), "{text}");
+    assert!(
+        !err.contains("not a ring"),
+        "the loss file is not a ring: {err}"
+    );
+    drop(c);
+    assert!(
+        !dir.path().join(".lossy.lost").exists(),
+        "removed with its agent"
+    );
+}
+
+#[test]
 fn read_json_with_filters_on_a_nixl_written_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = fixture_copy(dir.path(), "nixl-ring-v4-cap16-wrapped.bin");

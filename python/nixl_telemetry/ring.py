@@ -78,6 +78,14 @@ class RingReader:
         """The number of records in the ring (a power of two; one fewer is usable)."""
         return self._ring.capacity()
 
+    @property
+    def lost_events(self) -> int | None:
+        """How many events the ring's writer could not put into this ring since it created it
+        (its reader was behind, or a flush was larger than the ring); ``None`` when the writer
+        keeps no count for it (a ring written by NIXL). Read from ``.<name>.lost`` beside the
+        ring, which NIXL's readers never open."""
+        return self._ring.lost_events()
+
     def __len__(self) -> int:
         """The number of pending (unread) events."""
         return self._ring.len()

@@ -53,6 +53,12 @@ impl Ring {
         self.with_open(|o| Ok(o.reader.capacity()))
     }
 
+    /// Events the ring's writer could not put into this ring since it created it, or None when
+    /// it keeps no count for it (NIXL's writer).
+    fn lost_events(&self) -> PyResult<Option<u64>> {
+        self.with_open(|o| Ok(o.reader.lost_events()))
+    }
+
     /// Number of unread events.
     fn len(&self) -> PyResult<u64> {
         self.with_open(|o| Ok(o.reader.len()))

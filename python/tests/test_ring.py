@@ -202,3 +202,19 @@ def test_faulthandler_enabled_after_the_agent_does_not_turn_a_truncated_ring_int
         print(json.dumps(values))
     """
     assert run_python(code, {"NIXL_TELEMETRY_DIR": str(ring_env)}) == [2]
+
+
+def test_a_reader_learns_how_many_events_its_ring_lost(ring_env, fixture_copy):
+    with Telemetry("lossy") as telemetry:
+        reader = RingReader(ring_env / "lossy")
+        assert reader.lost_events == 0
+        # 4,096 slots, 4,095 usable: 1,023 whole transfers fit, the 1,024th does not and is
+        # lost whole (the staging queue holds all 4,096 events, so there is no drop report).
+        for i in range(1024):
+            telemetry.add_xfer_stats(i, True, 1, 1)
+        telemetry.flush()
+        assert reader.lost_events == 4
+        assert len(reader) == 1023 * 4
+        assert telemetry.stats()["events_lost"] == 4
+    # A ring written by NIXL has no count.
+    assert RingReader(fixture_copy("nixl-ring-v4-cap8-full.bin")).lost_events is None

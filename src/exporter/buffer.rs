@@ -4,8 +4,14 @@
 //! stops the agent: a write past the end of a truncated file is absorbed by the ring's SIGBUS
 //! protection ([`crate::ring`]) and noticed right after the flush; the file itself is checked
 //! ([`RingWriter::is_intact`]: its size and that its path still names it) at most once per
-//! second, so a flush costs no system call. A damaged ring is recreated with one warning;
-//! events written into it are counted as lost.
+//! second; before every flush that writes, one `fstat` notices a truncation without touching
+//! the mapping and one `sigaction` keeps the SIGBUS protection on top
+//! ([`RingWriter::ready_to_write`]). A damaged ring is recreated with one warning; events
+//! whose writes faulted are counted as lost.
+//!
+//! Events the ring cannot take are the newest of the flush, cut so that a transfer is written
+//! whole or not at all ([`RingWriter::push_runs`]), and counted twice: in the collector's stats
+//! and, for the ring's readers, in its loss file ([`crate::ring::loss_file`]).
 //!
 //! A ring that cannot take a flush loses events for one of four causes ([`Loss`]); the
 //! collector warns once about a reader that is behind, a flush larger than the ring and a
@@ -22,6 +28,7 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::event::Event;
 use crate::exporter::{Exporter, FlushOutcome, LossCause};
+use crate::ring::loss_file::LossFile;
 use crate::ring::RingWriter;
 
 /// The shared-memory ring exporter, writing `NIXL_TELEMETRY_DIR/<agent name>`.
@@ -39,6 +46,9 @@ pub struct BufferExporter {
     last_read_pos: u64,
     /// Whether a reader has ever consumed from the ring (`read_pos` moved).
     reader_seen: bool,
+    /// The ring's loss file (`None` when it could not be created: warned once).
+    loss_file: Option<LossFile>,
+    warned_loss_file: bool,
 }
 
 /// How often the ring file itself is checked (size, and that its path still names it).
@@ -57,7 +67,7 @@ enum Loss {
 impl BufferExporter {
     /// Creates the ring for `agent` in `dir` with `capacity` records.
     pub fn create(dir: &Path, agent: &str, capacity: usize) -> Result<BufferExporter> {
-        Ok(BufferExporter {
+        let mut exporter = BufferExporter {
             ring: Some(RingWriter::create(dir, agent, capacity)?),
             dir: dir.to_owned(),
             agent: agent.to_owned(),
@@ -67,7 +77,35 @@ impl BufferExporter {
             checked_at: Instant::now(),
             last_read_pos: 0,
             reader_seen: false,
-        })
+            loss_file: None,
+            warned_loss_file: false,
+        };
+        exporter.new_loss_file();
+        Ok(exporter)
+    }
+
+    /// Creates the loss file of the current ring (count 0); warns once when it cannot.
+    fn new_loss_file(&mut self) {
+        let Some(ring) = &self.ring else {
+            return;
+        };
+        self.loss_file = match LossFile::create(ring.path(), ring.inode()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                self.loss_warning(&e);
+                None
+            }
+        };
+    }
+
+    fn loss_warning(&mut self, e: &std::io::Error) {
+        if !std::mem::replace(&mut self.warned_loss_file, true) {
+            log::warn!(
+                "cannot write the loss count of telemetry ring {} beside it ({e}); its readers \
+                 will not see how many events it lost (the agent's stats still count them)",
+                self.dir.join(&self.agent).display()
+            );
+        }
     }
 
     /// The ring to write, recreated first when another process damaged the file (one warning
@@ -99,6 +137,7 @@ impl BufferExporter {
             Ok(ring) => {
                 self.ring = Some(ring);
                 self.last_read_pos = 0;
+                self.new_loss_file();
             }
             Err(e) if !self.warned_recreate => {
                 log::warn!(
@@ -158,6 +197,11 @@ impl BufferExporter {
             self.last_read_pos = pushed.read_pos;
         }
         if kept < total {
+            if let Some(f) = &mut self.loss_file {
+                if let Err(e) = f.add((total - kept) as u64) {
+                    self.loss_warning(&e);
+                }
+            }
             // Without a reader, nobody can miss the events: whether the ring was full or the
             // flush larger than the ring, that is the no-reader case.
             self.last_loss = match (kept == pushed.kept, pushed.was_empty) {

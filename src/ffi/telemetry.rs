@@ -411,6 +411,42 @@ pub unsafe extern "C" fn nixl_telemetry_ring_check(
     })
 }
 
+/// Stores in `*out` how many events the ring's writer could not put into this ring since it
+/// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`, or
+/// `NIXL_TELEMETRY_ERR_NOT_FOUND` (`*out` unchanged) when the writer keeps no count for this
+/// ring (NIXL's writer). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
+/// readers never open, and read with `pread` (one `open`, one `pread`).
+///
+/// # Safety
+/// `r` is NULL or a live reader; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_ring_lost(
+    r: *const nixl_telemetry_ring_t,
+    out: *mut u64,
+) -> nixl_telemetry_status_t {
+    const FUNCTION: &str = "nixl_telemetry_ring_lost";
+    entry(FUNCTION, || {
+        // SAFETY: the caller's contract: NULL or a live reader.
+        let r = unsafe { handle(FUNCTION, "r", r) }?;
+        let out = out_arg(FUNCTION, "out", out)?;
+        match r.reader.lost_events() {
+            Some(lost) => {
+                // SAFETY: `out` is not NULL and writable by the caller's contract.
+                unsafe { out.write(lost) };
+                Ok(NIXL_TELEMETRY_SUCCESS)
+            }
+            None => Err(Error::new(
+                Status::NotFound,
+                format!(
+                    "the writer of telemetry ring {} keeps no loss count for it (a ring written \
+                     by NIXL)",
+                    r.reader.path().display()
+                ),
+            )),
+        }
+    })
+}
+
 /// Number of records in the ring (0 for NULL).
 ///
 /// # Safety

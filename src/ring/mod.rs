@@ -13,9 +13,12 @@
 //! - `mapped`: the mapping both share, typed views of its header words and records.
 //! - `fault_guard`: the SIGBUS protection of every ring mapping, so that a file truncated
 //!   under a writer or a reader is noticed instead of killing the process.
+//! - [`loss_file`]: the writer's count of the events its ring could not take, in a file
+//!   beside the ring that NIXL's readers never open.
 
 mod fault_guard;
 pub mod layout;
+pub mod loss_file;
 mod mapped;
 mod reader;
 mod writer;

@@ -232,6 +232,14 @@ impl RingReader {
         Ok(event)
     }
 
+    /// How many events the ring's writer could not put into this ring since it created it (a
+    /// reader behind, a flush larger than the ring), from the ring's loss file
+    /// ([`super::loss_file`]); `None` when the writer keeps none for this ring (NIXL's writer,
+    /// or a file left by an earlier ring). One `open` and one `pread`.
+    pub fn lost_events(&self) -> Option<u64> {
+        super::loss_file::read(&self.path, self.file_id.1)
+    }
+
     /// Whether the file shrank under this reader (every later read fails).
     pub fn truncated(&self) -> bool {
         self.mapped.guard.faulted()

@@ -151,6 +151,11 @@ impl RingWriter {
         &self.path
     }
 
+    /// The ring file's inode (what its [`super::loss_file`] names).
+    pub fn inode(&self) -> u64 {
+        self.file_id.1
+    }
+
     /// Whether the ring is still what readers open: no write went past the end of the file,
     /// the file still has the ring's size, and its path still names it. False when another
     /// process truncated, deleted or replaced it (writes would reach no reader). One system
@@ -194,8 +199,9 @@ impl RingWriter {
 
     /// Appends the `runs` in order, then `last`, as one batch published with one release store.
     /// When not everything fits, one free slot is kept for `last` (the collector's drop report:
-    /// the report of losses is never itself what is lost) and the events of `runs` that do not
-    /// fit are lost.
+    /// the report of losses is never itself what is lost) and the newest events of `runs` are
+    /// lost: everything from the first that does not fit, moved back to the start of its
+    /// transfer ([`Event::may_continue_with`]), so a transfer is written whole or not at all.
     pub fn push_runs(&self, runs: &[&[Event]], last: Option<Event>) -> Pushed {
         let m = &self.mapped;
         let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
@@ -211,8 +217,15 @@ impl RingWriter {
             kept += events.len();
         };
         for run in runs {
-            let n = run.len().min(budget);
+            let mut n = run.len().min(budget);
             budget -= n;
+            if n < run.len() {
+                // A transfer never spans two runs (staging keeps a batch in one block).
+                while n > 0 && run[n - 1].may_continue_with(&run[n]) {
+                    n -= 1;
+                }
+                budget = 0;
+            }
             write(&run[..n]);
         }
         if let Some(report) = last {
@@ -369,6 +382,46 @@ mod tests {
 
     fn ev(v: u64) -> Event {
         Event::new(EventType::AgentRxBytes, v)
+    }
+
+    /// A transfer's events as `add_xfer_stats` stages them, values `tag`.
+    fn transfer(tag: u64) -> [Event; 4] {
+        use EventType::*;
+        [
+            AgentXferPostTime,
+            AgentXferTime,
+            AgentTxBytes,
+            AgentTxRequestsNum,
+        ]
+        .map(|t| Event::new(t, tag))
+    }
+
+    #[test]
+    fn a_full_ring_takes_transfers_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        // 15 usable slots, one kept for the report: 14 for events.
+        let w = RingWriter::create(dir.path(), "agent", 16).unwrap();
+        let first: Vec<Event> = [ev(1)]
+            .into_iter()
+            .chain(transfer(2))
+            .chain(transfer(3))
+            .collect();
+        let second: Vec<Event> = transfer(4).into_iter().chain(transfer(5)).collect();
+        let report = Event::new(EventType::AgentTelemetryEventsDropped, 9);
+        let pushed = w.push_runs(&[&first, &second], Some(report));
+        // 9 + 4 fit in 14; the 5th transfer would need 4 more and gets none of them: the 14th
+        // slot stays empty rather than hold a piece of it.
+        assert_eq!(pushed.kept, 9 + 4 + 1);
+        let mut r = RingReader::open(dir.path().join("agent")).unwrap();
+        let values: Vec<u64> = r.by_ref().map(|e| e.value).collect();
+        assert_eq!(values, [1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 9]);
+        // A cut inside a run: 3 free slots and the report's: the transfer does not go in at
+        // all, the single update before it does.
+        let w = RingWriter::create(dir.path(), "small", 4).unwrap();
+        let run: Vec<Event> = [ev(1)].into_iter().chain(transfer(2)).collect();
+        assert_eq!(w.push_runs(&[&run], Some(report)).kept, 2);
+        let mut r = RingReader::open(dir.path().join("small")).unwrap();
+        assert_eq!(r.by_ref().map(|e| e.value).collect::<Vec<_>>(), [1, 9]);
     }
 
     #[test]

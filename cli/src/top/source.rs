@@ -130,7 +130,9 @@ impl Source {
                              (use --consume to be its reader)"
                                 .to_owned(),
                         ),
-                        Some(_) => None,
+                        Some(r) => r.lost_events().filter(|&n| n > 0).map(|n| {
+                            format!("{n} events lost at the ring (its reader was behind)")
+                        }),
                     };
                     let rates = (!baseline && ring.reader().is_some())
                         .then(|| Rates::from_summary(&summary, seconds));

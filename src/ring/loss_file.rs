@@ -1,0 +1,148 @@
+//! The ring's loss count, in a small file beside it that NIXL's readers never open:
+//! `<dir>/.<ring name>.lost`, 24 bytes in native byte order: the magic `NIXLLOST`, the inode of
+//! the ring file it counts for, and the events the writer could not put into that ring (a
+//! reader behind, a flush larger than the ring) since it created it.
+//!
+//! The `BUFFER` exporter creates it with each ring (count 0), rewrites the count, one `pwrite`
+//! of 8 bytes, after each flush that lost events, and removes it when the agent is destroyed
+//! (so the directory holds only what NIXL's writer leaves there: the ring). Readers (the C reader API, the
+//! Python package, the CLI) read it with `pread`, never through a mapping, and trust it only
+//! when its inode is the one of the ring they opened: a count left by an earlier ring under
+//! the same name is never reported for a new one. A ring written by NIXL has no such file, and
+//! its readers report the count as unknown.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::owner_only;
+
+/// The file's first 8 bytes.
+pub const MAGIC: [u8; 8] = *b"NIXLLOST";
+/// The file's size.
+pub const SIZE: usize = 24;
+/// Offset of the ring's inode (u64).
+const INODE_OFFSET: usize = 8;
+/// Offset of the count (u64).
+const COUNT_OFFSET: u64 = 16;
+
+/// The loss file of the ring at `ring`: `.<name>.lost` in the same directory.
+pub fn path_for(ring: &Path) -> PathBuf {
+    let name = ring
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    ring.with_file_name(format!(".{name}.lost"))
+}
+
+/// Whether a directory entry named `name` is a loss file (so directory scans skip it).
+pub fn is_loss_file_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".lost")
+}
+
+/// The writer's handle on a ring's loss file; dropping it removes the file.
+#[derive(Debug)]
+pub struct LossFile {
+    file: File,
+    path: PathBuf,
+    ring_inode: u64,
+    lost: u64,
+}
+
+impl Drop for LossFile {
+    fn drop(&mut self) {
+        // Only if it is still ours: a newer writer of the same ring name may have reset it.
+        let ours = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .zip(self.file.metadata().ok())
+            .is_some_and(|(named, open)| {
+                use std::os::unix::fs::MetadataExt;
+                (named.dev(), named.ino()) == (open.dev(), open.ino())
+            });
+        let mut bytes = [0u8; 8];
+        // And still counting for our ring (a newer writer rewrites the inode).
+        let still_mine = self
+            .file
+            .read_exact_at(&mut bytes, INODE_OFFSET as u64)
+            .is_ok_and(|()| u64::from_ne_bytes(bytes) == self.ring_inode);
+        if ours && still_mine {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl LossFile {
+    /// Creates (or resets) the loss file of the ring at `ring`, whose inode is `ring_inode`,
+    /// owner-only, with a count of 0.
+    pub fn create(ring: &Path, ring_inode: u64) -> io::Result<LossFile> {
+        let path = path_for(ring);
+        let file = owner_only::open_file(&path, false)?;
+        owner_only::set_file_mode(&file)?;
+        let mut bytes = [0u8; SIZE];
+        bytes[..8].copy_from_slice(&MAGIC);
+        bytes[INODE_OFFSET..INODE_OFFSET + 8].copy_from_slice(&ring_inode.to_ne_bytes());
+        file.set_len(SIZE as u64)?;
+        file.write_all_at(&bytes, 0)?;
+        Ok(LossFile {
+            file,
+            path,
+            ring_inode,
+            lost: 0,
+        })
+    }
+
+    /// Adds `n` events to the count and writes it.
+    pub fn add(&mut self, n: u64) -> io::Result<()> {
+        self.lost += n;
+        self.file
+            .write_all_at(&self.lost.to_ne_bytes(), COUNT_OFFSET)
+    }
+
+    /// The count written.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+}
+
+/// The loss count beside the ring at `ring`, whose inode is `ring_inode`: `None` when there is
+/// no loss file for that ring (a ring written by NIXL, or an earlier ring's file).
+pub fn read(ring: &Path, ring_inode: u64) -> Option<u64> {
+    let file = File::open(path_for(ring)).ok()?;
+    let mut bytes = [0u8; SIZE];
+    file.read_exact_at(&mut bytes, 0).ok()?;
+    let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    (bytes[..8] == MAGIC && word(INODE_OFFSET) == ring_inode).then(|| word(COUNT_OFFSET as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_is_read_back_only_for_its_own_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("agent");
+        assert_eq!(path_for(&ring), dir.path().join(".agent.lost"));
+        assert!(is_loss_file_name(".agent.lost") && !is_loss_file_name("agent"));
+        assert_eq!(read(&ring, 7), None, "no file: unknown");
+        let mut f = LossFile::create(&ring, 7).unwrap();
+        assert_eq!(read(&ring, 7), Some(0));
+        f.add(3).unwrap();
+        f.add(4).unwrap();
+        assert_eq!((read(&ring, 7), f.lost()), (Some(7), 7));
+        assert_eq!(read(&ring, 8), None, "another ring's count");
+        let newer = LossFile::create(&ring, 8).unwrap();
+        assert_eq!(read(&ring, 8), Some(0), "reset with a new ring");
+        drop(f);
+        assert_eq!(
+            read(&ring, 8),
+            Some(0),
+            "the older writer leaves the newer one's file"
+        );
+        drop(newer);
+        assert!(!path_for(&ring).exists(), "removed with its writer");
+        std::fs::write(path_for(&ring), b"not a loss file at all!!").unwrap();
+        assert_eq!(read(&ring, 8), None);
+    }
+}
