@@ -135,8 +135,11 @@ impl Log for Logger {
 }
 
 /// Installs our logger as the `log` facade's logger (once; if the host program already set a
-/// different logger, messages go to that one instead).
+/// different logger, messages go to that one instead), and the fork handlers
+/// ([`crate::fork::install`]): every constructor of the library calls this first, so this
+/// copy's handlers are installed before any plug-in (whose copy installs its own) is loaded.
 pub fn init() {
+    crate::fork::install();
     INSTALL.call_once(|| {
         if log::set_logger(&LOGGER).is_ok() {
             log::set_max_level(LevelFilter::Trace);
@@ -152,6 +155,12 @@ pub fn set_sink(sink: Option<LogSink>) {
         None => Sink::Stderr,
     };
     *SINK.write_unpoisoned() = sink;
+}
+
+/// Takes the sink for writing (so no other thread reads it), then this process's stderr lock,
+/// for [`crate::fork`], which holds them across a fork: every message goes through them.
+pub(crate) fn hold_sink() -> Box<dyn std::any::Any> {
+    Box::new((SINK.write_unpoisoned(), std::io::stderr().lock()))
 }
 
 /// Runs `f` and returns, with its result, every message logged on this thread meanwhile

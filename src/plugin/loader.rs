@@ -23,6 +23,11 @@ use crate::sync::LockUnpoisoned;
 /// Plug-ins opened so far, by name.
 static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
 
+/// Takes the registry of loaded plug-ins (for [`crate::fork`]).
+pub(super) fn hold() -> std::sync::MutexGuard<'static, Option<HashMap<String, LoadedPlugin>>> {
+    LOADED.lock_unpoisoned()
+}
+
 /// How an agent's exporter is created in a loaded plug-in.
 #[derive(Clone, Copy)]
 pub(crate) enum Creator {
@@ -87,6 +92,7 @@ fn file_name(name: &str) -> String {
 
 /// Finds, opens and validates plug-in `name` (once per process).
 pub fn load(name: &str) -> Result<LoadedPlugin> {
+    crate::fork::install();
     if name.is_empty() || name.contains('/') || name.contains('\0') {
         return Err(Error::invalid(format!(
             "invalid telemetry exporter name {name:?}"

@@ -85,6 +85,11 @@ unsafe impl Sync for NixlPlugin {}
 /// The bridge, once opened.
 static BRIDGE: Mutex<Option<&'static CppBridge>> = Mutex::new(None);
 
+/// Takes the bridge's slot (for [`crate::fork`]).
+pub(super) fn hold() -> std::sync::MutexGuard<'static, Option<&'static CppBridge>> {
+    BRIDGE.lock_unpoisoned()
+}
+
 /// Where the bridge is looked up: first where it is installed with this library
 /// (`<its directory>/plugins`, then its directory, as in a cargo target directory), then the
 /// plug-in directories; duplicates once.

@@ -333,7 +333,7 @@ fn missing_directory(path: &Path) -> Option<String> {
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    match owner_only::try_lock_exclusive(file) {
+    match owner_only::try_claim(file) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Error::new(
             Status::NotAllowed,

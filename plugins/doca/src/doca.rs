@@ -383,6 +383,7 @@ static LOADED: Mutex<Vec<(Option<PathBuf>, &'static DocaApi)>> = Mutex::new(Vec:
 /// Loads (or reuses) DOCA's libraries from `dir` (see the module documentation) and resolves
 /// every symbol used. The error says what is missing.
 pub fn load(dir: Option<&Path>) -> Result<&'static DocaApi, String> {
+    nixl_telemetry::fork::hold_across_fork(&LOADED);
     let mut loaded = LOADED.lock_unpoisoned();
     if let Some((_, api)) = loaded.iter().find(|(d, _)| d.as_deref() == dir) {
         return Ok(api);

@@ -39,6 +39,7 @@ fn create(dir: &Path) -> Result<(), String> {
 static WARNED: Mutex<Option<HashSet<(PathBuf, &'static str)>>> = Mutex::new(None);
 
 fn warn_once(dir: &Path, what: &'static str, message: String) {
+    nixl_telemetry::fork::hold_across_fork(&WARNED);
     let mut warned = WARNED.lock_unpoisoned();
     if warned
         .get_or_insert_with(HashSet::new)

@@ -271,7 +271,7 @@ fn fill(file: &File, header: &[u8], extension: &[u8]) -> io::Result<MmapRaw> {
 /// Takes the writer's lock; a failure is logged and the store is written anyway (its writer
 /// then looks departed to a store scan, which serves it for the TTL after each update).
 fn lock(file: &File, path: &Path) {
-    match sys::try_lock_exclusive(file) {
+    match sys::try_claim(file) {
         Ok(true) => {}
         Ok(false) => log::warn!(
             "prometheus_mp: store {} is locked by another process; writing it anyway",

@@ -1,0 +1,261 @@
+//! What happens to the library when its process forks: the `pthread_atfork` handlers, the
+//! process's fork generation, the locks held across a fork and the descriptors closed in the
+//! child.
+//!
+//! A host may fork at any moment (Python's multiprocessing does by default on Linux), while the
+//! library's threads (producers, flush threads, the scrape server, push threads) are anywhere.
+//! The child has only the forking thread; everything else the parent had is copied as it was.
+//! The rules, and how each is kept:
+//!
+//! - **No library lock is left held in the child.** Every process-wide lock a child may need
+//!   (the logging sink, the plug-in registry, the open segment prefixes, the descriptor
+//!   registry below, the warned-once sets, and a plug-in's own, registered with
+//!   [`hold_across_fork`]) is taken by the `prepare` handler, in one fixed order, and released
+//!   by the `parent` and `child` handlers: the fork happens while the forking thread holds them
+//!   all, so no other thread holds one. The order is the nesting order (a lock taken while
+//!   another is held comes after it): locks a plug-in registers first, then the core's
+//!   registries, then this module's descriptor registry, then the logging sink (messages are
+//!   logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
+//!   installs its own handlers; `pthread_atfork` runs the `prepare` handlers of the copies
+//!   registered last first, which keeps the nesting order across copies (a plug-in, loaded after
+//!   the library installed its handlers, logs into the library under its own locks; the library
+//!   never calls a plug-in under one of these locks).
+//!   Per-object locks (a collector's flush state, its staging, a trace's queue) are not held:
+//!   the objects inherited from the parent are never used again in the child (next rule), and a
+//!   new object has new locks. The staging's thread-local lane cache is inherited too, but it
+//!   finds lanes by the id of their queue, which is never reused, so a new collector in the
+//!   child claims a new lane.
+//! - **Inherited handles are refused.** The `child` handler bumps the process's fork
+//!   [`generation`]. Every collector and FPM trace writer remembers the generation it was
+//!   created in ([`Generation`]); every C entry point on such a handle checks it before taking
+//!   any lock and refuses with `NIXL_TELEMETRY_ERR_FORKED` (and one error message per process),
+//!   so a child never flushes into the parent's ring, stores or trace files, and never waits on
+//!   a lock a thread of the parent held. Destroying an inherited handle in the child releases
+//!   nothing: its memory is left to the child's exit (its threads do not exist in the child, and
+//!   its files belong to the parent). Process-wide registries that remember objects (the open
+//!   segment prefixes, a plug-in's endpoint or elections) ignore entries of another generation.
+//! - **Inherited lock and listening descriptors are closed in the child.** Whoever holds a
+//!   `flock` or a listening socket for the process's sake registers its descriptor
+//!   ([`close_in_child`]); the `child` handler puts `/dev/null` over each one with `dup2`, so the
+//!   child drops its share of the parent's locks and sockets (the parent's failover and restarts
+//!   never wait for the parent's children) while the descriptor number stays taken, so nothing
+//!   inherited can later close a new descriptor by accident. A registration remembers the
+//!   file's device and inode, and a descriptor that is no longer that file (closed, its number
+//!   reused) is skipped and forgotten.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+
+use crate::error::{Error, Status};
+use crate::sync::LockUnpoisoned;
+
+/// Bumped by the `child` handler: how many forks separate this process from the process that
+/// first loaded this copy of the library.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the one message about a refused inherited handle was logged in this process.
+static REFUSAL_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// Takes one of the core's locks that must not be held by another thread at a fork, and
+/// returns its guard.
+type HoldLock = fn() -> Box<dyn Any>;
+
+/// A process-wide lock that [`hold_across_fork`] can register.
+pub trait HeldAcrossFork: Sync {
+    /// Takes the lock (blocking) and returns its guard.
+    fn hold(&'static self) -> Box<dyn Any>;
+}
+
+impl<T: Send + 'static> HeldAcrossFork for Mutex<T> {
+    fn hold(&'static self) -> Box<dyn Any> {
+        Box::new(self.lock_unpoisoned())
+    }
+}
+
+/// Locks registered by [`hold_across_fork`] (a plug-in's own), held first.
+static REGISTERED: Mutex<Vec<&'static dyn HeldAcrossFork>> = Mutex::new(Vec::new());
+
+/// Descriptors to close in the child: (descriptor, device, inode).
+static CLOSE_IN_CHILD: Mutex<Vec<(RawFd, u64, u64)>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The guards the `prepare` handler took, released by the `parent` or `child` handler (all
+    /// three run on the forking thread).
+    static HELD: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The process's fork generation: 0 in the process that first loaded this copy of the
+/// library, one more in each forked child.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// The fork generation an object was created in: whether it was inherited through a fork.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generation(u64);
+
+impl Generation {
+    /// This process's generation; installs the fork handlers (once) first, so a fork after this
+    /// call is seen.
+    pub fn current() -> Generation {
+        install();
+        Generation(generation())
+    }
+
+    /// Whether the object was created in an ancestor of this process (it was inherited).
+    #[inline]
+    pub fn inherited(self) -> bool {
+        self.0 != GENERATION.load(Ordering::Relaxed)
+    }
+}
+
+/// The error for a call on a handle inherited through a fork (`what` names the call and the
+/// handle); the first one of the process is also logged.
+#[cold]
+pub fn inherited_handle(what: &str) -> Error {
+    let message = format!(
+        "{what}: this handle was created before this process was forked; in a child process it \
+         is refused (create a new one in the child; destroying the inherited one is allowed and \
+         releases nothing)"
+    );
+    if !REFUSAL_LOGGED.swap(true, Ordering::Relaxed) {
+        log::error!("{message}");
+    }
+    Error::new(Status::Forked, message)
+}
+
+/// Installs this copy's fork handlers (once per process; a child inherits them).
+pub fn install() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // SAFETY: the three handlers are `extern "C"` functions of this library, which is never
+        // unloaded (plug-ins are opened with RTLD_NODELETE), and never unwind (see below).
+        let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        if rc != 0 {
+            log::warn!(
+                "cannot install the telemetry fork handlers (error {rc}); a forked child must \
+                 not use this library"
+            );
+        }
+    });
+}
+
+/// Registers a process-wide lock (a `static`, or part of one) to be held across every fork,
+/// before the core's own (registering it again changes nothing). For plug-ins: register each
+/// lock before its first use, outer locks first when they nest.
+pub fn hold_across_fork(lock: &'static dyn HeldAcrossFork) {
+    install();
+    let mut registered = REGISTERED.lock_unpoisoned();
+    let address = |l: &dyn HeldAcrossFork| (l as *const dyn HeldAcrossFork).cast::<()>();
+    if !registered.iter().any(|r| address(*r) == address(lock)) {
+        registered.push(lock);
+    }
+}
+
+/// Registers `fd` (a `flock`ed file or a listening socket kept for this process) to be covered
+/// with `/dev/null` in every forked child. A descriptor that is no longer the same file at the
+/// fork is skipped.
+pub fn close_in_child(fd: RawFd) {
+    install();
+    let Some((dev, ino)) = identity(fd) else {
+        return;
+    };
+    let mut fds = CLOSE_IN_CHILD.lock_unpoisoned();
+    fds.retain(|&(f, d, i)| f != fd && identity(f) == Some((d, i)));
+    fds.push((fd, dev, ino));
+}
+
+/// The device and inode of the file `fd` is open on (`fstat` is async-signal-safe).
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `stat` into the buffer, which is large enough; a bad descriptor is
+    // an error return, not undefined behaviour.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: fstat succeeded, so it initialised the buffer.
+    let st = unsafe { st.assume_init() };
+    Some((st.st_dev, st.st_ino))
+}
+
+/// The core's process-wide locks, in the nesting order (see the module documentation).
+const CORE_LOCKS: &[HoldLock] = &[
+    || Box::new(REGISTERED.lock_unpoisoned()),
+    crate::plugin::hold_registries,
+    crate::segments::hold_registries,
+    crate::fpm::hold_registries,
+    || Box::new(CLOSE_IN_CHILD.lock_unpoisoned()),
+    crate::logging::hold_sink,
+];
+
+extern "C" fn prepare() {
+    // A panic must not unwind into libc: a lock that cannot be taken is simply not held.
+    let _ = std::panic::catch_unwind(|| {
+        let mut guards: Vec<Box<dyn Any>> = Vec::with_capacity(16);
+        // The registered (plug-in) locks come first; the registry itself is copied out before,
+        // as it is one of the core's locks taken after them.
+        let registered: Vec<&'static dyn HeldAcrossFork> = REGISTERED.lock_unpoisoned().clone();
+        for lock in registered {
+            guards.push(lock.hold());
+        }
+        for hold in CORE_LOCKS {
+            guards.push(hold());
+        }
+        let _ = HELD.try_with(|held| held.borrow_mut().append(&mut guards));
+    });
+}
+
+/// Releases what `prepare` took, in the reverse order.
+fn release_held() {
+    let _ = std::panic::catch_unwind(|| {
+        let _ = HELD.try_with(|held| {
+            let mut held = held.borrow_mut();
+            while held.pop().is_some() {}
+        });
+    });
+}
+
+extern "C" fn parent() {
+    release_held();
+}
+
+extern "C" fn child() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    let _ = std::panic::catch_unwind(cover_registered_descriptors);
+    release_held();
+}
+
+/// Puts `/dev/null` over every registered descriptor that is still the file it was (in the
+/// child, before the held locks are released: the registry is read through its held guard).
+fn cover_registered_descriptors() {
+    let _ = HELD.try_with(|held| {
+        let held = held.borrow();
+        let Some(fds) = held
+            .iter()
+            .find_map(|g| g.downcast_ref::<MutexGuard<'static, Vec<(RawFd, u64, u64)>>>())
+        else {
+            return;
+        };
+        if fds.is_empty() {
+            return;
+        }
+        // SAFETY: a NUL-terminated path; open returns a new descriptor or -1.
+        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if null < 0 {
+            return;
+        }
+        for &(fd, dev, ino) in fds.iter() {
+            if fd != null && identity(fd) == Some((dev, ino)) {
+                // SAFETY: both are open descriptors of this process; dup3 closes `fd`'s file
+                // (dropping this process's share of its lock or socket) and makes `fd` refer to
+                // /dev/null, so the number stays taken.
+                unsafe { libc::dup3(null, fd, libc::O_CLOEXEC) };
+            }
+        }
+        // SAFETY: `null` is the descriptor opened above, no longer used.
+        unsafe { libc::close(null) };
+    });
+}
