@@ -78,8 +78,20 @@ impl<T: Send + 'static> HeldAcrossFork for Mutex<T> {
 /// Locks registered by [`hold_across_fork`] (a plug-in's own), held first.
 static REGISTERED: Mutex<Vec<&'static dyn HeldAcrossFork>> = Mutex::new(Vec::new());
 
-/// Descriptors to close in the child: (descriptor, device, inode).
-static CLOSE_IN_CHILD: Mutex<Vec<(RawFd, u64, u64)>> = Mutex::new(Vec::new());
+/// What the `child` handler takes away from the child.
+struct ChildCleanup {
+    /// Descriptors to cover with `/dev/null`: (descriptor, device, inode).
+    fds: Vec<(RawFd, u64, u64)>,
+    /// Shared file mappings to replace with anonymous memory: (registration, address, length).
+    mappings: Vec<(u64, usize, usize)>,
+    next_mapping: u64,
+}
+
+static CHILD_CLEANUP: Mutex<ChildCleanup> = Mutex::new(ChildCleanup {
+    fds: Vec::new(),
+    mappings: Vec::new(),
+    next_mapping: 0,
+});
 
 thread_local! {
     /// The guards the `prepare` handler took, released by the `parent` or `child` handler (all
@@ -163,9 +175,41 @@ pub fn close_in_child(fd: RawFd) {
     let Some((dev, ino)) = identity(fd) else {
         return;
     };
-    let mut fds = CLOSE_IN_CHILD.lock_unpoisoned();
-    fds.retain(|&(f, d, i)| f != fd && identity(f) == Some((d, i)));
-    fds.push((fd, dev, ino));
+    let mut cleanup = CHILD_CLEANUP.lock_unpoisoned();
+    cleanup
+        .fds
+        .retain(|&(f, d, i)| f != fd && identity(f) == Some((d, i)));
+    cleanup.fds.push((fd, dev, ino));
+}
+
+/// A shared mapping of a `flock`ed file that forked children do not keep, while this value
+/// lives (drop it before unmapping).
+///
+/// A mapping holds its file open: a child's copy of the mapping would keep the writer's lock
+/// after the writer's process ends (closing the descriptor is not enough). The `child` handler
+/// replaces each registered range with private anonymous memory of the same size, so the
+/// address stays valid in the child (the inherited writer is never used there) and the file is
+/// released.
+#[derive(Debug)]
+pub struct ReplacedInChild(u64);
+
+/// Registers the mapping of `len` bytes at `addr` (see [`ReplacedInChild`]).
+pub fn replace_in_child(addr: *const u8, len: usize) -> ReplacedInChild {
+    install();
+    let mut cleanup = CHILD_CLEANUP.lock_unpoisoned();
+    let id = cleanup.next_mapping;
+    cleanup.next_mapping += 1;
+    cleanup.mappings.push((id, addr as usize, len));
+    ReplacedInChild(id)
+}
+
+impl Drop for ReplacedInChild {
+    fn drop(&mut self) {
+        CHILD_CLEANUP
+            .lock_unpoisoned()
+            .mappings
+            .retain(|&(id, ..)| id != self.0);
+    }
 }
 
 /// The device and inode of the file `fd` is open on (`fstat` is async-signal-safe).
@@ -187,7 +231,7 @@ const CORE_LOCKS: &[HoldLock] = &[
     crate::plugin::hold_registries,
     crate::segments::hold_registries,
     crate::fpm::hold_registries,
-    || Box::new(CLOSE_IN_CHILD.lock_unpoisoned()),
+    || Box::new(CHILD_CLEANUP.lock_unpoisoned()),
     crate::logging::hold_sink,
 ];
 
@@ -224,22 +268,39 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    let _ = std::panic::catch_unwind(cover_registered_descriptors);
+    let _ = std::panic::catch_unwind(clean_up_child);
     release_held();
 }
 
-/// Puts `/dev/null` over every registered descriptor that is still the file it was (in the
-/// child, before the held locks are released: the registry is read through its held guard).
-fn cover_registered_descriptors() {
+/// Puts `/dev/null` over every registered descriptor that is still the file it was, and
+/// anonymous memory over every registered mapping (in the child, before the held locks are
+/// released: the registry is read through its guard, which `prepare` took).
+fn clean_up_child() {
     let _ = HELD.try_with(|held| {
         let held = held.borrow();
-        let Some(fds) = held
+        let Some(cleanup) = held
             .iter()
-            .find_map(|g| g.downcast_ref::<MutexGuard<'static, Vec<(RawFd, u64, u64)>>>())
+            .find_map(|g| g.downcast_ref::<MutexGuard<'static, ChildCleanup>>())
         else {
             return;
         };
-        if fds.is_empty() {
+        for &(_, addr, len) in &cleanup.mappings {
+            // SAFETY: the range is a live mapping of this process (registered while mapped,
+            // unregistered before unmapped); MAP_FIXED replaces it atomically with zeroed
+            // private memory, which the inherited writer (never used in the child) may keep
+            // pointing at.
+            unsafe {
+                libc::mmap(
+                    addr as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+        }
+        if cleanup.fds.is_empty() {
             return;
         }
         // SAFETY: a NUL-terminated path; open returns a new descriptor or -1.
@@ -247,7 +308,7 @@ fn cover_registered_descriptors() {
         if null < 0 {
             return;
         }
-        for &(fd, dev, ino) in fds.iter() {
+        for &(fd, dev, ino) in &cleanup.fds {
             if fd != null && identity(fd) == Some((dev, ino)) {
                 // SAFETY: both are open descriptors of this process; dup3 closes `fd`'s file
                 // (dropping this process's share of its lock or socket) and makes `fd` refer to

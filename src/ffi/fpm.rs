@@ -17,9 +17,9 @@
 use std::ffi::c_char;
 
 use crate::constants::*;
+use crate::error::Result;
 use crate::ffi::boundary::{self, entry, handle, out_arg};
 pub use crate::ffi::fpm_types::*;
-use crate::error::Result;
 use crate::fpm::{FpmPayload, FpmStats, FpmTrace};
 
 /// The trace behind the handle argument `t`: an error when it is NULL, or when it was inherited

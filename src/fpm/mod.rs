@@ -25,9 +25,9 @@ pub mod record;
 pub(crate) mod sampler;
 pub mod trace;
 
-pub(crate) use trace::hold_registries;
 pub use config::{CaptureMode, FpmConfig, FpmPolicy};
 pub use payload::{FpmPayload, QueuedRequests, ScheduledRequests, ValidPayload};
 pub use producer::FpmStats;
 pub use record::{FpmRecord, Source};
+pub(crate) use trace::hold_registries;
 pub use trace::{FpmTrace, OpenError, OpenErrorKind};

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
+use nixl_telemetry::fork::{replace_in_child, ReplacedInChild};
 use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
@@ -111,6 +112,10 @@ fn slots() -> Slots {
 
 /// A live store: the mapped file, the writer's lock (through `file`) and its bucket bounds.
 pub struct StoreWriter {
+    /// Declared first, so the mapping is unregistered before it is unmapped: a forked child
+    /// does not keep it (nor so the file and its lock, which tells a store scan the writer
+    /// lives).
+    _in_child: ReplacedInChild,
     map: MmapRaw,
     /// Keeps the descriptor, and so the `flock`, for the writer's life.
     _file: File,
@@ -153,6 +158,7 @@ impl StoreWriter {
         };
         let s = slots();
         Ok(StoreWriter {
+            _in_child: replace_in_child(map.as_ptr(), map.len()),
             map,
             _file: file,
             path,
