@@ -15,6 +15,7 @@ use crate::sync::LockUnpoisoned;
 
 /// Directories added with [`add_plugin_dir`], most recent first.
 static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
 /// Takes the list of added directories (for [`crate::fork`]).
 pub(super) fn hold() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     EXTRA_DIRS.lock_unpoisoned()
@@ -22,7 +23,6 @@ pub(super) fn hold() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 
 /// Adds a directory to search first (it must exist). Adding one twice warns and changes
 /// nothing.
-
 pub fn add_plugin_dir(dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         return Err(Error::new(
