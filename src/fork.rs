@@ -1,6 +1,6 @@
 //! What happens to the library when its process forks: the `pthread_atfork` handlers, the
-//! process's fork generation, the locks held across a fork and the descriptors closed in the
-//! child.
+//! process's fork generation, the locks held across a fork, and the descriptors and mappings
+//! the child gives up.
 //!
 //! A host may fork at any moment (Python's multiprocessing does by default on Linux), while the
 //! library's threads (producers, flush threads, the scrape server, push threads) are anywhere.
@@ -8,14 +8,15 @@
 //! The rules, and how each is kept:
 //!
 //! - **No library lock is left held in the child.** Every process-wide lock a child may need
-//!   (the logging sink, the plug-in registry, the open segment prefixes, the descriptor
-//!   registry below, the warned-once sets, and a plug-in's own, registered with
-//!   [`hold_across_fork`]) is taken by the `prepare` handler, in one fixed order, and released
-//!   by the `parent` and `child` handlers: the fork happens while the forking thread holds them
-//!   all, so no other thread holds one. The order is the nesting order (a lock taken while
-//!   another is held comes after it): locks a plug-in registers first, then the core's
-//!   registries, then this module's descriptor registry, then the logging sink (messages are
-//!   logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
+//!   (the logging sink and this copy's stderr lock, the plug-in registries, the open segment
+//!   prefixes, the registry of what the child gives up (below), the warned-once sets, and a
+//!   plug-in's own, registered with [`hold_across_fork`]) is taken by the `prepare` handler, in
+//!   one fixed order, and released by the `parent` and `child` handlers: the fork happens while
+//!   the forking thread holds them all, so no other thread holds one. (Holding them is simpler
+//!   and safer than re-creating them in the child: a `std` lock cannot be re-initialised in
+//!   place.) The order is the nesting order (a lock taken while another is held comes after
+//!   it): locks a plug-in registers first, then the core's registries, then this module's
+//!   registry, then the logging sink (messages are logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
 //!   installs its own handlers; `pthread_atfork` runs the `prepare` handlers of the copies
 //!   registered last first, which keeps the nesting order across copies (a plug-in, loaded after
 //!   the library installed its handlers, logs into the library under its own locks; the library
@@ -36,12 +37,22 @@
 //!   segment prefixes, a plug-in's endpoint or elections) ignore entries of another generation.
 //! - **Inherited lock and listening descriptors are closed in the child.** Whoever holds a
 //!   `flock` or a listening socket for the process's sake registers its descriptor
-//!   ([`close_in_child`]); the `child` handler puts `/dev/null` over each one with `dup2`, so the
-//!   child drops its share of the parent's locks and sockets (the parent's failover and restarts
-//!   never wait for the parent's children) while the descriptor number stays taken, so nothing
-//!   inherited can later close a new descriptor by accident. A registration remembers the
-//!   file's device and inode, and a descriptor that is no longer that file (closed, its number
-//!   reused) is skipped and forgotten.
+//!   ([`close_in_child`]; [`crate::owner_only::try_claim`] does it for every writer's `flock`);
+//!   the `child` handler puts `/dev/null` over each one with `dup3`, so the child drops its
+//!   share of the parent's locks and sockets (the parent's failover and restarts never wait for
+//!   the parent's children) while the descriptor number stays taken, so nothing inherited can
+//!   later close a new descriptor by accident. A registration remembers the file's device and
+//!   inode, and a descriptor that is no longer that file (closed, its number reused) is skipped
+//!   and forgotten. A shared mapping holds its file (and so its `flock`) too: writers register
+//!   their mapping ([`replace_in_child`]: the ring, a `prometheus_mp` store), which the child
+//!   handler replaces with anonymous memory.
+//!
+//! Limits: a lock's lazy initialisation (`OnceLock`) running in another thread at the fork
+//! stays unfinished in the child (these run once, early); the `child` handler allocates, which
+//! glibc's `fork` allows; a scrape connection accepted by the parent's server is not closed in
+//! the child (a client in the middle of a scrape at the fork waits for its own timeout if the
+//! parent dies); a host's log callback must not wait, while a library thread logs, for a lock
+//! the forking thread holds across `fork`.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -56,7 +67,8 @@ use crate::sync::LockUnpoisoned;
 /// first loaded this copy of the library.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
-/// Whether the one message about a refused inherited handle was logged in this process.
+/// Whether the one message about a refused inherited handle was logged in this process (reset
+/// in each child).
 static REFUSAL_LOGGED: AtomicBool = AtomicBool::new(false);
 
 /// Takes one of the core's locks that must not be held by another thread at a fork, and
@@ -268,6 +280,7 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    REFUSAL_LOGGED.store(false, Ordering::Relaxed);
     let _ = std::panic::catch_unwind(clean_up_child);
     release_held();
 }
