@@ -9,14 +9,16 @@
 //!
 //! - **No library lock is left held in the child.** Every process-wide lock a child may need
 //!   (the logging sink and this copy's stderr lock, the plug-in registries, the open segment
-//!   prefixes, the registry of what the child gives up (below), the warned-once sets, and a
-//!   plug-in's own, registered with [`hold_across_fork`]) is taken by the `prepare` handler, in
-//!   one fixed order, and released by the `parent` and `child` handlers: the fork happens while
-//!   the forking thread holds them all, so no other thread holds one. (Holding them is simpler
-//!   and safer than re-creating them in the child: a `std` lock cannot be re-initialised in
-//!   place.) The order is the nesting order (a lock taken while another is held comes after
-//!   it): locks a plug-in registers first, then the core's registries, then this module's
-//!   registry, then the logging sink (messages are logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
+//!   prefixes, the warned-once sets, this module's registries, and a plug-in's own) is
+//!   registered with [`hold_across_fork`] before it is first taken; the `prepare` handler takes
+//!   every registered lock, in one fixed order ([`LockOrder`]), and the `parent` and `child`
+//!   handlers release them: the fork happens while the forking thread holds them all, so no
+//!   other thread holds one. (Holding them is simpler and safer than re-creating them in the
+//!   child: a `std` lock cannot be re-initialised in place. Registering, rather than this
+//!   module naming them, keeps this module below every module it serves.) The order is the
+//!   nesting order (a lock taken while another is held comes after it): a plug-in's locks
+//!   first, then the core's registries, then this module's, then the logging sink (messages
+//!   are logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
 //!   installs its own handlers; `pthread_atfork` runs the `prepare` handlers of the copies
 //!   registered last first, which keeps the nesting order across copies (a plug-in, loaded after
 //!   the library installed its handlers, logs into the library under its own locks; the library
@@ -58,10 +60,10 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once, RwLock};
 
 use crate::error::{Error, Status};
-use crate::sync::LockUnpoisoned;
+use crate::sync::{LockUnpoisoned, RwLockUnpoisoned};
 
 /// Bumped by the `child` handler: how many forks separate this process from the process that
 /// first loaded this copy of the library.
@@ -71,13 +73,9 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// in each child).
 static REFUSAL_LOGGED: AtomicBool = AtomicBool::new(false);
 
-/// Takes one of the core's locks that must not be held by another thread at a fork, and
-/// returns its guard.
-type HoldLock = fn() -> Box<dyn Any>;
-
 /// A process-wide lock that [`hold_across_fork`] can register.
 pub trait HeldAcrossFork: Sync {
-    /// Takes the lock (blocking) and returns its guard.
+    /// Takes the lock (blocking, for writing) and returns its guard.
     fn hold(&'static self) -> Box<dyn Any>;
 }
 
@@ -87,8 +85,38 @@ impl<T: Send + 'static> HeldAcrossFork for Mutex<T> {
     }
 }
 
-/// Locks registered by [`hold_across_fork`] (a plug-in's own), held first.
-static REGISTERED: Mutex<Vec<&'static dyn HeldAcrossFork>> = Mutex::new(Vec::new());
+impl<T: Send + Sync + 'static> HeldAcrossFork for RwLock<T> {
+    fn hold(&'static self) -> Box<dyn Any> {
+        Box::new(self.write_unpoisoned())
+    }
+}
+
+/// Where a lock goes in the order the `prepare` handler takes them (first to last): the order
+/// they nest in, a lock taken while another is held coming after it. Locks of one place are
+/// taken in the order they were registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockOrder {
+    /// A plug-in's own state (its endpoint, elections, process state): a plug-in logs into the
+    /// host and registers its locks under it.
+    Plugin,
+    /// The registry of loaded plug-ins (a plug-in library is opened under it).
+    LoadedPlugins,
+    /// The C++ plug-in bridge's slot (opened under the registry of plug-ins).
+    CppBridge,
+    /// The added plug-in directories (read under both).
+    PluginDirs,
+    /// The segment prefixes open for writing in the process.
+    OpenPrefixes,
+    /// A set of what was warned about once (a message is logged under it).
+    WarnedOnce,
+    /// This module's own registries (taken under any lock above, taking none).
+    ForkRegistry,
+    /// The logging sink, then stderr: every message goes through them, under any other lock.
+    Logging,
+}
+
+/// Locks registered by [`hold_across_fork`], with their place in the order.
+static REGISTERED: Mutex<Vec<(LockOrder, &'static dyn HeldAcrossFork)>> = Mutex::new(Vec::new());
 
 /// What the `child` handler takes away from the child.
 struct ChildCleanup {
@@ -167,15 +195,16 @@ pub fn install() {
     });
 }
 
-/// Registers a process-wide lock (a `static`, or part of one) to be held across every fork,
-/// before the core's own (registering it again changes nothing). For plug-ins: register each
-/// lock before its first use, outer locks first when they nest.
-pub fn hold_across_fork(lock: &'static dyn HeldAcrossFork) {
+/// Registers a process-wide lock (a `static`, or part of one) to be held across every fork, at
+/// its place in the order (registering it again changes nothing). Register a lock before
+/// taking it: a lock never taken needs no holding. (A lock registered for the first time while
+/// another thread forks may not be held by that fork.)
+pub fn hold_across_fork(order: LockOrder, lock: &'static dyn HeldAcrossFork) {
     install();
     let mut registered = REGISTERED.lock_unpoisoned();
     let address = |l: &dyn HeldAcrossFork| (l as *const dyn HeldAcrossFork).cast::<()>();
-    if !registered.iter().any(|r| address(*r) == address(lock)) {
-        registered.push(lock);
+    if !registered.iter().any(|(_, r)| address(*r) == address(lock)) {
+        registered.push((order, lock));
     }
 }
 
@@ -237,28 +266,17 @@ fn identity(fd: RawFd) -> Option<(u64, u64)> {
     Some((st.st_dev, st.st_ino))
 }
 
-/// The core's process-wide locks, in the nesting order (see the module documentation).
-const CORE_LOCKS: &[HoldLock] = &[
-    || Box::new(REGISTERED.lock_unpoisoned()),
-    crate::plugin::hold_registries,
-    crate::segments::hold_registries,
-    crate::fpm::hold_registries,
-    || Box::new(CHILD_CLEANUP.lock_unpoisoned()),
-    crate::logging::hold_sink,
-];
-
 extern "C" fn prepare() {
     // A panic must not unwind into libc: a lock that cannot be taken is simply not held.
     let _ = std::panic::catch_unwind(|| {
-        let mut guards: Vec<Box<dyn Any>> = Vec::with_capacity(16);
-        // The registered (plug-in) locks come first; the registry itself is copied out before,
-        // as it is one of the core's locks taken after them.
-        let registered: Vec<&'static dyn HeldAcrossFork> = REGISTERED.lock_unpoisoned().clone();
-        for lock in registered {
+        // The registry is copied out first: it is itself held later, at its place.
+        let mut locks = REGISTERED.lock_unpoisoned().clone();
+        locks.push((LockOrder::ForkRegistry, &REGISTERED));
+        locks.push((LockOrder::ForkRegistry, &CHILD_CLEANUP));
+        locks.sort_by_key(|(order, _)| *order);
+        let mut guards: Vec<Box<dyn Any>> = Vec::with_capacity(locks.len());
+        for (_, lock) in locks {
             guards.push(lock.hold());
-        }
-        for hold in CORE_LOCKS {
-            guards.push(hold());
         }
         let _ = HELD.try_with(|held| held.borrow_mut().append(&mut guards));
     });

@@ -29,5 +29,4 @@ pub use config::{CaptureMode, FpmConfig, FpmPolicy};
 pub use payload::{FpmPayload, QueuedRequests, ScheduledRequests, ValidPayload};
 pub use producer::FpmStats;
 pub use record::{FpmRecord, Source};
-pub(crate) use trace::hold_registries;
 pub use trace::{FpmTrace, OpenError, OpenErrorKind};

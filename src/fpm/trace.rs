@@ -129,12 +129,9 @@ fn first_unwritable_warning(producer_id: &str) -> bool {
 /// The producers already warned about an unwritable directory.
 fn unwritable_warned() -> std::sync::MutexGuard<'static, HashSet<String>> {
     static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    WARNED.get_or_init(Default::default).lock_unpoisoned()
-}
-
-/// Takes the set of producers warned about (for [`crate::fork`]).
-pub(crate) fn hold_registries() -> Box<dyn std::any::Any> {
-    Box::new(unwritable_warned())
+    let warned = WARNED.get_or_init(Default::default);
+    crate::fork::hold_across_fork(crate::fork::LockOrder::WarnedOnce, warned);
+    warned.lock_unpoisoned()
 }
 
 /// Sequence number of the probe files of this process.

@@ -18,15 +18,11 @@ use super::library::{first_that_opens, open_trusted, search_dirs};
 use super::nixl_cpp;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::fork::LockOrder;
 use crate::sync::LockUnpoisoned;
 
 /// Plug-ins opened so far, by name.
 static LOADED: Mutex<Option<HashMap<String, LoadedPlugin>>> = Mutex::new(None);
-
-/// Takes the registry of loaded plug-ins (for [`crate::fork`]).
-pub(super) fn hold() -> std::sync::MutexGuard<'static, Option<HashMap<String, LoadedPlugin>>> {
-    LOADED.lock_unpoisoned()
-}
 
 /// How an agent's exporter is created in a loaded plug-in.
 #[derive(Clone, Copy)]
@@ -92,12 +88,12 @@ fn file_name(name: &str) -> String {
 
 /// Finds, opens and validates plug-in `name` (once per process).
 pub fn load(name: &str) -> Result<LoadedPlugin> {
-    crate::fork::install();
     if name.is_empty() || name.contains('/') || name.contains('\0') {
         return Err(Error::invalid(format!(
             "invalid telemetry exporter name {name:?}"
         )));
     }
+    crate::fork::hold_across_fork(LockOrder::LoadedPlugins, &LOADED);
     let mut loaded = LOADED.lock_unpoisoned();
     let loaded = loaded.get_or_insert_with(HashMap::new);
     if let Some(p) = loaded.get(name) {

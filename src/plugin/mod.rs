@@ -22,9 +22,3 @@ pub use library::{add_plugin_dir, check_trusted, search_dirs};
 pub(crate) use loader::Creator;
 pub use loader::{load, LoadedPlugin};
 pub(crate) use nixl_cpp::create as create_nixl_cpp;
-
-/// Takes the plug-in registries (the loaded plug-ins, the C++ bridge, the added directories,
-/// in the order they nest) for [`crate::fork`], which holds them across a fork.
-pub(crate) fn hold_registries() -> Box<dyn std::any::Any> {
-    Box::new((loader::hold(), nixl_cpp::hold(), library::hold()))
-}

@@ -85,11 +85,6 @@ unsafe impl Sync for NixlPlugin {}
 /// The bridge, once opened.
 static BRIDGE: Mutex<Option<&'static CppBridge>> = Mutex::new(None);
 
-/// Takes the bridge's slot (for [`crate::fork`]).
-pub(super) fn hold() -> std::sync::MutexGuard<'static, Option<&'static CppBridge>> {
-    BRIDGE.lock_unpoisoned()
-}
-
 /// Where the bridge is looked up: first where it is installed with this library
 /// (`<its directory>/plugins`, then its directory, as in a cargo target directory), then the
 /// plug-in directories; duplicates once.
@@ -164,6 +159,7 @@ fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
 
 /// The bridge, opened on first use (a failure is not remembered: a later call searches again).
 fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
+    crate::fork::hold_across_fork(crate::fork::LockOrder::CppBridge, &BRIDGE);
     let mut slot = BRIDGE.lock_unpoisoned();
     if let Some(b) = *slot {
         return Ok(b);

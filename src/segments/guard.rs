@@ -35,7 +35,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
-use crate::fork::Generation;
+use crate::fork::{Generation, LockOrder};
 use crate::owner_only;
 use crate::owner_only::{create_dir_all, set_file_mode};
 use crate::owner_only::{euid, is_mine};
@@ -71,7 +71,9 @@ impl OpenPrefixes {
     /// Locks the registry.
     pub(crate) fn lock() -> OpenPrefixes {
         static OPEN: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
-        OpenPrefixes(OPEN.get_or_init(Default::default).lock_unpoisoned())
+        let open = OPEN.get_or_init(Default::default);
+        crate::fork::hold_across_fork(LockOrder::OpenPrefixes, open);
+        OpenPrefixes(open.lock_unpoisoned())
     }
 
     /// A prefix claimed by a live guard of this process: an entry inherited through a fork is
@@ -214,13 +216,9 @@ fn distrust(meta: &Metadata) -> Option<String> {
 /// The lock files already reported as not trusted.
 fn untrusted_warned() -> MutexGuard<'static, HashSet<PathBuf>> {
     static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    WARNED.get_or_init(Default::default).lock_unpoisoned()
-}
-
-/// Takes the registry of open prefixes, then the set of reported lock files (the order they
-/// nest in), for [`crate::fork`].
-pub(crate) fn hold_registries() -> Box<dyn Any> {
-    Box::new((OpenPrefixes::lock(), untrusted_warned()))
+    let warned = WARNED.get_or_init(Default::default);
+    crate::fork::hold_across_fork(LockOrder::WarnedOnce, warned);
+    warned.lock_unpoisoned()
 }
 
 /// Warns, once per lock file and process, that `path` is not used.

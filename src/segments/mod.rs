@@ -28,7 +28,6 @@ pub mod testing;
 pub mod writer;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub(crate) use guard::hold_registries;
 pub use guard::{GuardError, PrefixGuard};
 pub use naming::{segments_of, SegmentNaming};
 pub use reader::{ReadOutcome, SegmentReader, TruncatedMember};

@@ -41,6 +41,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
@@ -118,7 +119,7 @@ static PROCESS: Mutex<Process> = Mutex::new(Process {
 /// context, whose threads and sockets are the parent's) is left behind, never released: the
 /// child's first agent starts afresh.
 fn process() -> MutexGuard<'static, Process> {
-    nixl_telemetry::fork::hold_across_fork(&PROCESS);
+    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &PROCESS);
     let mut p = PROCESS.lock_unpoisoned();
     let generation = nixl_telemetry::fork::generation();
     if p.generation != generation {

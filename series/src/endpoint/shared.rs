@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::plugin::author::CreateError;
 use nixl_telemetry::Event;
 
@@ -79,7 +80,7 @@ impl SharedEndpoint {
     /// server's thread does not exist in the child, and its socket is closed there) is left
     /// behind, never released, and the child's first agent binds its own.
     fn lock(&'static self) -> MutexGuard<'static, Option<Running>> {
-        nixl_telemetry::fork::hold_across_fork(&self.running);
+        nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &self.running);
         let mut running = self.running.lock_unpoisoned();
         if running.as_ref().is_some_and(|r| r.server.inherited()) {
             std::mem::forget(running.take());
