@@ -62,6 +62,8 @@ static inline const char *status_name(nixl_telemetry_status_t s) {
     case NIXL_TELEMETRY_ERR_NO_TELEMETRY: return "ERR_NO_TELEMETRY";
     case NIXL_TELEMETRY_ERR_BIND_FAILED: return "ERR_BIND_FAILED";
     case NIXL_TELEMETRY_ERR_DROPPED: return "ERR_DROPPED";
+    case NIXL_TELEMETRY_ERR_UNWRITABLE: return "ERR_UNWRITABLE";
+    case NIXL_TELEMETRY_ERR_FORKED: return "ERR_FORKED";
     default: return "?";
     }
 }

@@ -102,6 +102,16 @@ typedef struct nixl_telemetry_ring_t nixl_telemetry_ring_t;
 
 // One agent's telemetry collector (opaque). Created by `nixl_telemetry_create`, released by
 // `nixl_telemetry_destroy`. All functions taking it are thread-safe.
+//
+// Fork: the library may be used in a process that forks, at any time, whatever its threads
+// are doing (no lock of the library is held across `fork`). In the child, a handle created
+// before the fork is the parent's: every call on it returns `NIXL_TELEMETRY_ERR_FORKED` (one
+// error message per process) and records, flushes and writes nothing; destroying it is
+// allowed, touches nothing of the parent's and releases nothing (its memory stays until the
+// child exits). The child does not keep the parent's ring lock, scrape port or store and
+// trace locks. A collector created in the child is the child's own and works fully (give it
+// its own agent name for a `BUFFER` ring). A log callback must not wait for a lock the
+// forking thread holds during `fork`.
 typedef struct nixl_telemetry_t nixl_telemetry_t;
 
 // A status code: `NIXL_TELEMETRY_SUCCESS` (0), `NIXL_TELEMETRY_EMPTY` (1), or a negative
@@ -216,6 +226,11 @@ typedef struct {
 // An output location cannot be written (FPM trace: probe file, directory creation or listing).
 #define NIXL_TELEMETRY_ERR_UNWRITABLE -102
 
+// The handle was created before this process was forked: in the child it is refused (nothing
+// is recorded, flushed or written); create a new handle in the child. Destroying the inherited
+// handle is allowed and releases nothing of the parent's.
+#define NIXL_TELEMETRY_ERR_FORKED -103
+
 
 
 #ifdef __cplusplus
@@ -257,7 +272,9 @@ nixl_telemetry_status_t nixl_telemetry_create(const char *agent_name, bool captu
 nixl_telemetry_status_t nixl_telemetry_create_with_options(const char *agent_name, const nixl_telemetry_options_t *options, nixl_telemetry_t **out);
 
 // Stops the collector's flush thread, flushes everything still staged into the exporter and
-// releases the handle. NULL is a no-op. The handle must not be used afterwards.
+// releases the handle. NULL is a no-op. The handle must not be used afterwards. In a child
+// process, destroying a handle created before the fork flushes nothing and releases nothing
+// (see `nixl_telemetry_t`).
 //
 // # Safety
 // `t` is NULL or a handle from `nixl_telemetry_create` not yet destroyed.
@@ -265,7 +282,9 @@ void nixl_telemetry_destroy(nixl_telemetry_t *t);
 
 // Records one event of type `event_type` (0..20) with `value`. Returns SUCCESS when staged or
 // when the metric is deactivated by `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the
-// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type.
+// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type,
+// `ERR_FORKED` on a handle created before this process was forked (as every function taking
+// the handle but `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
 //
 // # Safety
 // `t` is NULL or a live handle.

@@ -24,6 +24,11 @@
 
 // The FPM trace of one producer (opaque). Created by `nixl_telemetry_fpm_trace_open`, released
 // by `nixl_telemetry_fpm_trace_close`.
+//
+// Fork: in a child process, a handle opened before the fork is the parent's: every call on it
+// but close returns `NIXL_TELEMETRY_ERR_FORKED`, close releases nothing, and the exit handler
+// leaves it alone, so the child never writes the parent's segment files. A trace opened in
+// the child (under a producer id the parent does not write) works fully.
 typedef struct nixl_telemetry_fpm_trace_t nixl_telemetry_fpm_trace_t;
 
 // Requests scheduled in this iteration (`ScheduledRequestMetrics`). Integer fields must be >= 0

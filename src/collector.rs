@@ -10,6 +10,7 @@ use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
 use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
+use crate::fork::Generation;
 use crate::staging::StagingQueue;
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
@@ -71,10 +72,18 @@ struct Inner {
 }
 
 /// One agent's telemetry: create per agent, record events, drop to flush and stop.
+///
+/// In a child created by `fork`, a collector of the parent is inherited but not usable (its
+/// flush thread does not exist there, and its locks may have been copied held): check
+/// [`Collector::inherited`] and use it no further (the C ABI refuses every call on it with
+/// `NIXL_TELEMETRY_ERR_FORKED`; [`Collector::flush`] does nothing). Dropping it is allowed and
+/// releases nothing: its memory stays until the child exits (see [`crate::fork`]).
 pub struct Collector {
     inner: Arc<Inner>,
     /// A copy of `inner.mask` one load away from the handle, for the hot-path gates.
     mask: MetricMask,
+    /// The fork generation of the process that created the collector.
+    generation: Generation,
     flusher: Option<Worker>,
     exporter_name: String,
 }
@@ -151,6 +160,7 @@ impl Collector {
         exporter: Box<dyn Exporter>,
     ) -> Result<Collector> {
         let exporter_name = exporter.name().to_owned();
+        let generation = Generation::current();
         let queue = StagingQueue::new(config.buffer_size)?;
         let inner = Arc::new(Inner {
             agent: agent.to_owned(),
@@ -181,10 +191,18 @@ impl Collector {
         .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
         Ok(Collector {
             mask: config.enabled_metrics,
+            generation,
             inner,
             flusher: Some(flusher),
             exporter_name,
         })
+    }
+
+    /// Whether the collector was created before this process was forked (in a child: it is the
+    /// parent's, and must not be used; see the type's documentation).
+    #[inline]
+    pub fn inherited(&self) -> bool {
+        self.generation.inherited()
     }
 
     /// The agent name.
@@ -301,9 +319,11 @@ impl Collector {
         self.mask.bits() & (XFER_COMMON_BITS | direction) == 0
     }
 
-    /// Drains the staging queue into the exporter now.
+    /// Drains the staging queue into the exporter now (nothing for an inherited collector).
     pub fn flush(&self) {
-        self.inner.flush_once();
+        if !self.inherited() {
+            self.inner.flush_once();
+        }
     }
 
     /// Counters since creation.
@@ -319,15 +339,23 @@ impl Collector {
         }
     }
 
-    /// Stops the flush thread, performs the final flush and returns the final counters.
+    /// Stops the flush thread, performs the final flush and returns the final counters (for an
+    /// inherited collector: nothing is flushed, the counters are the parent's at the fork).
     pub fn close(mut self) -> CollectorStats {
         self.shutdown();
         self.stats()
     }
 
     /// Stops and joins the flush thread, then flushes what is still staged and lets the
-    /// exporter write what it buffered (once).
+    /// exporter write what it buffered (once). An inherited collector is left as it is, and
+    /// never released: its flush thread does not exist here (joining it would fail) and its
+    /// exporter writes the parent's files.
     fn shutdown(&mut self) {
+        if self.inherited() {
+            std::mem::forget(self.flusher.take());
+            std::mem::forget(self.inner.clone());
+            return;
+        }
         if let Some(mut flusher) = self.flusher.take() {
             flusher.stop();
             self.inner.flush_once();

@@ -48,6 +48,10 @@ pub const NIXL_TELEMETRY_ERR_BIND_FAILED: nixl_telemetry_status_t = -100;
 pub const NIXL_TELEMETRY_ERR_DROPPED: nixl_telemetry_status_t = -101;
 /// An output location cannot be written (FPM trace: probe file, directory creation or listing).
 pub const NIXL_TELEMETRY_ERR_UNWRITABLE: nixl_telemetry_status_t = -102;
+/// The handle was created before this process was forked: in the child it is refused (nothing
+/// is recorded, flushed or written); create a new handle in the child. Destroying the inherited
+/// handle is allowed and releases nothing of the parent's.
+pub const NIXL_TELEMETRY_ERR_FORKED: nixl_telemetry_status_t = -103;
 
 /// `agent_tx_bytes`: bytes of one TX (write) request.
 pub const NIXL_TELEMETRY_EVENT_AGENT_TX_BYTES: u32 = 0;

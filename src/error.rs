@@ -46,6 +46,8 @@ pub enum Status {
     Dropped = c::NIXL_TELEMETRY_ERR_DROPPED,
     /// An output location cannot be written (the FPM trace's probe, directory or listing).
     Unwritable = c::NIXL_TELEMETRY_ERR_UNWRITABLE,
+    /// A handle inherited through a fork, used in the child.
+    Forked = c::NIXL_TELEMETRY_ERR_FORKED,
 }
 
 impl Status {

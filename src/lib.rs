@@ -33,6 +33,7 @@ pub mod event;
 pub mod exporter;
 pub mod ffi;
 pub mod filter;
+pub mod fork;
 pub mod fpm;
 pub mod logging;
 pub mod owner_only;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Once, OnceLock, RwLock};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 use crate::constants::*;
+use crate::fork::{HeldAcrossFork, LockOrder};
 use crate::sync::RwLockUnpoisoned;
 
 /// A host's destination for the messages that pass the threshold, called with each message's
@@ -55,6 +56,17 @@ thread_local! {
 struct Logger;
 
 static LOGGER: Logger = Logger;
+
+/// This copy of the standard library's stderr lock, as a lock held across a fork.
+struct StderrLock;
+
+static STDERR: StderrLock = StderrLock;
+
+impl HeldAcrossFork for StderrLock {
+    fn hold(&'static self) -> Box<dyn std::any::Any> {
+        Box::new(std::io::stderr().lock())
+    }
+}
 
 /// Parses `NIXL_LOG_LEVEL` (TRACE, DEBUG, INFO, WARN, ERROR, FATAL; case-insensitive; default
 /// WARN). An invalid value keeps the default and is reported once.
@@ -135,9 +147,15 @@ impl Log for Logger {
 }
 
 /// Installs our logger as the `log` facade's logger (once; if the host program already set a
-/// different logger, messages go to that one instead).
+/// different logger, messages go to that one instead), and the fork handlers
+/// ([`crate::fork::install`]): every constructor of the library calls this first, so this
+/// copy's handlers are installed before any plug-in (whose copy installs its own) is loaded.
 pub fn init() {
+    crate::fork::install();
     INSTALL.call_once(|| {
+        // Every message goes through the sink, then stderr: both are held across a fork.
+        crate::fork::hold_across_fork(LockOrder::Logging, &SINK);
+        crate::fork::hold_across_fork(LockOrder::Logging, &STDERR);
         if log::set_logger(&LOGGER).is_ok() {
             log::set_max_level(LevelFilter::Trace);
         }

@@ -10,8 +10,9 @@
 //!   another user is never a writer's, whoever can create files next to it (any user can, under
 //!   `/tmp`): the segment store does not count it as history nor delete it, and a lock file
 //!   owned by another user is not trusted.
-//! - **Claims**: a writer claims its file with an exclusive `flock` ([`try_lock_exclusive`])
-//!   that the kernel releases when the writer ends, even if it crashes.
+//! - **Claims**: a writer claims its file with an exclusive `flock` ([`try_claim`]) that the
+//!   kernel releases when the writer ends, even if it crashes, and that a forked child does not
+//!   keep ([`crate::fork`]). [`try_lock_exclusive`] alone is the probe of a lock.
 
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions, Permissions};
 use std::io;
@@ -105,6 +106,17 @@ pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
     } else {
         Err(err)
     }
+}
+
+/// A writer's claim on `file` for its lifetime: [`try_lock_exclusive`], and when the lock is
+/// taken, the descriptor is registered to be closed in a forked child ([`crate::fork`]), so a
+/// child never keeps the claim after the writer's process ends.
+pub fn try_claim(file: &File) -> io::Result<bool> {
+    let taken = try_lock_exclusive(file)?;
+    if taken {
+        crate::fork::close_in_child(file.as_raw_fd());
+    }
+    Ok(taken)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::panic_message;
+use crate::fork::Generation;
 use crate::sync::LockUnpoisoned;
 
 #[derive(Default)]
@@ -71,6 +72,8 @@ impl Waker {
 pub(crate) struct Worker {
     control: Arc<Control>,
     thread: Option<JoinHandle<()>>,
+    /// The fork generation of the process that started the thread.
+    generation: Generation,
 }
 
 impl Worker {
@@ -108,6 +111,7 @@ impl Worker {
         Ok(Worker {
             control,
             thread: Some(thread),
+            generation: Generation::current(),
         })
     }
 
@@ -116,8 +120,15 @@ impl Worker {
         Waker(self.control.clone())
     }
 
-    /// Stops the worker and waits for its current step to end. Idempotent.
+    /// Stops the worker and waits for its current step to end. Idempotent. In a child created
+    /// by `fork` after the worker started, its thread does not exist: nothing is stopped or
+    /// joined (joining would wait forever), and nothing of it is released.
     pub(crate) fn stop(&mut self) {
+        if self.generation.inherited() {
+            std::mem::forget(self.thread.take());
+            std::mem::forget(self.control.clone());
+            return;
+        }
         if let Some(thread) = self.thread.take() {
             self.control.lock().stop = true;
             self.control.changed.notify_all();

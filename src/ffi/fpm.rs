@@ -17,9 +17,24 @@
 use std::ffi::c_char;
 
 use crate::constants::*;
+use crate::error::Result;
 use crate::ffi::boundary::{self, entry, handle, out_arg};
 pub use crate::ffi::fpm_types::*;
 use crate::fpm::{FpmPayload, FpmStats, FpmTrace};
+
+/// The trace behind the handle argument `t`: an error when it is NULL, or when it was inherited
+/// through a fork (checked before anything of it is used: see [`crate::fork`]).
+///
+/// # Safety
+/// `t` is NULL or a live handle.
+unsafe fn trace<'a>(function: &str, t: *const nixl_telemetry_fpm_trace_t) -> Result<&'a FpmTrace> {
+    // SAFETY: the caller's contract: NULL or a live handle.
+    let t = unsafe { handle(function, "t", t) }?;
+    if t.trace.inherited() {
+        return Err(crate::fork::inherited_handle(function));
+    }
+    Ok(&t.trace)
+}
 
 /// Opens the FPM trace of producer `producer_id` (records are stamped with `namespace` and
 /// `component`), configured by the `DYN_FPM_*` environment, which is read once per process.
@@ -80,11 +95,10 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record_msgpack(
     const FUNCTION: &str = "nixl_telemetry_fpm_trace_record_msgpack";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
+        let trace = unsafe { trace(FUNCTION, t) }?;
         let bytes = out_arg(FUNCTION, "bytes", bytes.cast_mut())?;
         // SAFETY: not NULL, and readable for `len` bytes by the caller's contract.
-        t.trace
-            .record_msgpack(unsafe { std::slice::from_raw_parts(bytes, len) });
+        trace.record_msgpack(unsafe { std::slice::from_raw_parts(bytes, len) });
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }
@@ -102,12 +116,12 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record(
     const FUNCTION: &str = "nixl_telemetry_fpm_trace_record";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
+        let trace = unsafe { trace(FUNCTION, t) }?;
         // SAFETY: the caller's contract: NULL or a valid payload.
         let p = unsafe { handle(FUNCTION, "payload", payload) }?;
         // SAFETY: the caller's contract: `worker_id` is NULL or NUL-terminated.
         let worker_id = unsafe { boundary::str_arg(FUNCTION, "payload->worker_id", p.worker_id) }?;
-        t.trace.record(FpmPayload {
+        trace.record(FpmPayload {
             version: i64::from(p.version),
             worker_id: worker_id.to_owned(),
             dp_rank: p.dp_rank,
@@ -132,9 +146,9 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_get_stats(
     const FUNCTION: &str = "nixl_telemetry_fpm_trace_get_stats";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
+        let stats = unsafe { trace(FUNCTION, t) }?.stats();
         // SAFETY: the caller's contract: `out` is NULL or writable.
-        unsafe { boundary::write_out(FUNCTION, "out", out, t.trace.stats()) }?;
+        unsafe { boundary::write_out(FUNCTION, "out", out, stats) }?;
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }
@@ -151,7 +165,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_flush(
     const FUNCTION: &str = "nixl_telemetry_fpm_trace_flush";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        unsafe { handle(FUNCTION, "t", t) }?.trace.flush();
+        unsafe { trace(FUNCTION, t) }?.flush();
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }

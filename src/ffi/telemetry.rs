@@ -6,7 +6,8 @@
 //!
 //! Ownership: handles returned through `out` parameters belong to the caller, who releases them
 //! with the matching `destroy`/`close` exactly once. Strings passed in are borrowed for the
-//! duration of the call only.
+//! duration of the call only. A collector handle inherited through `fork` is refused before
+//! anything of it is used ([`crate::fork`]).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
@@ -14,7 +15,7 @@ use std::ffi::{c_char, c_void};
 use crate::collector::{Collector, CollectorStats, Recorded};
 use crate::config::Options;
 use crate::constants::*;
-use crate::error::{Error, Status};
+use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
 use crate::ffi::boundary::{self, entry, handle, handle_mut, out_arg};
 use crate::ffi::types::{
@@ -23,6 +24,20 @@ use crate::ffi::types::{
 };
 use crate::logging;
 use crate::ring::RingReader;
+
+/// The collector behind the handle argument `t`: an error when it is NULL, or when it was
+/// inherited through a fork (checked before anything of it is used: see [`crate::fork`]).
+///
+/// # Safety
+/// `t` is NULL or a live handle.
+unsafe fn collector<'a>(function: &str, t: *const nixl_telemetry_t) -> Result<&'a Collector> {
+    // SAFETY: the caller's contract: NULL or a live handle.
+    let t = unsafe { handle(function, "t", t) }?;
+    if t.collector.inherited() {
+        return Err(crate::fork::inherited_handle(function));
+    }
+    Ok(&t.collector)
+}
 
 fn recorded_status(r: Recorded) -> nixl_telemetry_status_t {
     match r {
@@ -119,7 +134,9 @@ pub unsafe extern "C" fn nixl_telemetry_create_with_options(
 }
 
 /// Stops the collector's flush thread, flushes everything still staged into the exporter and
-/// releases the handle. NULL is a no-op. The handle must not be used afterwards.
+/// releases the handle. NULL is a no-op. The handle must not be used afterwards. In a child
+/// process, destroying a handle created before the fork flushes nothing and releases nothing
+/// (see `nixl_telemetry_t`).
 ///
 /// # Safety
 /// `t` is NULL or a handle from `nixl_telemetry_create` not yet destroyed.
@@ -133,7 +150,9 @@ pub unsafe extern "C" fn nixl_telemetry_destroy(t: *mut nixl_telemetry_t) {
 
 /// Records one event of type `event_type` (0..20) with `value`. Returns SUCCESS when staged or
 /// when the metric is deactivated by `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the
-/// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type.
+/// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type,
+/// `ERR_FORKED` on a handle created before this process was forked (as every function taking
+/// the handle but `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
@@ -146,13 +165,13 @@ pub unsafe extern "C" fn nixl_telemetry_update_data(
     const FUNCTION: &str = "nixl_telemetry_update_data";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
+        let collector = unsafe { collector(FUNCTION, t) }?;
         let kind = EventType::from_u32(event_type).ok_or_else(|| {
             Error::invalid(format!(
                 "{FUNCTION}: unknown event type {event_type} (valid: 0..20)"
             ))
         })?;
-        Ok(recorded_status(t.collector.update_data(kind, value)))
+        Ok(recorded_status(collector.update_data(kind, value)))
     })
 }
 
@@ -169,8 +188,8 @@ pub unsafe extern "C" fn nixl_telemetry_update_error(
     const FUNCTION: &str = "nixl_telemetry_update_error";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
-        Ok(recorded_status(t.collector.update_error(nixl_status)?))
+        let collector = unsafe { collector(FUNCTION, t) }?;
+        Ok(recorded_status(collector.update_error(nixl_status)?))
     })
 }
 
@@ -216,8 +235,8 @@ unsafe fn add_xfer_stats_guarded(
     const FUNCTION: &str = "nixl_telemetry_add_xfer_stats";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
-        Ok(recorded_status(t.collector.stage_xfer_stats(
+        let collector = unsafe { collector(FUNCTION, t) }?;
+        Ok(recorded_status(collector.stage_xfer_stats(
             xfer_time_us,
             is_write,
             bytes,
@@ -236,7 +255,7 @@ pub unsafe extern "C" fn nixl_telemetry_flush(t: *mut nixl_telemetry_t) -> nixl_
     const FUNCTION: &str = "nixl_telemetry_flush";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        unsafe { handle(FUNCTION, "t", t) }?.collector.flush();
+        unsafe { collector(FUNCTION, t) }?.flush();
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }
@@ -253,9 +272,9 @@ pub unsafe extern "C" fn nixl_telemetry_get_stats(
     const FUNCTION: &str = "nixl_telemetry_get_stats";
     entry(FUNCTION, || {
         // SAFETY: the caller's contract: NULL or a live handle.
-        let t = unsafe { handle(FUNCTION, "t", t) }?;
+        let stats = unsafe { collector(FUNCTION, t) }?.stats();
         // SAFETY: the caller's contract: `out` is NULL or writable.
-        unsafe { boundary::write_out(FUNCTION, "out", out, t.collector.stats()) }?;
+        unsafe { boundary::write_out(FUNCTION, "out", out, stats) }?;
         Ok(NIXL_TELEMETRY_SUCCESS)
     })
 }
@@ -515,6 +534,7 @@ mod tests {
             (NIXL_TELEMETRY_ERR_BIND_FAILED, Status::BindFailed),
             (NIXL_TELEMETRY_ERR_DROPPED, Status::Dropped),
             (NIXL_TELEMETRY_ERR_UNWRITABLE, Status::Unwritable),
+            (NIXL_TELEMETRY_ERR_FORKED, Status::Forked),
         ];
         for (c, s) in pairs {
             assert_eq!(c, s.code(), "{s:?}");

@@ -18,6 +18,16 @@ use crate::ring::RingReader;
 
 /// One agent's telemetry collector (opaque). Created by `nixl_telemetry_create`, released by
 /// `nixl_telemetry_destroy`. All functions taking it are thread-safe.
+///
+/// Fork: the library may be used in a process that forks, at any time, whatever its threads
+/// are doing (no lock of the library is held across `fork`). In the child, a handle created
+/// before the fork is the parent's: every call on it returns `NIXL_TELEMETRY_ERR_FORKED` (one
+/// error message per process) and records, flushes and writes nothing; destroying it is
+/// allowed, touches nothing of the parent's and releases nothing (its memory stays until the
+/// child exits). The child does not keep the parent's ring lock, scrape port or store and
+/// trace locks. A collector created in the child is the child's own and works fully (give it
+/// its own agent name for a `BUFFER` ring). A log callback must not wait for a lock the
+/// forking thread holds during `fork`.
 pub struct nixl_telemetry_t {
     pub(crate) collector: Collector,
 }

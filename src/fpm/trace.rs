@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use crate::error::{Error, Status};
+use crate::fork::Generation;
 use crate::fpm::config::{FpmConfig, FpmPolicy};
 use crate::fpm::payload::FpmPayload;
 use crate::fpm::producer::{FpmStats, ProducerWriter, RecordedPayload};
@@ -104,22 +105,33 @@ fn open_error(kind: OpenErrorKind, message: String) -> OpenError {
 /// thread. Every trace of one producer in this process (the same source opened again, or
 /// another (namespace, component)) shares the producer's writer and segment files; each stamps
 /// its own `source`.
+///
+/// In a child created by `fork`, a trace of the parent is inherited but not usable
+/// ([`FpmTrace::inherited`]): recording and flushing it do nothing, closing it releases nothing
+/// (the C ABI refuses every call on it but close with `NIXL_TELEMETRY_ERR_FORKED`), and the
+/// exit handler leaves it alone. A trace opened in the child works as any other.
 pub struct FpmTrace {
     writer: Arc<ProducerWriter>,
     source: Arc<Source>,
     prefix: PathBuf,
     closed: bool,
+    /// The fork generation of the process that opened the trace.
+    generation: Generation,
 }
 
 /// True the first time in this process that `producer_id` is found unwritable: the warning is
 /// given once per producer, however often it is opened again (each open still fails, with the
 /// reason in its error).
 fn first_unwritable_warning(producer_id: &str) -> bool {
+    unwritable_warned().insert(producer_id.to_owned())
+}
+
+/// The producers already warned about an unwritable directory.
+fn unwritable_warned() -> std::sync::MutexGuard<'static, HashSet<String>> {
     static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    WARNED
-        .get_or_init(Default::default)
-        .lock_unpoisoned()
-        .insert(producer_id.to_owned())
+    let warned = WARNED.get_or_init(Default::default);
+    crate::fork::hold_across_fork(crate::fork::LockOrder::WarnedOnce, warned);
+    warned.lock_unpoisoned()
 }
 
 /// Sequence number of the probe files of this process.
@@ -240,6 +252,7 @@ impl FpmTrace {
                 source: Arc::new(source),
                 prefix,
                 closed: false,
+                generation: Generation::current(),
             });
         }
         let unwritable = |e: std::io::Error| {
@@ -287,17 +300,33 @@ impl FpmTrace {
             source: Arc::new(source),
             prefix,
             closed: false,
+            generation: Generation::current(),
         })
     }
 
+    /// Whether the trace was opened before this process was forked (in a child: it is the
+    /// parent's; recording and flushing do nothing, and closing releases nothing).
+    #[inline]
+    pub fn inherited(&self) -> bool {
+        self.generation.inherited()
+    }
+
     /// Records a msgpack-encoded payload (copied). Never blocks; validated by the worker.
+    /// Nothing on an inherited trace.
     pub fn record_msgpack(&self, bytes: &[u8]) {
+        if self.inherited() {
+            return;
+        }
         self.writer
             .enqueue(&self.source, RecordedPayload::Msgpack(bytes.to_vec()));
     }
 
     /// Records a typed payload. Never blocks; validated by the worker like a msgpack one.
+    /// Nothing on an inherited trace.
     pub fn record(&self, payload: FpmPayload) {
+        if self.inherited() {
+            return;
+        }
         self.writer
             .enqueue(&self.source, RecordedPayload::Typed(Box::new(payload)));
     }
@@ -333,7 +362,11 @@ impl FpmTrace {
     }
 
     /// Writes the buffered rows now (one gzip member), without waiting for the 1 s cadence.
+    /// Nothing on an inherited trace.
     pub fn flush(&self) {
+        if self.inherited() {
+            return;
+        }
         self.writer.flush();
     }
 
@@ -351,6 +384,12 @@ impl FpmTrace {
             return;
         }
         self.closed = true;
+        if self.inherited() {
+            // The parent's writer: its worker does not exist here and its files are the
+            // parent's. Nothing of it is released (see `crate::fork`).
+            std::mem::forget(self.writer.clone());
+            return;
+        }
         let (namespace, component) = (&self.source.namespace, &self.source.component);
         let mut open = OpenPrefixes::lock();
         let last_of_source = {

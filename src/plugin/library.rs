@@ -15,6 +15,13 @@ use crate::sync::LockUnpoisoned;
 
 /// Directories added with [`add_plugin_dir`], most recent first.
 static EXTRA_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The added directories, locked (held across a fork: see [`crate::fork`]).
+fn extra_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    crate::fork::hold_across_fork(crate::fork::LockOrder::PluginDirs, &EXTRA_DIRS);
+    EXTRA_DIRS.lock_unpoisoned()
+}
+
 /// Adds a directory to search first (it must exist). Adding one twice warns and changes
 /// nothing.
 pub fn add_plugin_dir(dir: &Path) -> Result<()> {
@@ -24,7 +31,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
             format!("plug-in directory {} does not exist", dir.display()),
         ));
     }
-    let mut dirs = EXTRA_DIRS.lock_unpoisoned();
+    let mut dirs = extra_dirs();
     if dirs.iter().any(|d| d == dir) {
         log::warn!("plug-in directory {} was already added", dir.display());
         return Ok(());
@@ -36,7 +43,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
 /// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused
 /// (see [`crate::plugin::trust`]).
 pub fn search_dirs() -> Result<Vec<PathBuf>> {
-    let mut dirs = EXTRA_DIRS.lock_unpoisoned().clone();
+    let mut dirs = extra_dirs().clone();
     match crate::settings::lookup_os("NIXL_PLUGIN_DIR")? {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);

@@ -18,6 +18,7 @@ use super::library::{first_that_opens, open_trusted, search_dirs};
 use super::nixl_cpp;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::fork::LockOrder;
 use crate::sync::LockUnpoisoned;
 
 /// Plug-ins opened so far, by name.
@@ -92,6 +93,7 @@ pub fn load(name: &str) -> Result<LoadedPlugin> {
             "invalid telemetry exporter name {name:?}"
         )));
     }
+    crate::fork::hold_across_fork(LockOrder::LoadedPlugins, &LOADED);
     let mut loaded = LOADED.lock_unpoisoned();
     let loaded = loaded.get_or_insert_with(HashMap::new);
     if let Some(p) = loaded.get(name) {

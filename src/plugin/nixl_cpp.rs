@@ -159,6 +159,7 @@ fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
 
 /// The bridge, opened on first use (a failure is not remembered: a later call searches again).
 fn bridge(plugin: &Path) -> Result<&'static CppBridge> {
+    crate::fork::hold_across_fork(crate::fork::LockOrder::CppBridge, &BRIDGE);
     let mut slot = BRIDGE.lock_unpoisoned();
     if let Some(b) = *slot {
         return Ok(b);

@@ -28,6 +28,8 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Once;
 
+use crate::sync::LockUnpoisoned;
+
 /// Most mappings guarded at once.
 pub const MAX_GUARDED: usize = 256;
 
@@ -131,6 +133,7 @@ fn is_ours(action: &libc::sigaction) -> bool {
 
 fn install() {
     INSTALL.call_once(|| {
+        crate::fork::hold_across_fork(crate::fork::LockOrder::RingSignalHandler, &REASSERT);
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         if page > 0 {
@@ -158,9 +161,22 @@ fn install() {
 /// call when nothing changed.
 pub(super) fn reassert() {
     install();
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     static TOLD: AtomicBool = AtomicBool::new(false);
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if reassert_locked() && !TOLD.swap(true, Ordering::Relaxed) {
+        log::info!(
+            "the host replaced the SIGBUS handler that protects telemetry rings against \
+             truncated files; it is back, and passes other faults to the host's"
+        );
+    }
+}
+
+/// Serialises [`reassert`]; held across `fork` ([`crate::fork`]), so a child never finds it
+/// taken by a thread it does not have.
+static REASSERT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`reassert`] under its lock; whether our handler had to be put back.
+fn reassert_locked() -> bool {
+    let _serial = REASSERT.lock_unpoisoned();
     // SAFETY: an all-zero sigaction is valid to be filled by sigaction(2), which only reads the
     // current action here (a null new action).
     let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -168,7 +184,7 @@ pub(super) fn reassert() {
     if unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) } != 0
         || is_ours(&current)
     {
-        return;
+        return false;
     }
     let action = our_action();
     // SAFETY: our handler is not installed (`current` is another one), so it does not read
@@ -177,19 +193,14 @@ pub(super) fn reassert() {
         (*PREVIOUS.0.get()).write(current);
         let mut replaced: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(libc::SIGBUS, &action, &mut replaced) != 0 {
-            return;
+            return false;
         }
         if !is_ours(&replaced) && replaced.sa_sigaction != current.sa_sigaction {
             // Changed again between the two calls: pass faults to the newest.
             (*PREVIOUS.0.get()).write(replaced);
         }
     }
-    if !TOLD.swap(true, Ordering::Relaxed) {
-        log::info!(
-            "the host replaced the SIGBUS handler that protects telemetry rings against \
-             truncated files; it is back, and passes other faults to the host's"
-        );
-    }
+    true
 }
 
 /// The SIGBUS handler: maps zero pages over a registered mapping that faulted, else passes the

@@ -12,6 +12,7 @@ use super::layout;
 use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
+use crate::fork::{replace_in_child, ReplacedInChild};
 use crate::owner_only;
 
 /// Checks that `name` can safely be used as the ring's file name inside the telemetry
@@ -48,6 +49,9 @@ pub struct Pushed {
 
 /// The producer side: creates (or resets) the ring file and appends events.
 pub struct RingWriter {
+    /// Declared first, so the mapping is unregistered before it is unmapped: a forked child
+    /// does not keep it (nor so the file and its lock).
+    _in_child: ReplacedInChild,
     /// The mapped file (the reader's tests change its header in place through it).
     pub(super) mapped: Mapped,
     path: PathBuf,
@@ -139,6 +143,7 @@ impl RingWriter {
             path.display()
         );
         Ok(RingWriter {
+            _in_child: replace_in_child(mapped.map.as_ptr(), mapped.map.len()),
             mapped,
             path,
             file,
@@ -357,7 +362,7 @@ fn missing_directory(path: &Path) -> Option<String> {
 }
 
 fn lock_exclusive(file: &File, path: &Path) -> Result<()> {
-    match owner_only::try_lock_exclusive(file) {
+    match owner_only::try_claim(file) {
         Ok(true) => Ok(()),
         Ok(false) => Err(Error::new(
             Status::NotAllowed,

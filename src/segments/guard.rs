@@ -35,6 +35,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
+use crate::fork::{Generation, LockOrder};
 use crate::owner_only;
 use crate::owner_only::{create_dir_all, set_file_mode};
 use crate::owner_only::{euid, is_mine};
@@ -52,6 +53,14 @@ pub(crate) type Owner = Weak<dyn Any + Send + Sync>;
 struct Entry {
     claim: Weak<()>,
     owner: Option<Owner>,
+    /// The fork generation of the claim.
+    generation: Generation,
+}
+
+impl Entry {
+    fn is_live(&self) -> bool {
+        self.claim.strong_count() > 0 && !self.generation.inherited()
+    }
 }
 
 /// The prefixes open for writing in this process (FPM traces and TRACE exporters alike), locked
@@ -62,13 +71,15 @@ impl OpenPrefixes {
     /// Locks the registry.
     pub(crate) fn lock() -> OpenPrefixes {
         static OPEN: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
-        OpenPrefixes(OPEN.get_or_init(Default::default).lock_unpoisoned())
+        let open = OPEN.get_or_init(Default::default);
+        crate::fork::hold_across_fork(LockOrder::OpenPrefixes, open);
+        OpenPrefixes(open.lock_unpoisoned())
     }
 
+    /// A prefix claimed by a live guard of this process: an entry inherited through a fork is
+    /// the parent's (its writer is never used in the child), so it does not count.
     fn live(&self, prefix: &Path) -> Option<&Entry> {
-        self.0
-            .get(prefix)
-            .filter(|entry| entry.claim.strong_count() > 0)
+        self.0.get(prefix).filter(|entry| entry.is_live())
     }
 
     /// Whether `prefix` is claimed by a live guard.
@@ -115,12 +126,13 @@ impl OpenPrefixes {
         }
         let lock = lock_prefix(naming, &prefix, what)?;
         let claim = Arc::new(());
-        self.0.retain(|_, entry| entry.claim.strong_count() > 0);
+        self.0.retain(|_, entry| entry.is_live());
         self.0.insert(
             prefix,
             Entry {
                 claim: Arc::downgrade(&claim),
                 owner: None,
+                generation: Generation::current(),
             },
         );
         Ok(PrefixGuard {
@@ -201,13 +213,17 @@ fn distrust(meta: &Metadata) -> Option<String> {
     }
 }
 
+/// The lock files already reported as not trusted.
+fn untrusted_warned() -> MutexGuard<'static, HashSet<PathBuf>> {
+    static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    let warned = WARNED.get_or_init(Default::default);
+    crate::fork::hold_across_fork(LockOrder::WarnedOnce, warned);
+    warned.lock_unpoisoned()
+}
+
 /// Warns, once per lock file and process, that `path` is not used.
 fn warn_untrusted(what: &str, path: &Path, why: &str) {
-    static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    let first = WARNED
-        .get_or_init(Default::default)
-        .lock_unpoisoned()
-        .insert(path.to_owned());
+    let first = untrusted_warned().insert(path.to_owned());
     if first {
         log::warn!(
             "{what}: the lock file {} is {why}: it is not trusted and not used; writing without \
@@ -249,7 +265,7 @@ fn lock_prefix(
         return Ok(None);
     }
     set_file_mode(&file).map_err(io_err)?;
-    match owner_only::try_lock_exclusive(&file) {
+    match owner_only::try_claim(&file) {
         Ok(true) => Ok(Some(file)),
         Ok(false) => Err(GuardError::HeldByAnotherProcess(format!(
             "{what}: segment prefix {} is already open for writing by another process (its \

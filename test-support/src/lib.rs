@@ -1,8 +1,10 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
-//! and plug-ins, a free loopback port, and the C ABI's last-error message. It depends on
+//! and plug-ins, a free loopback port, the C ABI's last-error message, and forked children
+//! ([`forked`]). It depends on
 //! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
+pub mod forked;
 pub mod fuzz;
 pub mod prometheus;
 pub mod receiver;

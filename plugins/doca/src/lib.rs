@@ -41,6 +41,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
@@ -103,16 +104,31 @@ struct Process {
     choice: Option<Choice>,
     agents: Vec<String>,
     ipc: Option<Arc<IpcContext>>,
+    /// The fork generation (`nixl_telemetry::fork::generation`) the state belongs to.
+    generation: u64,
 }
 
 static PROCESS: Mutex<Process> = Mutex::new(Process {
     choice: None,
     agents: Vec::new(),
     ipc: None,
+    generation: 0,
 });
 
+/// The process's state. In a child created by `fork`, the parent's (its agents, its DOCA
+/// context, whose threads and sockets are the parent's) is left behind, never released: the
+/// child's first agent starts afresh.
 fn process() -> MutexGuard<'static, Process> {
-    PROCESS.lock_unpoisoned()
+    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &PROCESS);
+    let mut p = PROCESS.lock_unpoisoned();
+    let generation = nixl_telemetry::fork::generation();
+    if p.generation != generation {
+        std::mem::forget(p.ipc.take());
+        p.agents.clear();
+        p.choice = None;
+        p.generation = generation;
+    }
+    p
 }
 
 /// One agent's exporter.

@@ -9,6 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::owner_only;
 
 use crate::sys;
@@ -39,6 +40,7 @@ fn create(dir: &Path) -> Result<(), String> {
 static WARNED: Mutex<Option<HashSet<(PathBuf, &'static str)>>> = Mutex::new(None);
 
 fn warn_once(dir: &Path, what: &'static str, message: String) {
+    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &WARNED);
     let mut warned = WARNED.lock_unpoisoned();
     if warned
         .get_or_insert_with(HashSet::new)

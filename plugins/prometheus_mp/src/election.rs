@@ -35,6 +35,7 @@ use nixl_telemetry_series::text;
 
 use crate::store_scan::StoreScan;
 use crate::sys;
+use nixl_telemetry::fork::Generation;
 use nixl_telemetry::sync::LockUnpoisoned;
 
 /// How often a process that is not serving tries again.
@@ -82,6 +83,8 @@ pub struct Election {
     addr: SocketAddr,
     lock_path: PathBuf,
     state: Mutex<State>,
+    /// The fork generation of the process that created the election.
+    generation: Generation,
 }
 
 impl std::fmt::Debug for Election {
@@ -103,7 +106,14 @@ impl Election {
             addr,
             lock_path,
             state: Mutex::new(State::default()),
+            generation: Generation::current(),
         }
+    }
+
+    /// Whether the election was created before this process was forked: in a child it is the
+    /// parent's (its server's thread does not exist there, and its lock and socket are closed).
+    pub fn inherited(&self) -> bool {
+        self.generation.inherited()
     }
 
     /// The directory.
@@ -270,7 +280,7 @@ fn claim(path: &Path) -> Result<Option<File>, String> {
     if meta.uid() != sys::euid() {
         return Err(format!("it is owned by uid {}", meta.uid()));
     }
-    match sys::try_lock_exclusive(&file) {
+    match sys::try_claim(&file) {
         Ok(true) => Ok(Some(file)),
         Ok(false) => Ok(None),
         Err(e) => Err(e.to_string()),

@@ -38,6 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
@@ -55,11 +56,12 @@ static ELECTIONS: Mutex<Vec<Weak<Election>>> = Mutex::new(Vec::new());
 
 /// This process's election for `scan.dir` (canonicalised) on `addr`: the running one if
 /// another agent of the process already takes part (its TTL and aggregation hold), else a new
-/// one.
+/// one. Elections inherited through a fork are the parent's: a child takes part in its own.
 pub fn join_election(scan: &ScanConfig, addr: SocketAddr) -> Arc<Election> {
     let dir = std::fs::canonicalize(&scan.dir).unwrap_or_else(|_| scan.dir.clone());
+    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &ELECTIONS);
     let mut all = ELECTIONS.lock_unpoisoned();
-    all.retain(|w| w.strong_count() > 0);
+    all.retain(|w| w.upgrade().is_some_and(|e| !e.inherited()));
     if let Some(e) = all
         .iter()
         .filter_map(Weak::upgrade)

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
+use nixl_telemetry::fork::{replace_in_child, ReplacedInChild};
 use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
@@ -111,6 +112,10 @@ fn slots() -> Slots {
 
 /// A live store: the mapped file, the writer's lock (through `file`) and its bucket bounds.
 pub struct StoreWriter {
+    /// Declared first, so the mapping is unregistered before it is unmapped: a forked child
+    /// does not keep it (nor so the file and its lock, which tells a store scan the writer
+    /// lives).
+    _in_child: ReplacedInChild,
     map: MmapRaw,
     /// Keeps the descriptor, and so the `flock`, for the writer's life.
     _file: File,
@@ -153,6 +158,7 @@ impl StoreWriter {
         };
         let s = slots();
         Ok(StoreWriter {
+            _in_child: replace_in_child(map.as_ptr(), map.len()),
             map,
             _file: file,
             path,
@@ -271,7 +277,7 @@ fn fill(file: &File, header: &[u8], extension: &[u8]) -> io::Result<MmapRaw> {
 /// Takes the writer's lock; a failure is logged and the store is written anyway (its writer
 /// then looks departed to a store scan, which serves it for the TTL after each update).
 fn lock(file: &File, path: &Path) {
-    match sys::try_lock_exclusive(file) {
+    match sys::try_claim(file) {
         Ok(true) => {}
         Ok(false) => log::warn!(
             "prometheus_mp: store {} is locked by another process; writing it anyway",

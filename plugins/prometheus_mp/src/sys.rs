@@ -9,9 +9,11 @@ use std::path::Path;
 
 /// `open_file(path, create_new)`: read-write, created 0600, never through a link;
 /// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
-/// file holds it. A writer holds its store and an owner its lock this way; a store scan probes
-/// liveness the same way (as NIXL's does), holding a dead writer's lock only while it reads.
-pub use nixl_telemetry::owner_only::{euid, open_file, try_lock_exclusive};
+/// file holds it; `try_claim(file)`: the same for a lock held for the holder's life, which a
+/// forked child does not keep. A writer holds its store and an owner its lock with
+/// `try_claim`; a store scan probes liveness with `try_lock_exclusive` (as NIXL's does),
+/// holding a dead writer's lock only while it reads.
+pub use nixl_telemetry::owner_only::{euid, open_file, try_claim, try_lock_exclusive};
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {

@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::http;
+use nixl_telemetry::fork::Generation;
 
 /// Produces the `/metrics` response: content type and body. Called on the server thread.
 pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;
@@ -84,6 +85,8 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     waker: UnixStream,
     thread: Option<JoinHandle<()>>,
+    /// The fork generation of the process that started the server.
+    generation: Generation,
 }
 
 impl std::fmt::Debug for Server {
@@ -106,6 +109,9 @@ impl Server {
     pub fn start(listener: TcpListener, limits: Limits, metrics: MetricsFn) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        // A forked child must not keep the port: the parent's restarts and failover (another
+        // process binding it once the parent is gone) do not wait for its children.
+        nixl_telemetry::fork::close_in_child(listener.as_raw_fd());
         // Listening again on a listening socket changes its backlog (Linux); the kernel caps
         // it at net.core.somaxconn.
         // SAFETY: listen(2) on the descriptor `listener` owns and keeps open across the call.
@@ -137,6 +143,7 @@ impl Server {
             stop,
             waker,
             thread: Some(thread),
+            generation: Generation::current(),
         })
     }
 
@@ -144,10 +151,21 @@ impl Server {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// Whether the server was started before this process was forked: in a child it serves
+    /// nothing (its thread does not exist there, and its listening socket is closed).
+    pub fn inherited(&self) -> bool {
+        self.generation.inherited()
+    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.inherited() {
+            // Its thread does not exist in this child: joining it would wait forever.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         self.stop.store(true, Ordering::Release);
         let _ = send(self.waker.as_raw_fd(), &[1]);
         if let Some(t) = self.thread.take() {

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nixl_telemetry::fork::LockOrder;
 use nixl_telemetry::plugin::author::CreateError;
 use nixl_telemetry::Event;
 
@@ -75,8 +76,16 @@ impl SharedEndpoint {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Running>> {
-        self.running.lock_unpoisoned()
+    /// The running endpoint, if it runs in this process: one inherited through a fork (its
+    /// server's thread does not exist in the child, and its socket is closed there) is left
+    /// behind, never released, and the child's first agent binds its own.
+    fn lock(&'static self) -> MutexGuard<'static, Option<Running>> {
+        nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &self.running);
+        let mut running = self.running.lock_unpoisoned();
+        if running.as_ref().is_some_and(|r| r.server.inherited()) {
+            std::mem::forget(running.take());
+        }
+        running
     }
 
     /// Adds `series` to the endpoint, binding `addr` first if the endpoint is not running. An
@@ -137,19 +146,19 @@ impl SharedEndpoint {
     }
 
     /// The address being served, if running.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
+    pub fn local_addr(&'static self) -> Option<SocketAddr> {
         self.lock().as_ref().map(|r| r.server.local_addr())
     }
 
     /// The names of the agents being served, in joining order.
-    pub fn agents(&self) -> Vec<String> {
+    pub fn agents(&'static self) -> Vec<String> {
         self.lock()
             .as_ref()
             .map(|r| r.registry.names())
             .unwrap_or_default()
     }
 
-    fn leave(&self, series: &Arc<AgentSeries>) {
+    fn leave(&'static self, series: &Arc<AgentSeries>) {
         let mut running = self.lock();
         let Some(r) = running.as_ref() else {
             return;

@@ -28,6 +28,9 @@ const ROLE: &str = "MP_TEST_ROLE";
 const BYTES: &str = "MP_TEST_BYTES";
 /// A rank's agent name.
 const AGENT: &str = "MP_TEST_AGENT";
+/// Set: the rank forks a child that sleeps a minute (it keeps everything the rank's process
+/// had at the fork), and prints the child's pid after its own.
+pub const FORK_SLEEPER: &str = "MP_TEST_FORK_SLEEPER";
 
 /// The body of the `child` test of each test binary: in a child process, plays its role and
 /// returns; in the test run itself, does nothing.
@@ -58,6 +61,18 @@ fn rank() {
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
     c.add_xfer_stats(bytes / 10, true, bytes, 3);
     c.flush();
+    if std::env::var_os(FORK_SLEEPER).is_some() {
+        let sleeper = nixl_telemetry_test_support::forked::fork(|_| {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            0
+        });
+        println!("READY {} {}", std::process::id(), sleeper.pid());
+        std::io::stdout().flush().unwrap();
+        // Left running: the test kills it.
+        std::mem::forget(sleeper);
+        wait_for_stdin();
+        return;
+    }
     println!("READY {}", std::process::id());
     std::io::stdout().flush().unwrap();
     wait_for_stdin();
