@@ -79,8 +79,11 @@ fn a_push_is_a_sorted_snappy_write_request_of_the_prometheus_series() {
         .starts_with("nixl-telemetry/"));
     let req = decode(&r.body);
     // The same samples as the text format shows: 9 counters, 6 gauges, 2 histograms of 19
-    // buckets + sum + count, 12 error statuses.
-    assert_eq!(req.timeseries.len(), 9 + 6 + 2 * 21 + 12);
+    // buckets + sum + count, 12 error statuses; and the sender's 4 push counters.
+    assert_eq!(
+        req.timeseries.len(),
+        9 + 6 + 2 * 21 + 12 + nixl_telemetry_push::PUSH_COUNTERS.len()
+    );
     let key = |t: &nixl_telemetry_push::remote_write::proto::TimeSeries| {
         t.labels
             .iter()
