@@ -366,9 +366,11 @@ nixl_telemetry_status_t nixl_telemetry_ring_open(const char *path, nixl_telemetr
 // `NIXL_TELEMETRY_ERR_MISMATCH` once another process truncated the file under the reader
 // (reopen the ring once its writer has recreated it). A truncation is not a crash while the
 // library's SIGBUS guard is in place: it is installed by the first ring opened or written in
-// the process and put back on top whenever a ring is opened or flushed; a SIGBUS handler the
-// host installs after that (Python's `faulthandler.enable()`, a crash reporter) and that does
-// not chain to the previous one takes it away for readers until then.
+// the process and put back on top whenever a ring is opened, flushed or checked
+// (`nixl_telemetry_ring_check`, which also finds a truncated file without reading it); a SIGBUS
+// handler the host installs after that (Python's `faulthandler.enable()`, a crash reporter)
+// and that does not chain to the previous one takes it away until then. This call itself
+// makes no system call, to stay a few nanoseconds.
 //
 // # Safety
 // `r` is NULL or a live reader; `out` is NULL or writable.

@@ -304,3 +304,22 @@ fn a_fault_outside_rings_goes_to_the_host_and_ends_the_process_instead_of_loopin
         out.status
     );
 }
+
+#[test]
+fn a_checked_read_survives_a_host_that_replaced_the_guard_after_the_reader_opened() {
+    if !in_child("a_checked_read_survives_a_host_that_replaced_the_guard_after_the_reader_opened") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "r", 1024).unwrap();
+    ring.push_batch(&[ev(1), ev(2)]);
+    let reader = RingReader::open(dir.path().join("r")).unwrap();
+    assert_eq!(reader.peek(None, 10).unwrap().events, [ev(1), ev(2)]);
+    // Before, with SIG_DFL a read of the emptied file ended the process (exit 135).
+    host_sigbus(libc::SIG_DFL);
+    truncate(&dir.path().join("r"), 0);
+    let e = reader.peek(None, 10).unwrap_err();
+    assert_eq!(e.status, Status::Mismatch);
+    assert!(reader.truncated() && reader.check_file().is_err());
+    assert!(reader.replaced().is_some());
+}

@@ -67,7 +67,9 @@ impl Ring {
     /// Takes the oldest unread event as `(type, value)`, or None when the ring is empty.
     /// Raises `RingTruncatedError` once the file was truncated under the reader.
     fn pop(&self) -> PyResult<Option<(u32, u64)>> {
-        self.with_open(|o| match o.reader.try_pop() {
+        // Checked first (one fstat): a ring truncated under the reader is an error here even
+        // when the host replaced the SIGBUS guard (Python's faulthandler).
+        self.with_open(|o| match o.reader.check_file().and_then(|()| o.reader.try_pop()) {
             Ok(event) => Ok(event.map(|e| (e.event_type, e.value))),
             Err(e) if e.status == Status::Mismatch => {
                 Err(RingTruncatedError::new_err((e.message, e.status.code())))

@@ -218,3 +218,24 @@ def test_a_reader_learns_how_many_events_its_ring_lost(ring_env, fixture_copy):
         assert telemetry.stats()["events_lost"] == 4
     # A ring written by NIXL has no count.
     assert RingReader(fixture_copy("nixl-ring-v4-cap8-full.bin")).lost_events is None
+
+
+def test_faulthandler_enabled_after_a_reader_opened_does_not_turn_a_truncated_ring_into_a_crash(ring_env):
+    code = """
+        import faulthandler, json, os
+        from nixl_telemetry import RingReader, RingTruncatedError, Telemetry
+        path = os.path.join(os.environ["NIXL_TELEMETRY_DIR"], "read")
+        with Telemetry("read") as telemetry:
+            telemetry.update("agent_tx_bytes", 1)
+            telemetry.flush()
+            reader = RingReader(path)
+            faulthandler.enable()
+            os.truncate(path, 0)
+            try:
+                reader.pop()
+                outcome = "read"
+            except RingTruncatedError:
+                outcome = "refused"
+        print(json.dumps(outcome))
+    """
+    assert run_python(code, {"NIXL_TELEMETRY_DIR": str(ring_env)}) == "refused"

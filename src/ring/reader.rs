@@ -38,6 +38,10 @@ pub const MAX_READER_CAPACITY: u64 = 1 << 28;
 /// consuming ([`RingReader::peek`]).
 pub struct RingReader {
     mapped: Mapped,
+    /// The file mapped, for [`RingReader::check_file`]'s `fstat`.
+    file: std::fs::File,
+    /// Set when [`RingReader::check_file`] found the file shorter than the mapping.
+    found_truncated: std::sync::atomic::AtomicBool,
     path: PathBuf,
     /// `(st_dev, st_ino)` of the file opened, to notice the path naming another file.
     file_id: (u64, u64),
@@ -160,6 +164,8 @@ impl RingReader {
             .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
         Ok(RingReader {
             mapped: Mapped::new(map, mask),
+            file,
+            found_truncated: std::sync::atomic::AtomicBool::new(false),
             path: path.to_owned(),
             file_id: (meta.dev(), meta.ino()),
         })
@@ -242,7 +248,24 @@ impl RingReader {
 
     /// Whether the file shrank under this reader (every later read fails).
     pub fn truncated(&self) -> bool {
-        self.mapped.guard.faulted()
+        self.mapped.guard.faulted() || self.found_truncated.load(Ordering::Relaxed)
+    }
+
+    /// Checks, without touching the mapping, that the file still covers it (one `fstat`), and
+    /// puts the SIGBUS guard back on top if the host replaced it since (one `sigaction`): a
+    /// `Mismatch` error for a truncated file, as [`RingReader::try_pop`] gives once the guard
+    /// caught a fault. [`RingReader::peek`] and the Python package check before every read;
+    /// [`RingReader::try_pop`] (and the C API's pop) does not, to stay a few nanoseconds.
+    pub fn check_file(&self) -> Result<()> {
+        super::fault_guard::reassert();
+        let size = self.mapped.map.len() as u64;
+        if self.file.metadata().map_or(true, |m| m.len() < size) {
+            self.found_truncated.store(true, Ordering::Relaxed);
+        }
+        if self.truncated() {
+            return Err(self.truncated_error());
+        }
+        Ok(())
     }
 
     fn truncated_error(&self) -> Error {
@@ -266,6 +289,7 @@ impl RingReader {
     /// writer both advancing `capacity` slots between two calls) cannot be told from a fresh
     /// one. A `Mismatch` error once the file was truncated under the reader.
     pub fn peek(&self, from: Option<u64>, max: usize) -> Result<Peeked> {
+        self.check_file()?;
         let m = &self.mapped;
         let (w, r0) = m.positions();
         let unread = w.wrapping_sub(r0) & m.mask;
@@ -319,7 +343,7 @@ impl RingReader {
     /// with another size replaces the file), or its header changed in place (invalidated or
     /// resized). `None` while it is the same ring. Costs one `stat`.
     pub fn replaced(&self) -> Option<String> {
-        if self.truncated() {
+        if self.check_file().is_err() {
             return Some("it was truncated".into());
         }
         let meta = match std::fs::metadata(&self.path) {
