@@ -101,6 +101,73 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
     );
 }
 
+#[test]
+fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_counts_them() {
+    const THREADS: u64 = 32;
+    const TRANSFERS: u64 = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        buffer_size: 4096,
+        run_interval: Duration::from_millis(1),
+        exporter: ExporterChoice::Buffer(dir.path().to_owned()),
+        enabled_metrics: MetricMask::ALL,
+    };
+    let collector = Arc::new(Collector::new("overflow", config).unwrap());
+    let mut ring = RingReader::open(dir.path().join("overflow")).unwrap();
+    let producers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let c = collector.clone();
+            std::thread::spawn(move || {
+                for i in 0..TRANSFERS {
+                    let id = (t << 32) | i;
+                    c.add_xfer_stats(id, true, id, id);
+                }
+            })
+        })
+        .collect();
+    // A reader that falls behind: it reads every 5 ms.
+    let mut read: Vec<Event> = Vec::new();
+    while producers.iter().any(|p| !p.is_finished()) {
+        read.extend(ring.by_ref());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    collector.flush();
+    read.extend(ring.by_ref());
+    let stats = collector.stats();
+    assert!(stats.events_lost > 0, "the ring must have overflowed");
+    // (Lost events are whole transfers and, when not even one slot was free, drop reports:
+    // checked below through what was read, which holds no piece of a transfer.)
+    assert_eq!(
+        ring.lost_events(),
+        Some(stats.events_lost),
+        "the reader sees the loss"
+    );
+    // Every transfer read is whole: drop reports between them, never a piece.
+    let mut i = 0;
+    while i < read.len() {
+        if read[i].event_type == 20 {
+            i += 1;
+            continue;
+        }
+        let kinds: Vec<u32> = read[i..i + 4].iter().map(|e| e.event_type).collect();
+        assert_eq!(kinds, [7, 6, 0, 2], "at {i}");
+        assert!(read[i..i + 4]
+            .iter()
+            .skip(1)
+            .take(2)
+            .all(|e| e.value == read[i].value));
+        i += 4;
+    }
+    let stats = Arc::into_inner(collector).unwrap().close();
+    assert_eq!(
+        stats.events_exported + stats.events_lost,
+        stats.events_accepted + stats.drop_reports
+    );
+}
+
 /// An exporter keeping every event it is given, shared with the test.
 struct Keep(Arc<std::sync::Mutex<Vec<Event>>>);
 
