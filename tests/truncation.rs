@@ -82,15 +82,13 @@ fn a_collector_survives_a_truncated_ring_and_recreates_it() {
     c.update_data(EventType::AgentTxBytes, 1);
     c.flush();
     let ((), logged) = logging::capture(|| {
-        // Emptied: the next flush notices it before writing (its fstat) and recreates the
-        // ring, so nothing is written into the emptied file and nothing is lost.
+        // Emptied: a flush notices it before writing (its fstat, at most once a millisecond) or
+        // its writes fault into the guard (counted as lost); either way the ring is recreated.
         truncate(&path, 0);
         flush_until_readable(&c, &path, 2);
-        assert_eq!(c.stats().events_lost, 0);
-        // Cut inside its first page: noticed the same way.
+        // Cut inside its first page: the same.
         truncate(&path, 10);
         flush_until_readable(&c, &path, 3);
-        assert_eq!(c.stats().events_lost, 0);
         // Deleted: recreated the same way.
         std::fs::remove_file(&path).unwrap();
         flush_until_readable(&c, &path, 4);
@@ -209,10 +207,10 @@ fn a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection()
     host_sigbus(libc::SIG_DFL);
     let ring = RingWriter::create(dir.path(), "direct", 1024).unwrap();
     host_sigbus(libc::SIG_DFL);
-    assert!(ring.ready_to_write());
+    assert!(ring.ready_to_write(true));
     truncate(&dir.path().join("direct"), 0);
     assert_eq!(ring.push_batch(&(0..100).map(ev).collect::<Vec<_>>()), 100);
-    assert!(ring.faulted() && !ring.ready_to_write());
+    assert!(ring.faulted() && !ring.ready_to_write(true));
 }
 
 #[test]
@@ -231,7 +229,7 @@ fn a_host_handler_that_returns_neither_spins_nor_sees_ring_faults() {
     flush_until_readable(&c, &path, 2);
     let ring = RingWriter::create(dir.path(), "direct", 1024).unwrap();
     host_sigbus(host_handler_that_returns as *const () as libc::sighandler_t);
-    assert!(ring.ready_to_write());
+    assert!(ring.ready_to_write(true));
     truncate(&dir.path().join("direct"), 0);
     assert_eq!(ring.push_batch(&(0..100).map(ev).collect::<Vec<_>>()), 100);
     assert!(ring.faulted());

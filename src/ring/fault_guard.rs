@@ -176,16 +176,23 @@ static REASSERT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// [`reassert`] under its lock; whether our handler had to be put back.
 fn reassert_locked() -> bool {
-    let _serial = REASSERT.lock_unpoisoned();
-    // SAFETY: an all-zero sigaction is valid to be filled by sigaction(2), which only reads the
-    // current action here (a null new action).
-    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) } != 0
-        || is_ours(&current)
-    {
+    /// The current SIGBUS action, unless ours is installed (or it cannot be read).
+    fn replaced() -> Option<libc::sigaction> {
+        // SAFETY: an all-zero sigaction is valid to be filled by sigaction(2), which only reads
+        // the current action here (a null new action).
+        let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let read = unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) };
+        (read == 0 && !is_ours(&current)).then_some(current)
+    }
+    // The common case, ours on top, takes no lock.
+    if replaced().is_none() {
         return false;
     }
+    let _serial = REASSERT.lock_unpoisoned();
+    let Some(current) = replaced() else {
+        return false;
+    };
     let action = our_action();
     // SAFETY: our handler is not installed (`current` is another one), so it does not read
     // PREVIOUS now; it is written before ours is installed again. Calls are serialised.

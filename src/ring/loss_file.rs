@@ -3,8 +3,10 @@
 //! the ring file it counts for, and the events the writer could not put into that ring (a
 //! reader behind, a flush larger than the ring) since it created it.
 //!
-//! The `BUFFER` exporter creates it with each ring (count 0), rewrites the count, one `pwrite`
-//! of 8 bytes, after each flush that lost events, and removes it when the agent is destroyed
+//! The `BUFFER` exporter creates it with each ring (count 0), rewrites the count (one `pwrite`
+//! of 8 bytes) after a flush that lost events, at most once per millisecond (a later count is
+//! written by the next flush, idle ones included, so it is at most one run interval late), and
+//! removes it when the agent is destroyed
 //! (so the directory holds only what NIXL's writer leaves there: the ring). Readers (the C reader API, the
 //! Python package, the CLI) read it with `pread`, never through a mapping, and trust it only
 //! when its inode is the one of the ring they opened: a count left by an earlier ring under
@@ -15,6 +17,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::owner_only;
 
@@ -48,7 +51,14 @@ pub struct LossFile {
     path: PathBuf,
     ring_inode: u64,
     lost: u64,
+    /// The count in the file.
+    written: u64,
+    /// When it was last written (`None`: not since the file was made).
+    written_at: Option<Instant>,
 }
+
+/// The shortest time between two writes of the count.
+const WRITE_INTERVAL: Duration = Duration::from_millis(1);
 
 impl Drop for LossFile {
     fn drop(&mut self) {
@@ -89,14 +99,34 @@ impl LossFile {
             path,
             ring_inode,
             lost: 0,
+            written: 0,
+            written_at: None,
         })
     }
 
-    /// Adds `n` events to the count and writes it.
+    /// Adds `n` events to the count and writes it, unless it was written less than a
+    /// millisecond ago ([`LossFile::sync`] writes it then).
     pub fn add(&mut self, n: u64) -> io::Result<()> {
         self.lost += n;
+        if self
+            .written_at
+            .is_some_and(|at| at.elapsed() < WRITE_INTERVAL)
+        {
+            return Ok(());
+        }
+        self.sync()
+    }
+
+    /// Writes the count if the file does not hold it yet.
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.written == self.lost {
+            return Ok(());
+        }
         self.file
-            .write_all_at(&self.lost.to_ne_bytes(), COUNT_OFFSET)
+            .write_all_at(&self.lost.to_ne_bytes(), COUNT_OFFSET)?;
+        self.written = self.lost;
+        self.written_at = Some(Instant::now());
+        Ok(())
     }
 
     /// The count written.
@@ -130,6 +160,7 @@ mod tests {
         assert_eq!(read(&ring, 7), Some(0));
         f.add(3).unwrap();
         f.add(4).unwrap();
+        f.sync().unwrap();
         assert_eq!((read(&ring, 7), f.lost()), (Some(7), 7));
         assert_eq!(read(&ring, 8), None, "another ring's count");
         let newer = LossFile::create(&ring, 8).unwrap();

@@ -2,6 +2,7 @@
 //! a second writer, and appending events published with one release store.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -171,18 +172,33 @@ impl RingWriter {
         let Ok(named) = std::fs::symlink_metadata(&self.path) else {
             return false;
         };
-        self.ready_to_write() && (named.dev(), named.ino()) == self.file_id && named.len() == size
+        self.ready_to_write(true)
+            && (named.dev(), named.ino()) == self.file_id
+            && named.len() == size
     }
 
-    /// Whether the file still covers the whole mapping, checked before writing, so a file
-    /// truncated by another process is noticed without touching the mapping (which would fault);
-    /// also puts the SIGBUS guard back on top if the host replaced it
-    /// ([`super::fault_guard::reassert`]). One `fstat` and one `sigaction` call. A truncation
-    /// in the middle of the writes that follow is still caught by the guard ([`Self::faulted`]).
-    pub fn ready_to_write(&self) -> bool {
+    /// Puts the SIGBUS guard back on top if the host replaced it
+    /// ([`super::fault_guard::reassert`]: one `sigaction`), so a write into a file truncated by
+    /// another process faults into the guard ([`Self::faulted`]) whatever the host installed;
+    /// with `check_size`, also checks that the file still covers the whole mapping (one
+    /// `fstat`), so such a file is noticed without writing into it. False when the file is
+    /// known to be truncated.
+    pub fn ready_to_write(&self, check_size: bool) -> bool {
         super::fault_guard::reassert();
-        let size = self.mapped.map.len() as u64;
-        !self.faulted() && self.file.metadata().is_ok_and(|m| m.len() >= size)
+        if self.faulted() {
+            return false;
+        }
+        if !check_size {
+            return true;
+        }
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat(2) on the descriptor `self.file` owns, filling `st` when it succeeds.
+        if unsafe { libc::fstat(self.file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+            return false;
+        }
+        // SAFETY: fstat succeeded, so it filled `st`.
+        let st = unsafe { st.assume_init() };
+        st.st_size as u64 >= self.mapped.map.len() as u64
     }
 
     /// Whether a write went past the end of the file (it was truncated under the writer): those
