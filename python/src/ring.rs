@@ -69,13 +69,15 @@ impl Ring {
     fn pop(&self) -> PyResult<Option<(u32, u64)>> {
         // Checked first (one fstat): a ring truncated under the reader is an error here even
         // when the host replaced the SIGBUS guard (Python's faulthandler).
-        self.with_open(|o| match o.reader.check_file().and_then(|()| o.reader.try_pop()) {
-            Ok(event) => Ok(event.map(|e| (e.event_type, e.value))),
-            Err(e) if e.status == Status::Mismatch => {
-                Err(RingTruncatedError::new_err((e.message, e.status.code())))
-            }
-            Err(e) => Err(errors::from_core(e)),
-        })
+        self.with_open(
+            |o| match o.reader.check_file().and_then(|()| o.reader.try_pop()) {
+                Ok(event) => Ok(event.map(|e| (e.event_type, e.value))),
+                Err(e) if e.status == Status::Mismatch => {
+                    Err(RingTruncatedError::new_err((e.message, e.status.code())))
+                }
+                Err(e) => Err(errors::from_core(e)),
+            },
+        )
     }
 
     /// Up to `limit` unread events as `(type, value)`, oldest first, without consuming them.
