@@ -15,7 +15,6 @@
 //! `agent_xfer_time`, colliding with NIXL's gauge of that name. Scrapers that ask for
 //! OpenMetrics accept this format as a fallback.
 
-use std::fmt::Write;
 
 use crate::engine::AgentSnapshot;
 use crate::{families, FamilyKind};
@@ -150,6 +149,7 @@ pub fn encode_rows_into(rows: &[Row], out: &mut String) {
         out.push(' ');
         out.push_str(family.kind.as_str());
         out.push('\n');
+        let mut digits = itoa::Buffer::new();
         for (row, labels) in rows.iter().zip(&labels) {
             if !row.kinds.contains(&family.kind) {
                 continue;
@@ -160,9 +160,15 @@ pub fn encode_rows_into(rows: &[Row], out: &mut String) {
                 out.push('{');
                 out.push_str(labels);
                 if let Some((name, v)) = extra {
-                    let _ = write!(out, ",{name}=\"{v}\"");
+                    out.push(',');
+                    out.push_str(name);
+                    out.push_str("=\"");
+                    out.push_str(v);
+                    out.push('"');
                 }
-                let _ = writeln!(out, "}} {value}");
+                out.push_str("} ");
+                out.push_str(digits.format(value));
+                out.push('\n');
             });
         }
     }

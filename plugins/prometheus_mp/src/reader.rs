@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use memmap2::MmapOptions;
+use memmap2::{MmapOptions, MmapRaw};
 use nixl_telemetry_series::{
     AgentSnapshot, Buckets, HistogramSnapshot, WorkloadLabels, HISTOGRAM_EVENTS,
 };
@@ -64,46 +64,84 @@ pub fn read_store(path: &Path) -> io::Result<ReadOutcome> {
 /// Reads the store open as `file`, `len` bytes long, and its labels extension if it has one.
 /// An error is a file that could not be mapped or read.
 pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
-    let outcome = read_image(file, len)?;
-    let ReadOutcome::Valid(mut view) = outcome else {
-        return Ok(outcome);
-    };
-    if len > STORE_SIZE as u64 {
-        let tail_len = (len - STORE_SIZE as u64).min((LABELS_HEADER + MAX_LABEL_BYTES) as u64);
-        let mut tail = vec![0u8; tail_len as usize];
-        file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
-        match decode_labels(&tail) {
-            Ok(labels) => view.snapshot.labels = labels,
-            Err(reason) => return Ok(invalid(reason)),
-        }
+    match OpenStore::map(file, len)? {
+        Ok(store) => store.read(file),
+        Err(outcome) => Ok(outcome),
     }
-    Ok(ReadOutcome::Valid(view))
 }
 
-/// Reads the 6,800 bytes of the store open as `file`, `len` bytes long.
-fn read_image(file: &File, len: u64) -> io::Result<ReadOutcome> {
-    if len < STORE_SIZE as u64 {
-        return Ok(invalid(format!(
-            "it is {len} bytes, smaller than a store ({STORE_SIZE})"
-        )));
+/// A store file mapped once and read at every scrape (the store scan keeps one per file
+/// between scrapes: no open, map and unmap per scrape); its labels extension, written before
+/// the store is published and never changed, is read once.
+#[derive(Debug)]
+pub struct OpenStore {
+    map: MmapRaw,
+    len: u64,
+    /// The labels extension, once read.
+    labels: std::sync::OnceLock<Result<WorkloadLabels, String>>,
+}
+
+impl OpenStore {
+    /// Maps the 6,800 bytes of the store open as `file`, `len` bytes long; `Err` with the
+    /// outcome when it is too small to be a store.
+    pub fn map(file: &File, len: u64) -> io::Result<Result<OpenStore, ReadOutcome>> {
+        if len < STORE_SIZE as u64 {
+            return Ok(Err(invalid(format!(
+                "it is {len} bytes, smaller than a store ({STORE_SIZE})"
+            ))));
+        }
+        let map = MmapOptions::new().len(STORE_SIZE).map_raw_read_only(file)?;
+        Ok(Ok(OpenStore {
+            map,
+            len,
+            labels: std::sync::OnceLock::new(),
+        }))
     }
-    let map = MmapOptions::new().len(STORE_SIZE).map_raw_read_only(file)?;
-    let base = map.as_ptr();
-    let load = |i: usize, order: Ordering| {
-        // SAFETY: `map` is a live mapping of STORE_SIZE bytes with a page-aligned base, so word
-        // `i < STORE_WORDS` is an aligned, in-bounds u64 that stays mapped while `map` lives
-        // (until the end of this function). Writers change these bytes only with atomic
-        // operations, and an atomic load of a native-width word is allowed on the read-only
-        // pages of this mapping; `from_ptr` only needs the address, it never writes.
-        unsafe { AtomicU64::from_ptr(base.add(8 * i).cast::<u64>().cast_mut()) }.load(order)
-    };
-    let mut image = Image::zeroed();
-    image.0[0] = load(0, Ordering::Acquire);
-    for i in 1..STORE_WORDS {
-        image.0[i] = load(i, Ordering::Relaxed);
+
+    /// What the store holds now (`file` is the file it was mapped from, for its labels).
+    pub fn read(&self, file: &File) -> io::Result<ReadOutcome> {
+        let outcome = decode(&self.image());
+        let ReadOutcome::Valid(mut view) = outcome else {
+            return Ok(outcome);
+        };
+        if self.len > STORE_SIZE as u64 {
+            let labels = match self.labels.get() {
+                Some(labels) => labels,
+                None => {
+                    let tail_len = (self.len - STORE_SIZE as u64)
+                        .min((LABELS_HEADER + MAX_LABEL_BYTES) as u64);
+                    let mut tail = vec![0u8; tail_len as usize];
+                    file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
+                    self.labels.get_or_init(|| decode_labels(&tail))
+                }
+            };
+            match labels {
+                Ok(labels) => view.snapshot.labels = labels.clone(),
+                Err(reason) => return Ok(invalid(reason.clone())),
+            }
+        }
+        Ok(ReadOutcome::Valid(view))
     }
-    drop(map);
-    Ok(decode(&image))
+
+    /// A consistent copy of the 6,800 bytes: word by word with atomic loads, the magic first
+    /// with acquire ordering.
+    fn image(&self) -> Image {
+        let base = self.map.as_ptr();
+        let load = |i: usize, order: Ordering| {
+            // SAFETY: `self.map` is a live mapping of STORE_SIZE bytes with a page-aligned base,
+            // so word `i < STORE_WORDS` is an aligned, in-bounds u64 that stays mapped while
+            // `self` lives. Writers change these bytes only with atomic operations, and an
+            // atomic load of a native-width word is allowed on the read-only pages of this
+            // mapping; `from_ptr` only needs the address, it never writes.
+            unsafe { AtomicU64::from_ptr(base.add(8 * i).cast::<u64>().cast_mut()) }.load(order)
+        };
+        let mut image = Image::zeroed();
+        image.0[0] = load(0, Ordering::Acquire);
+        for i in 1..STORE_WORDS {
+            image.0[i] = load(i, Ordering::Relaxed);
+        }
+        image
+    }
 }
 
 /// Checks and decodes a store image.

@@ -11,8 +11,15 @@
 //! with [`Aggregate::Sum`], also one series per (`hostname`, `agent_name`, workload labels)
 //! with the counters and histograms summed over its ranks and no gauges (two jobs on one node
 //! get a total each). No live store: an empty page.
+//!
+//! A store file stays open and mapped between scrapes ([`OpenStore`], keyed by its name and
+//! inode, dropped when the file is gone or another file has its name), so a scrape costs one
+//! directory listing and one lock probe per store rather than an open, a map and an unmap each
+//! (the unmaps were most of a scrape's time in a serving rank with other threads).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::unix::fs::DirEntryExt;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -24,7 +31,7 @@ use nixl_telemetry_series::text::{self, Row};
 use nixl_telemetry_series::{AgentSnapshot, FamilyKind};
 
 use crate::config::{Aggregate, ScanConfig};
-use crate::reader::{read_file, ReadOutcome, StoreView};
+use crate::reader::{OpenStore, ReadOutcome, StoreView};
 use crate::store::is_store_name;
 use crate::sys;
 use nixl_telemetry::sync::LockUnpoisoned;
@@ -40,6 +47,8 @@ pub struct StoreScan {
     warned: Mutex<VecDeque<PathBuf>>,
     warned_dir: AtomicBool,
     warned_bounds: AtomicBool,
+    /// The store files kept open and mapped, by path: (inode, file, mapping).
+    open: Mutex<HashMap<PathBuf, (u64, File, OpenStore)>>,
 }
 
 impl StoreScan {
@@ -51,6 +60,7 @@ impl StoreScan {
             warned: Mutex::new(VecDeque::new()),
             warned_dir: AtomicBool::new(false),
             warned_bounds: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
         }
     }
 
@@ -94,6 +104,8 @@ impl StoreScan {
         let now = sys::monotonic_ns();
         let euid = sys::euid();
         let mut stores = Vec::new();
+        let mut open = self.open.lock_unpoisoned();
+        let mut seen = Vec::with_capacity(open.len());
         for entry in entries.flatten() {
             let name = entry.file_name();
             if !is_store_name(name.as_bytes()) {
@@ -104,34 +116,85 @@ impl StoreScan {
                 continue;
             }
             let path = entry.path();
-            if let Some(view) = self.read_one(&path, now, euid) {
+            if let Some(view) = self.read_one(&mut open, &path, entry.ino(), now, euid) {
                 stores.push(view);
             }
+            seen.push(path);
         }
+        // Files gone since the last scan: closed and unmapped.
+        open.retain(|path, _| seen.contains(path));
         stores.sort_by_key(|s| (s.pid, s.instance));
         stores
     }
 
-    /// One file: `Some` to serve it; removes it when it is stale or invalid and unheld.
-    fn read_one(&self, path: &Path, now: u64, euid: u32) -> Option<StoreView> {
-        // A file that cannot be opened is not ours to judge (it counts as alive).
-        let file = sys::open_read_nofollow(path).ok()?;
-        let meta = file.metadata().ok()?;
-        if meta.uid() != euid {
-            self.warn_once(
-                path,
-                &format!("it is owned by uid {}, not by this user", meta.uid()),
-            );
-            return None;
+    /// One file: `Some` to serve it; removes it when it is stale or invalid and unheld. Keeps
+    /// it open and mapped in `open` for the next scan.
+    fn read_one(
+        &self,
+        open: &mut HashMap<PathBuf, (u64, File, OpenStore)>,
+        path: &Path,
+        inode: u64,
+        now: u64,
+        euid: u32,
+    ) -> Option<StoreView> {
+        if open.get(path).is_some_and(|(ino, ..)| *ino != inode) {
+            // Another file has the name now.
+            open.remove(path);
         }
-        // A writer holds its store locked: the probe takes the lock only when it is gone.
-        let alive = !sys::try_lock_exclusive(&file).unwrap_or(false);
-        let outcome = match read_file(&file, meta.len()) {
-            Ok(o) => o,
-            Err(e) => {
-                self.warn_once(path, &format!("it cannot be mapped ({e})"));
+        if !open.contains_key(path) {
+            // A file that cannot be opened is not ours to judge (it counts as alive).
+            let file = sys::open_read_nofollow(path).ok()?;
+            let meta = file.metadata().ok()?;
+            if meta.uid() != euid {
+                self.warn_once(
+                    path,
+                    &format!("it is owned by uid {}, not by this user", meta.uid()),
+                );
                 return None;
             }
+            match OpenStore::map(&file, meta.len()) {
+                Ok(Ok(store)) => {
+                    open.insert(path.to_owned(), (meta.ino(), file, store));
+                }
+                Ok(Err(outcome)) => return self.judge(path, &file, outcome, now),
+                Err(e) => {
+                    self.warn_once(path, &format!("it cannot be mapped ({e})"));
+                    return None;
+                }
+            }
+        }
+        let (_, file, store) = open.get(path)?;
+        let outcome = match store.read(file) {
+            Ok(o) => o,
+            Err(e) => {
+                self.warn_once(path, &format!("it cannot be read ({e})"));
+                return None;
+            }
+        };
+        let view = self.judge(path, file, outcome, now);
+        if view.is_none() && !path.exists() {
+            open.remove(path);
+        }
+        view
+    }
+
+    /// What to do with a store file's outcome: `Some` to serve it; removes it when it is stale
+    /// or invalid and its writer is gone.
+    fn judge(
+        &self,
+        path: &Path,
+        file: &File,
+        outcome: ReadOutcome,
+        now: u64,
+    ) -> Option<StoreView> {
+        // A writer holds its store locked: the probe takes the lock only when it is gone, and
+        // gives it back at once (the file stays open for the next scan).
+        let alive = match sys::try_lock_exclusive(file) {
+            Ok(true) => {
+                sys::unlock(file);
+                false
+            }
+            Ok(false) | Err(_) => true,
         };
         match outcome {
             ReadOutcome::Valid(view) => {

@@ -11,9 +11,17 @@ use std::path::Path;
 /// `try_lock_exclusive(file)`: a non-blocking exclusive `flock`, `Ok(false)` when another open
 /// file holds it; `try_claim(file)`: the same for a lock held for the holder's life, which a
 /// forked child does not keep. A writer holds its store and an owner its lock with
-/// `try_claim`; a store scan probes liveness with `try_lock_exclusive` (as NIXL's does),
-/// holding a dead writer's lock only while it reads.
+/// `try_claim`; a store scan probes liveness with `try_lock_exclusive` (as NIXL's does) and
+/// releases a dead writer's lock at once ([`unlock`]).
 pub use nixl_telemetry::owner_only::{euid, open_file, try_claim, try_lock_exclusive};
+
+/// Releases a `flock` taken on `file` (a store scan's probe of a store kept open between
+/// scans, so that another scanner does not see a dead writer as alive).
+pub fn unlock(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor that `file` keeps open for the duration of the call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
