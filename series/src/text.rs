@@ -15,7 +15,6 @@
 //! `agent_xfer_time`, colliding with NIXL's gauge of that name. Scrapers that ask for
 //! OpenMetrics accept this format as a fallback.
 
-
 use crate::engine::AgentSnapshot;
 use crate::{families, FamilyKind};
 

@@ -18,10 +18,10 @@
 //! (the unmaps were most of a scrape's time in a serving rank with other threads).
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
-use std::os::unix::fs::DirEntryExt;
 use std::fs;
+use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirEntryExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -180,13 +180,7 @@ impl StoreScan {
 
     /// What to do with a store file's outcome: `Some` to serve it; removes it when it is stale
     /// or invalid and its writer is gone.
-    fn judge(
-        &self,
-        path: &Path,
-        file: &File,
-        outcome: ReadOutcome,
-        now: u64,
-    ) -> Option<StoreView> {
+    fn judge(&self, path: &Path, file: &File, outcome: ReadOutcome, now: u64) -> Option<StoreView> {
         // A writer holds its store locked: the probe takes the lock only when it is gone, and
         // gives it back at once (the file stays open for the next scan).
         let alive = match sys::try_lock_exclusive(file) {
