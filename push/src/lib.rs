@@ -16,16 +16,19 @@
 //! - [`remote_write`] and [`otlp`]: the two protocols' encoders, configurations and payloads,
 //!   shared by their plug-ins and `nixl-telemetry serve`.
 //! - [`rows`]: what is pushed (labelled snapshots) and the `local_rank` label.
+//! - [`agent`]: one agent's series and push loop, as both plug-ins build them ([`AgentPush`]).
 //!
 //! Producers and the collector's flush never wait on the network: the exporters only update
 //! their lock-free series on the flush thread, and this loop reads them on its own thread.
 
+pub mod agent;
 pub mod otlp;
 pub mod pusher;
 pub mod remote_write;
 pub mod rows;
 pub mod target;
 
+pub use agent::AgentPush;
 pub use pusher::{
     Payload, PushConfig, PushCounter, PushStats, PushStatsSnapshot, Pusher, PUSH_COUNTERS,
 };

@@ -22,20 +22,16 @@
 //! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`, `NIXL_TELEMETRY_RANK_ENV` as for `prometheus_mp`.
 
 use std::ffi::CStr;
-use std::sync::Arc;
 
 use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::Event;
 use nixl_telemetry_push::remote_write::{Config, RemoteWrite};
-use nixl_telemetry_push::{Client, Pusher};
-use nixl_telemetry_series::{hostname, AgentSeries, Buckets, WorkloadLabels};
+use nixl_telemetry_push::AgentPush;
+use nixl_telemetry_series::hostname;
 
 /// One agent's exporter: its series, pushed by its own loop until dropped.
-pub struct RemoteWriteExporter {
-    series: Arc<AgentSeries>,
-    _pusher: Pusher,
-}
+pub struct RemoteWriteExporter(AgentPush);
 
 impl TelemetryPlugin for RemoteWriteExporter {
     const NAME: &'static CStr = c"remote_write";
@@ -43,38 +39,19 @@ impl TelemetryPlugin for RemoteWriteExporter {
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
         let config = Config::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
-        let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
-        let rank = nixl_telemetry_push::rank_label(&process_settings)
-            .map_err(CreateError::InvalidParam)?;
-        let workload = WorkloadLabels::from_env().map_err(CreateError::InvalidParam)?;
-        let series = Arc::new(
-            AgentSeries::new(params.agent_name, &hostname(), buckets).with_labels(workload),
-        );
-        let client = Client::new(config.target).map_err(CreateError::InvalidParam)?;
-        let mut own_labels;
-        let source = {
-            let series = series.clone();
-            let mut labels = vec![
-                ("agent_name".to_owned(), params.agent_name.to_owned()),
-                ("hostname".to_owned(), series.hostname().to_owned()),
-            ];
-            labels.extend(rank);
-            own_labels = labels.clone();
-            own_labels.extend(series.labels().pairs().iter().cloned());
-            Box::new(move || vec![(series.snapshot(), labels.clone())])
-        };
-        let payload = RemoteWrite { source, own_labels };
-        let pusher = Pusher::start(client, Box::new(payload), config.push).map_err(|e| {
-            CreateError::Other(format!("remote_write: cannot start the push thread: {e}"))
-        })?;
-        Ok(RemoteWriteExporter {
-            series,
-            _pusher: pusher,
-        })
+        let push = AgentPush::start(
+            params.agent_name,
+            &hostname(),
+            true,
+            config.target,
+            config.push,
+            |source, own_labels| Box::new(RemoteWrite { source, own_labels }),
+        )?;
+        Ok(RemoteWriteExporter(push))
     }
 
     fn export(&mut self, events: &[Event]) -> usize {
-        self.series.apply(events)
+        self.0.apply(events)
     }
 }
 
