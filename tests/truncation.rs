@@ -71,13 +71,7 @@ fn a_collector_survives_a_truncated_ring_and_recreates_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        buffer_size: 1024,
-        run_interval: Duration::from_secs(3600),
-        exporter: ExporterChoice::Buffer(dir.path().to_owned()),
-        enabled_metrics: MetricMask::ALL,
-    };
-    let c = Collector::new("agent", config).unwrap();
+    let c = buffer_collector(dir.path());
     let path = dir.path().join("agent");
     c.update_data(EventType::AgentTxBytes, 1);
     c.flush();
@@ -186,27 +180,20 @@ extern "C" fn host_handler_that_returns(_: libc::c_int) {
     HOST_HANDLER_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-#[test]
-fn a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection() {
-    if !in_child("a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection") {
-        return;
-    }
+/// With the host's SIGBUS action `handler` installed after the library (as a host would): a
+/// collector's ring emptied between two flushes is recreated, and a write straight into a
+/// mapping whose file was emptied after its check faults into the guard, back on top.
+fn writers_survive_truncations_under(handler: libc::sighandler_t) {
     let dir = tempfile::tempdir().unwrap();
     let c = buffer_collector(dir.path());
     let path = dir.path().join("agent");
     c.update_data(EventType::AgentTxBytes, 1);
     c.flush();
-    // Before, with SIG_DFL the next flush's writes into the emptied file killed the process
-    // (exit 135): the writer notices the truncation before writing, and its guard is back on
-    // top for a truncation in the middle of a flush.
-    host_sigbus(libc::SIG_DFL);
+    host_sigbus(handler);
     truncate(&path, 0);
     flush_until_readable(&c, &path, 2);
-    // Straight into a mapping whose file was emptied after the check: the guard, back on top,
-    // absorbs the fault.
-    host_sigbus(libc::SIG_DFL);
     let ring = RingWriter::create(dir.path(), "direct", 1024).unwrap();
-    host_sigbus(libc::SIG_DFL);
+    host_sigbus(handler);
     assert!(ring.ready_to_write(true));
     truncate(&dir.path().join("direct"), 0);
     assert_eq!(ring.push_batch(&(0..100).map(ev).collect::<Vec<_>>()), 100);
@@ -214,25 +201,21 @@ fn a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection()
 }
 
 #[test]
+fn a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection() {
+    if !in_child("a_host_that_restores_the_default_sigbus_action_does_not_lose_the_protection") {
+        return;
+    }
+    // Before, the next flush's writes into the emptied file killed the process (exit 135).
+    writers_survive_truncations_under(libc::SIG_DFL);
+}
+
+#[test]
 fn a_host_handler_that_returns_neither_spins_nor_sees_ring_faults() {
     if !in_child("a_host_handler_that_returns_neither_spins_nor_sees_ring_faults") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let c = buffer_collector(dir.path());
-    let path = dir.path().join("agent");
-    c.update_data(EventType::AgentTxBytes, 1);
-    c.flush();
     // Before, the writer re-faulted forever (over a million faults) under such a handler.
-    host_sigbus(host_handler_that_returns as *const () as libc::sighandler_t);
-    truncate(&path, 0);
-    flush_until_readable(&c, &path, 2);
-    let ring = RingWriter::create(dir.path(), "direct", 1024).unwrap();
-    host_sigbus(host_handler_that_returns as *const () as libc::sighandler_t);
-    assert!(ring.ready_to_write(true));
-    truncate(&dir.path().join("direct"), 0);
-    assert_eq!(ring.push_batch(&(0..100).map(ev).collect::<Vec<_>>()), 100);
-    assert!(ring.faulted());
+    writers_survive_truncations_under(host_handler_that_returns as *const () as libc::sighandler_t);
     assert_eq!(
         HOST_HANDLER_CALLS.load(std::sync::atomic::Ordering::Relaxed),
         0,
