@@ -7,6 +7,41 @@ use std::time::Duration;
 use nixl_telemetry::exporter::BufferExporter;
 use nixl_telemetry::{Collector, Config, Event, ExporterChoice, MetricMask, Recorded, RingReader};
 
+/// Checks that `read` holds whole transfers, each producer's in the order it recorded them,
+/// with drop reports between them: producer `t` records its `i`-th transfer as
+/// `add_xfer_stats(id, t % 2 == 0, id, id)` with `id = t << 32 | i`. Returns the transfers read
+/// and the drops the reports carried.
+fn whole_transfers_in_order(read: &[Event]) -> (u64, u64) {
+    let mut reported_drops = 0u64;
+    let mut last_seen = std::collections::HashMap::new();
+    let mut i = 0;
+    let mut quads = 0u64;
+    while i < read.len() {
+        if read[i].event_type == 20 {
+            reported_drops += read[i].value;
+            i += 1;
+            continue;
+        }
+        let quad = &read[i..i + 4];
+        let id = quad[0].value;
+        let tx = (id >> 32) % 2 == 0;
+        let kinds: Vec<u32> = quad.iter().map(|e| e.event_type).collect();
+        assert_eq!(
+            kinds,
+            if tx { [7, 6, 0, 2] } else { [7, 6, 1, 3] },
+            "at {i}"
+        );
+        assert_eq!([quad[1].value, quad[2].value, quad[3].value], [id, id, 1]);
+        // Per producer, transfers arrive in the order they were recorded.
+        if let Some(prev) = last_seen.insert(id >> 32, id) {
+            assert!(id > prev, "producer {} out of order", id >> 32);
+        }
+        quads += 1;
+        i += 4;
+    }
+    (quads, reported_drops)
+}
+
 #[test]
 fn eight_producers_conserve_events_and_keep_batches_whole() {
     const THREADS: u64 = 8;
@@ -65,33 +100,7 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
     );
     assert_eq!(read.len() as u64, stats.events_exported);
 
-    let mut reported_drops = 0u64;
-    let mut last_seen = std::collections::HashMap::new();
-    let mut i = 0;
-    let mut quads = 0u64;
-    while i < read.len() {
-        if read[i].event_type == 20 {
-            reported_drops += read[i].value;
-            i += 1;
-            continue;
-        }
-        let quad = &read[i..i + 4];
-        let id = quad[0].value;
-        let tx = (id >> 32) % 2 == 0;
-        let kinds: Vec<u32> = quad.iter().map(|e| e.event_type).collect();
-        assert_eq!(
-            kinds,
-            if tx { [7, 6, 0, 2] } else { [7, 6, 1, 3] },
-            "at {i}"
-        );
-        assert_eq!([quad[1].value, quad[2].value, quad[3].value], [id, id, 1]);
-        // Per producer, transfers arrive in the order they were recorded.
-        if let Some(prev) = last_seen.insert(id >> 32, id) {
-            assert!(id > prev, "producer {} out of order", id >> 32);
-        }
-        quads += 1;
-        i += 4;
-    }
+    let (quads, reported_drops) = whole_transfers_in_order(&read);
     assert_eq!(stats.events_lost, 0);
     assert_eq!(reported_drops, stats.events_dropped);
     assert_eq!(quads * 4, stats.events_accepted);
@@ -120,7 +129,7 @@ fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_c
             std::thread::spawn(move || {
                 for i in 0..TRANSFERS {
                     let id = (t << 32) | i;
-                    c.add_xfer_stats(id, true, id, id);
+                    c.add_xfer_stats(id, t % 2 == 0, id, id);
                 }
             })
         })
@@ -148,21 +157,7 @@ fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_c
         "the reader sees the loss"
     );
     // Every transfer read is whole: drop reports between them, never a piece.
-    let mut i = 0;
-    while i < read.len() {
-        if read[i].event_type == 20 {
-            i += 1;
-            continue;
-        }
-        let kinds: Vec<u32> = read[i..i + 4].iter().map(|e| e.event_type).collect();
-        assert_eq!(kinds, [7, 6, 0, 2], "at {i}");
-        assert!(read[i..i + 4]
-            .iter()
-            .skip(1)
-            .take(2)
-            .all(|e| e.value == read[i].value));
-        i += 4;
-    }
+    whole_transfers_in_order(&read);
     let stats = Arc::into_inner(collector).unwrap().close();
     assert_eq!(
         stats.events_exported + stats.events_lost,
