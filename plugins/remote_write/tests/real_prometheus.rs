@@ -269,7 +269,7 @@ fn a_receiver_down_for_ten_seconds_gets_exact_totals_without_resets_once_back() 
         ("RW_BYTES", "100".into()),
         ("RW_RUN_MS", "stdin".into()),
     ]);
-    let mut job = Proc::spawn(work.path(), "outage", &env);
+    let job = Proc::spawn(work.path(), "outage", &env);
     let before = poll("the first pushes", || {
         prom.vector("agent_tx_bytes_total{agent_name=\"outage\"} > 0")
             .filter(|v| v.len() == 1)
@@ -290,19 +290,7 @@ fn a_receiver_down_for_ten_seconds_gets_exact_totals_without_resets_once_back() 
         prom.vector("nixl_telemetry_push_failures_total{agent_name=\"outage\"} > 0")
             .filter(|v| v.len() == 1)
     });
-    // The job ends (stdin closed) and prints its totals.
-    drop(job.stdin.take());
-    let totals = job.line("TOTAL ");
-    let (total, n) = totals.split_once(' ').unwrap();
-    let err = job.finish();
-    prom.wait_for_value(
-        "agent_tx_bytes_total{agent_name=\"outage\"}",
-        total.parse().unwrap(),
-    );
-    prom.wait_for_value(
-        "agent_xfer_time_us_count{agent_name=\"outage\"}",
-        n.parse().unwrap(),
-    );
+    let err = job_totals_arrive(&prom, job, "outage");
     prom.wait_for_value(
         "resets(agent_tx_bytes_total{agent_name=\"outage\"}[10m])",
         0.0,
@@ -331,19 +319,27 @@ fn a_two_second_job_gets_its_final_totals_in() {
         ("RW_BYTES", "4096".into()),
         ("RW_RUN_MS", "2000".into()),
     ]);
-    let mut job = Proc::spawn(work.path(), "short", &env);
+    let job = Proc::spawn(work.path(), "short", &env);
+    let err = job_totals_arrive(&prom, job, "short");
+    assert!(!err.contains("remote_write"), "{err}");
+}
+
+/// Ends `job` (its stdin closed), takes the totals it prints (`TOTAL <bytes> <transfers>`) and
+/// waits until Prometheus holds exactly those for `agent`; returns the job's stderr.
+fn job_totals_arrive(prom: &Prometheus, mut job: Proc, agent: &str) -> String {
+    drop(job.stdin.take());
     let totals = job.line("TOTAL ");
     let (total, n) = totals.split_once(' ').unwrap();
     let err = job.finish();
-    assert!(!err.contains("remote_write"), "{err}");
     prom.wait_for_value(
-        "agent_tx_bytes_total{agent_name=\"short\"}",
+        &format!("agent_tx_bytes_total{{agent_name=\"{agent}\"}}"),
         total.parse().unwrap(),
     );
     prom.wait_for_value(
-        "agent_xfer_time_us_count{agent_name=\"short\"}",
+        &format!("agent_xfer_time_us_count{{agent_name=\"{agent}\"}}"),
         n.parse().unwrap(),
     );
+    err
 }
 
 /// Makes a CA (`name`.crt/.key) with `openssl`.
