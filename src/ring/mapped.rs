@@ -31,6 +31,20 @@ impl Mapped {
         }
     }
 
+    /// Whether `file`, the file mapped, still covers the whole mapping (one `fstat`, without
+    /// touching the mapping, which would fault past the file's end).
+    pub(super) fn covered_by(&self, file: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstat(2) on the descriptor `file` owns, filling `st` when it succeeds.
+        if unsafe { libc::fstat(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+            return false;
+        }
+        // SAFETY: fstat succeeded, so it filled `st`.
+        let st = unsafe { st.assume_init() };
+        st.st_size as u64 >= self.map.len() as u64
+    }
+
     /// The header's u64 word at `offset`.
     pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset % 8 == 0);

@@ -258,8 +258,7 @@ impl RingReader {
     /// [`RingReader::try_pop`] (and the C API's pop) does not, to stay a few nanoseconds.
     pub fn check_file(&self) -> Result<()> {
         super::fault_guard::reassert();
-        let size = self.mapped.map.len() as u64;
-        if self.file.metadata().map_or(true, |m| m.len() < size) {
+        if !self.mapped.covered_by(&self.file) {
             self.found_truncated.store(true, Ordering::Relaxed);
         }
         if self.truncated() {

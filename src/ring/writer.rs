@@ -2,7 +2,6 @@
 //! a second writer, and appending events published with one release store.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -188,17 +187,7 @@ impl RingWriter {
         if self.faulted() {
             return false;
         }
-        if !check_size {
-            return true;
-        }
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: fstat(2) on the descriptor `self.file` owns, filling `st` when it succeeds.
-        if unsafe { libc::fstat(self.file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-            return false;
-        }
-        // SAFETY: fstat succeeded, so it filled `st`.
-        let st = unsafe { st.assume_init() };
-        st.st_size as u64 >= self.mapped.map.len() as u64
+        !check_size || self.mapped.covered_by(&self.file)
     }
 
     /// Whether a write went past the end of the file (it was truncated under the writer): those
