@@ -279,14 +279,15 @@ impl HistogramSnapshot {
 
     /// Cumulative counts per bound, ending with the `+Inf` count, as `_bucket{le}` shows them.
     pub fn cumulative(&self) -> Vec<u64> {
-        let mut total = 0u64;
-        self.buckets
-            .iter()
-            .map(|b| {
-                total = total.wrapping_add(*b);
-                total
-            })
-            .collect()
+        self.cumulative_counts().collect()
+    }
+
+    /// [`Self::cumulative`] without collecting them (the encoders' path: no allocation).
+    pub fn cumulative_counts(&self) -> impl Iterator<Item = u64> + '_ {
+        self.buckets.iter().scan(0u64, |total, b| {
+            *total = total.wrapping_add(*b);
+            Some(*total)
+        })
     }
 
     /// The cumulative count of the bucket with upper bound `le` (`f64::INFINITY` for `+Inf`).

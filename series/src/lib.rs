@@ -160,8 +160,9 @@ pub fn for_each_sample(
         FamilySource::Histogram(t) => {
             let h = agent.histogram(t).expect("histogram event");
             let bounds = h.bounds.bounds().iter().copied().chain([f64::INFINITY]);
-            for (bound, count) in bounds.zip(h.cumulative()) {
-                f("_bucket", Some(("le", &text::format_le(bound))), count);
+            let mut le = text::LeFormatter::default();
+            for (bound, count) in bounds.zip(h.cumulative_counts()) {
+                f("_bucket", Some(("le", le.format(bound))), count);
             }
             f("_sum", None, h.sum);
             f("_count", None, h.count());

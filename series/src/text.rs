@@ -24,6 +24,10 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Appends `value` to `out` escaped as a label value (`\` -> `\\`, `"` -> `\"`, newline ->
 /// `\n`).
 pub fn escape_label_value(value: &str, out: &mut String) {
+    if !value.contains(['\\', '"', '\n']) {
+        out.push_str(value);
+        return;
+    }
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -36,6 +40,10 @@ pub fn escape_label_value(value: &str, out: &mut String) {
 
 /// Appends `help` escaped for a `# HELP` line (`\` -> `\\`, newline -> `\n`).
 pub fn escape_help(help: &str, out: &mut String) {
+    if !help.contains(['\\', '\n']) {
+        out.push_str(help);
+        return;
+    }
     for c in help.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -60,6 +68,25 @@ pub fn format_le(bound: f64) -> String {
         exp
     } else {
         plain
+    }
+}
+
+/// [`format_le`] for one bound after another without allocating for the usual integral bounds
+/// (the encoders format every bucket of every histogram at every scrape).
+#[derive(Default)]
+pub struct LeFormatter {
+    digits: itoa::Buffer,
+    other: String,
+}
+
+impl LeFormatter {
+    /// `bound` as [`format_le`] prints it.
+    pub fn format(&mut self, bound: f64) -> &str {
+        if bound.fract() == 0.0 && bound.abs() < 1e15 {
+            return self.digits.format(bound as i64);
+        }
+        self.other = format_le(bound);
+        &self.other
     }
 }
 
@@ -437,8 +464,10 @@ mod tests {
             (123.456, "123.456"),
             (f64::INFINITY, "+Inf"),
         ];
+        let mut formatter = LeFormatter::default();
         for (b, s) in cases {
             assert_eq!(format_le(b), s);
+            assert_eq!(formatter.format(b), s);
             if b.is_finite() {
                 assert_eq!(s.parse::<f64>().unwrap(), b);
             }
