@@ -193,8 +193,39 @@ pub const fn bound(i: usize) -> usize {
     OFF_BOUNDS + 8 * i
 }
 
-/// A store's bytes as 8-byte words (a copy taken word by word from a mapping), with the
-/// fields decoded at their offsets.
+/// A store's bytes read as 8-byte words at byte offsets, with the fields decoded there: a
+/// copied [`Image`], or a live mapping (the reader's `OpenStore`, which loads only the words a
+/// decode reads).
+pub trait StoreWords {
+    /// The u64 at byte offset `off` (a multiple of 8).
+    fn u64_at(&self, off: usize) -> u64;
+
+    /// The u32 at byte offset `off` (a multiple of 4).
+    fn u32_at(&self, off: usize) -> u32 {
+        let bytes = self.u64_at(off & !7).to_ne_bytes();
+        let i = off & 4;
+        u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
+    }
+
+    /// The NUL-terminated string in the `len` bytes at `off` (all of them when there is no
+    /// NUL), invalid UTF-8 replaced.
+    fn c_str_at(&self, off: usize, len: usize) -> String {
+        let mut bytes = Vec::with_capacity(len);
+        for word in (off..off + len).step_by(8) {
+            let word = self.u64_at(word).to_ne_bytes();
+            match word.iter().position(|&b| b == 0) {
+                Some(end) => {
+                    bytes.extend_from_slice(&word[..end]);
+                    break;
+                }
+                None => bytes.extend_from_slice(&word),
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// A copy of a store's bytes as 8-byte words.
 #[derive(Clone)]
 pub struct Image(pub Box<[u64; STORE_WORDS]>);
 
@@ -203,28 +234,11 @@ impl Image {
     pub fn zeroed() -> Image {
         Image(Box::new([0; STORE_WORDS]))
     }
+}
 
-    /// The u64 at byte offset `off` (a multiple of 8).
-    pub fn u64_at(&self, off: usize) -> u64 {
+impl StoreWords for Image {
+    fn u64_at(&self, off: usize) -> u64 {
         self.0[off / 8]
-    }
-
-    /// The u32 at byte offset `off` (a multiple of 4).
-    pub fn u32_at(&self, off: usize) -> u32 {
-        let bytes = self.u64_at(off & !7).to_ne_bytes();
-        let i = off & 4;
-        u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
-    }
-
-    /// The NUL-terminated string in the `len` bytes at `off` (all of them when there is no
-    /// NUL), invalid UTF-8 replaced.
-    pub fn c_str_at(&self, off: usize, len: usize) -> String {
-        let bytes: Vec<u8> = self.0[off / 8..(off + len) / 8]
-            .iter()
-            .flat_map(|w| w.to_ne_bytes())
-            .collect();
-        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-        String::from_utf8_lossy(&bytes[..end]).into_owned()
     }
 }
 
