@@ -1,15 +1,23 @@
 //! The node scrape as a client sees it: 8 rank processes (this binary, re-executed) each run a
 //! `prometheus_mp` exporter on one store directory, one of them wins the election and serves
-//! the port, and this process scrapes it 100 times over TCP, measuring the time to the first
-//! byte of the answer and to its end (medians and 90th percentiles). Beside it, the same
-//! directory scraped in-process (`StoreScan::scrape`, as the `store` bench does), so the
-//! difference is what the serving process adds: waking, the HTTP exchange, and whatever runs
-//! beside the endpoint in a real rank (its flush thread).
+//! the port, and this process scrapes it 100 times over TCP, 10 ms apart as a scraper's
+//! requests are, measuring the time to the first byte of the answer and to its end (medians
+//! and 90th percentiles).
+//!
+//! Beside it, with the same client and the same pacing:
+//! - the **floor**: a minimal server in this process (a thread blocked in `accept`, which
+//!   reads the request head and writes a page of the same size prepared beforehand). No
+//!   server answers a scrape sooner on this machine: what it measures is the connection, the
+//!   wake-ups of both threads and the copy of the page through the loopback;
+//! - the same directory scraped in-process (`StoreScan::scrape`), 10 ms apart (its caches cold,
+//!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
+//!
+//! So first byte - floor is what the serving rank adds: its scrape, and the HTTP exchange.
 //!
 //! Run with `cargo bench -p telemetry-exporter-prometheus-mp --bench node_scrape`.
 
 use std::io::{BufRead, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -65,15 +73,15 @@ fn rank(index: String) {
     }
 }
 
-/// One scrape: (time to the first byte, time to the end, bytes).
-fn scrape(port: u16) -> (Duration, Duration, usize) {
+/// One scrape: (time to the first byte, time to the end, bytes). `buf` is the client's
+/// buffer, allocated once (a scraper reuses its buffers): 256 KiB, more than the page.
+fn scrape(port: u16, buf: &mut [u8]) -> (Duration, Duration, usize) {
     let start = Instant::now();
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_nodelay(true).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
         .unwrap();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut n = s.read(&mut buf).unwrap();
+    let mut n = s.read(buf).unwrap();
     let first = start.elapsed();
     loop {
         let m = s.read(&mut buf[n..]).unwrap();
@@ -83,6 +91,45 @@ fn scrape(port: u16) -> (Duration, Duration, usize) {
         n += m;
     }
     (first, start.elapsed(), n)
+}
+
+/// `SCRAPES` scrapes of `port`, 10 ms apart: the times to the first byte and to the end, and
+/// the size of the last answer.
+fn scrapes(port: u16) -> (Vec<Duration>, Vec<Duration>, usize) {
+    let mut buf = vec![0u8; 256 * 1024];
+    let (mut first, mut total) = (Vec::new(), Vec::new());
+    let mut bytes = 0;
+    for _ in 0..SCRAPES {
+        let (f, t, n) = scrape(port, &mut buf);
+        first.push(f);
+        total.push(t);
+        bytes = n;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (first, total, bytes)
+}
+
+/// The floor: a minimal server answering every connection with `response`, on a thread
+/// blocked in `accept` (one connection at a time). Returns its port.
+fn floor_server(response: Vec<u8>) -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut head = [0u8; 4096];
+        for conn in listener.incoming() {
+            let mut conn = conn.unwrap();
+            conn.set_nodelay(true).unwrap();
+            let mut n = 0;
+            while !head[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut head[n..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(m) => n += m,
+                }
+            }
+            let _ = conn.write_all(&response);
+        }
+    });
+    port
 }
 
 fn percentile(v: &mut [Duration], p: f64) -> f64 {
@@ -137,44 +184,51 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (mut first, mut total) = (Vec::new(), Vec::new());
-    let mut bytes = 0;
-    for _ in 0..SCRAPES {
-        let (f, t, n) = scrape(port);
-        first.push(f);
-        total.push(t);
-        bytes = n;
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (mut first, mut total, bytes) = scrapes(port);
+    // The floor, with a page of the same size.
+    let mut page = Vec::new();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
+        .unwrap();
+    s.read_to_end(&mut page).unwrap();
+    let (mut floor_first, mut floor_total, floor_bytes) = scrapes(floor_server(page));
     let scan = StoreScan::new(ScanConfig {
         dir: dir.path().to_owned(),
         stale_ttl: Duration::from_secs(30),
         aggregate: Aggregate::None,
     });
-    let mut in_process: Vec<Duration> = (0..SCRAPES)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(scan.scrape());
-            start.elapsed()
-        })
-        .collect();
+    let in_process = |pause: Duration| -> Vec<Duration> {
+        (0..SCRAPES)
+            .map(|_| {
+                std::thread::sleep(pause);
+                let start = Instant::now();
+                std::hint::black_box(scan.scrape());
+                start.elapsed()
+            })
+            .collect()
+    };
+    let mut cold = in_process(Duration::from_millis(10));
+    let mut warm = in_process(Duration::ZERO);
     println!(
-        "node scrape, {RANKS} rank processes, {bytes} bytes, {SCRAPES} scrapes (ms, median / p90):"
+        "node scrape, {RANKS} rank processes, {bytes} bytes ({floor_bytes} from the floor server), \
+         {SCRAPES} scrapes (ms, median / p90):"
     );
+    let row = |what: &str, v: &mut [Duration]| {
+        println!(
+            "  {what:<36} {:.3} / {:.3}",
+            percentile(v, 0.5),
+            percentile(v, 0.9)
+        )
+    };
+    row("client, first byte", &mut first);
+    row("client, whole page", &mut total);
+    row("floor server, first byte", &mut floor_first);
+    row("floor server, whole page", &mut floor_total);
+    row("in-process scrape, 10 ms apart", &mut cold);
+    row("in-process scrape, back to back", &mut warm);
     println!(
-        "  client, first byte   {:.3} / {:.3}",
-        percentile(&mut first, 0.5),
-        percentile(&mut first, 0.9)
-    );
-    println!(
-        "  client, whole page   {:.3} / {:.3}",
-        percentile(&mut total, 0.5),
-        percentile(&mut total, 0.9)
-    );
-    println!(
-        "  in-process scrape    {:.3} / {:.3}",
-        percentile(&mut in_process, 0.5),
-        percentile(&mut in_process, 0.9)
+        "  first byte - floor (median)          {:.3}",
+        percentile(&mut first, 0.5) - percentile(&mut floor_first, 0.5)
     );
     for mut r in ranks {
         drop(r.stdin.take());
