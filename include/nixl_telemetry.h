@@ -393,7 +393,7 @@ nixl_telemetry_status_t nixl_telemetry_ring_check(const nixl_telemetry_ring_t *r
 // `NIXL_TELEMETRY_ERR_NOT_FOUND` (`*out` unchanged) when the writer keeps no count for this
 // ring (NIXL's writer). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
 // readers never open, and read with `pread` (one `open`, one `pread`); the writer updates it
-// after a flush that lost events, at most once a millisecond (a later count is written by its
+// after a flush that lost events, at most once per 10 ms (a later count is written by its
 // next flush, idle ones included), and removes it when the agent is destroyed.
 //
 // # Safety

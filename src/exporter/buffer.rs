@@ -24,6 +24,7 @@
 //! masked `read_pos` that moved cannot have come back to the value seen before, and comparing
 //! the values seen by consecutive pushes detects every reader that read anything.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ pub struct BufferExporter {
     dir: PathBuf,
     agent: String,
     capacity: usize,
+    /// The reason given for a flush larger than the ring, rendered once.
+    oversize_reason: String,
     /// Why the last lossy flush lost events (see [`BufferExporter::loss_cause`]).
     last_loss: Loss,
     warned_recreate: bool,
@@ -81,6 +84,11 @@ impl BufferExporter {
             dir: dir.to_owned(),
             agent: agent.to_owned(),
             capacity,
+            oversize_reason: format!(
+                "the ring was empty, but one flush had more events than its {} usable slots: \
+                 raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
+                capacity - 1
+            ),
             last_loss: Loss::ReaderBehind,
             warned_recreate: false,
             checked_at: Instant::now(),
@@ -129,8 +137,7 @@ impl BufferExporter {
 
     /// The ring to write, recreated first when another process damaged the file (one warning
     /// for the exporter's life); `None` while it cannot be recreated.
-    fn intact_ring(&mut self) -> Option<&RingWriter> {
-        let now = Instant::now();
+    fn intact_ring(&mut self, now: Instant) -> Option<&RingWriter> {
         let check_file = now.duration_since(self.checked_at) >= FILE_CHECK_INTERVAL;
         if check_file {
             self.checked_at = now;
@@ -193,10 +200,16 @@ impl Exporter for BufferExporter {
             self.sync_loss_file();
             return FlushOutcome::kept(0);
         }
+        let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
         let kept = self.push_flush(runs, report);
         FlushOutcome {
             kept,
-            loss: self.loss_cause(),
+            // Worked out only for a flush that lost events.
+            loss: if kept < total {
+                self.loss_cause()
+            } else {
+                LossCause::default()
+            },
             lost_since: 0,
         }
     }
@@ -211,7 +224,9 @@ impl BufferExporter {
     /// any loss.
     fn push_flush(&mut self, runs: &[&[Event]], report: Option<Event>) -> usize {
         let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
-        let Some(ring) = self.intact_ring() else {
+        // One clock read per flush, for the checks' and the loss file's intervals.
+        let now = Instant::now();
+        let Some(ring) = self.intact_ring(now) else {
             self.last_loss = Loss::Damaged;
             return 0;
         };
@@ -223,7 +238,7 @@ impl BufferExporter {
         }
         if kept < total {
             if let Some(f) = &mut self.loss_file {
-                if let Err(e) = f.add((total - kept) as u64) {
+                if let Err(e) = f.add((total - kept) as u64, now) {
                     self.loss_warning(&e);
                 }
             }
@@ -242,17 +257,13 @@ impl BufferExporter {
     /// Why the last lossy flush lost events, for the collector's message.
     fn loss_cause(&self) -> LossCause {
         match self.last_loss {
-            Loss::Oversize => LossCause::Refused(format!(
-                "the ring was empty, but one flush had more events than its {} usable slots: \
-                 raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
-                self.capacity - 1
+            Loss::Oversize => LossCause::Refused(Cow::Owned(self.oversize_reason.clone())),
+            Loss::ReaderBehind => LossCause::Refused(Cow::Borrowed(
+                "the ring is full: its reader is not keeping up",
             )),
-            Loss::ReaderBehind => {
-                LossCause::Refused("the ring is full: its reader is not keeping up".into())
-            }
-            Loss::NoReader => {
-                LossCause::NoReader("no reader has read from the ring since it was created".into())
-            }
+            Loss::NoReader => LossCause::NoReader(Cow::Borrowed(
+                "no reader has read from the ring since it was created",
+            )),
             // The recreation warning says it.
             Loss::Damaged => LossCause::AlreadyReported,
         }

@@ -3,6 +3,7 @@
 //! [`nop`] (`NOP`), gzip JSONL segments ([`trace`], `TRACE`), or an exporter plug-in loaded by
 //! name ([`plugin`]).
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 use crate::env::Lookup;
@@ -57,18 +58,18 @@ impl FlushOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LossCause {
     /// The exporter did not take them, for this reason: the collector warns once.
-    Refused(String),
+    Refused(Cow<'static, str>),
     /// Nobody reads what the exporter writes (a `BUFFER` ring that no reader has consumed
     /// from since it was created): the common case of telemetry left on with no reader
     /// attached, which the collector reports once at INFO instead of warning.
-    NoReader(String),
+    NoReader(Cow<'static, str>),
     /// The exporter has reported this loss itself.
     AlreadyReported,
 }
 
 impl Default for LossCause {
     fn default() -> LossCause {
-        LossCause::Refused("the exporter did not accept them".into())
+        LossCause::Refused(Cow::Borrowed("the exporter did not accept them"))
     }
 }
 

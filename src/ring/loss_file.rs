@@ -4,7 +4,7 @@
 //! reader behind, a flush larger than the ring) since it created it.
 //!
 //! The `BUFFER` exporter creates it with each ring (count 0), rewrites the count (one `pwrite`
-//! of 8 bytes) after a flush that lost events, at most once per millisecond (a later count is
+//! of 8 bytes) after a flush that lost events, at most once per 10 ms (a later count is
 //! written by the next flush, idle ones included, so it is at most one run interval late), and
 //! removes it when the agent is destroyed
 //! (so the directory holds only what NIXL's writer leaves there: the ring). Readers (the C reader API, the
@@ -58,7 +58,7 @@ pub struct LossFile {
 }
 
 /// The shortest time between two writes of the count.
-const WRITE_INTERVAL: Duration = Duration::from_millis(1);
+const WRITE_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Drop for LossFile {
     fn drop(&mut self) {
@@ -104,13 +104,13 @@ impl LossFile {
         })
     }
 
-    /// Adds `n` events to the count and writes it, unless it was written less than a
-    /// millisecond ago ([`LossFile::sync`] writes it then).
-    pub fn add(&mut self, n: u64) -> io::Result<()> {
+    /// Adds `n` events to the count and writes it, unless it was written less than 10 ms
+    /// before `now` ([`LossFile::sync`] writes it then).
+    pub fn add(&mut self, n: u64, now: Instant) -> io::Result<()> {
         self.lost += n;
         if self
             .written_at
-            .is_some_and(|at| at.elapsed() < WRITE_INTERVAL)
+            .is_some_and(|at| now.saturating_duration_since(at) < WRITE_INTERVAL)
         {
             return Ok(());
         }
@@ -158,8 +158,8 @@ mod tests {
         assert_eq!(read(&ring, 7), None, "no file: unknown");
         let mut f = LossFile::create(&ring, 7).unwrap();
         assert_eq!(read(&ring, 7), Some(0));
-        f.add(3).unwrap();
-        f.add(4).unwrap();
+        f.add(3, Instant::now()).unwrap();
+        f.add(4, Instant::now()).unwrap();
         f.sync().unwrap();
         assert_eq!((read(&ring, 7), f.lost()), (Some(7), 7));
         assert_eq!(read(&ring, 8), None, "another ring's count");
