@@ -88,6 +88,23 @@ pub struct Collector {
     exporter_name: String,
 }
 
+/// A transfer's 4 events in [`crate::event::TRANSFER_ORDER`], which the ring writer relies on to keep
+/// transfers whole: XFER_POST_TIME, XFER_TIME, TX|RX_BYTES, TX|RX_REQUESTS_NUM = 1.
+#[inline(always)]
+fn xfer_events(xfer_time_us: u64, is_write: bool, bytes: u64, post_time_us: u64) -> [Event; 4] {
+    let (bytes_type, requests_type) = if is_write {
+        (EventType::AgentTxBytes, EventType::AgentTxRequestsNum)
+    } else {
+        (EventType::AgentRxBytes, EventType::AgentRxRequestsNum)
+    };
+    [
+        Event::new(EventType::AgentXferPostTime, post_time_us),
+        Event::new(EventType::AgentXferTime, xfer_time_us),
+        Event::new(bytes_type, bytes),
+        Event::new(requests_type, 1),
+    ]
+}
+
 impl Collector {
     /// Creates the collector for `agent` if telemetry is requested (by `NIXL_TELEMETRY_ENABLE`,
     /// or by `capture_telemetry` when that variable is unset), configured from the environment.
@@ -271,18 +288,7 @@ impl Collector {
         bytes: u64,
         post_time_us: u64,
     ) -> Recorded {
-        let (bytes_type, requests_type) = if is_write {
-            (EventType::AgentTxBytes, EventType::AgentTxRequestsNum)
-        } else {
-            (EventType::AgentRxBytes, EventType::AgentRxRequestsNum)
-        };
-        // In TRANSFER_ORDER, which the ring writer relies on to keep transfers whole.
-        let all = [
-            Event::new(EventType::AgentXferPostTime, post_time_us),
-            Event::new(EventType::AgentXferTime, xfer_time_us),
-            Event::new(bytes_type, bytes),
-            Event::new(requests_type, 1),
-        ];
+        let all = xfer_events(xfer_time_us, is_write, bytes, post_time_us);
         let mask = self.mask;
         let pushed = if mask == MetricMask::ALL {
             self.inner.queue.try_push_batch(&all)
@@ -305,6 +311,29 @@ impl Collector {
         } else {
             Recorded::Dropped
         }
+    }
+
+    /// [`Collector::stage_xfer_stats`] in its common cases, for the C entry point to run
+    /// before its panic boundary: every metric active, a collector of this process, and a
+    /// thread lane with room, or a full queue ([`StagingQueue::try_push_in_place`]). `None`,
+    /// having changed nothing, when [`Collector::stage_xfer_stats`] must decide. Loads,
+    /// compares and stores only: it cannot panic.
+    #[inline(always)]
+    pub(crate) fn try_stage_xfer_stats_in_place(
+        &self,
+        xfer_time_us: u64,
+        is_write: bool,
+        bytes: u64,
+        post_time_us: u64,
+    ) -> Option<Recorded> {
+        if self.mask != MetricMask::ALL || self.inherited() {
+            return None;
+        }
+        let all = xfer_events(xfer_time_us, is_write, bytes, post_time_us);
+        Some(match self.inner.queue.try_push_in_place(&all)? {
+            true => Recorded::Accepted,
+            false => Recorded::Dropped,
+        })
     }
 
     /// Whether every event of a transfer in this direction is deactivated (then

@@ -373,10 +373,7 @@ impl Lane {
         let head = p.head.load(Ordering::Relaxed);
         let limit = p.limit.load(Ordering::Relaxed);
         if head + n > limit {
-            // Whether the batch needs a new block or more credit for this one, the budget must
-            // have room for it beside the credit this thread holds: when it has not (the queue
-            // is full), refuse after reading the budget, without writing it.
-            if self.budget.0.room() + (limit - head) < n {
+            if self.full_for(head, limit, n) {
                 return self.refuse(n);
             }
             return self.push_slow(queue, batch, head, limit);
@@ -385,9 +382,19 @@ impl Lane {
         true
     }
 
+    /// Whether a batch of `n` events that does not fit the credit this thread holds (`head`
+    /// and `limit` as [`Lane::push`] read them) must be refused. Whether it needs a new block
+    /// or more credit for this one, the budget must have room for it beside that credit: when
+    /// it has not (the queue is full), it is refused after reading the budget, without writing
+    /// it.
+    #[inline(always)]
+    fn full_for(&self, head: u64, limit: u64, n: u64) -> bool {
+        self.budget.0.room() + (limit - head) < n
+    }
+
     /// Writes `batch` at lane index `head` of the current block and publishes it; the producer
     /// holds credit for it and the block has the slots.
-    #[inline]
+    #[inline(always)]
     fn write(&self, head: u64, batch: &[Event]) {
         let p = &self.producer.0;
         let mut slot = p.origin.load(Ordering::Relaxed).wrapping_add(head as usize);
@@ -489,29 +496,46 @@ impl Lane {
 /// Unique ids of queues, so a thread's cache never mistakes a new queue for a dropped one.
 static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A thread's lanes, by queue id; the last one used is one compare away.
+/// A thread's lanes, by queue id (the last one used is in [`LAST_LANE`]).
 struct LaneCache {
-    last_queue: Cell<u64>,
-    last_lane: Cell<*const Lane>,
     lanes: RefCell<Vec<(u64, Arc<Lane>)>>,
 }
 
-impl LaneCache {
-    /// The lane of this thread for `queue`, claimed on first use; `None` when none can be had.
-    #[inline(always)]
-    fn lane(&self, queue: &StagingQueue) -> Option<&Lane> {
-        if self.last_queue.get() == queue.id {
-            // SAFETY: `last_lane` points into an Arc held by `lanes` under the same id; entries
-            // leave `lanes` only in `lookup`, which resets `last_*` first.
-            return Some(unsafe { &*self.last_lane.get() });
-        }
-        self.lookup(queue)
-    }
+/// The lane a thread used last, and its queue's id (0: none). A thread-local without a
+/// destructor, so the producer's fast path reads it with a plain thread-local access and no
+/// lazy registration on its way. It points at a lane [`LANES`] holds: set only by
+/// [`LaneCache::lookup`], and reset before the cache lets any lane go.
+struct LastLane {
+    queue: Cell<u64>,
+    lane: Cell<*const Lane>,
+}
 
+impl LastLane {
+    /// This thread's lane for `queue` if it is the one it used last (no lookup).
+    #[inline(always)]
+    fn get(&self, queue: &StagingQueue) -> Option<*const Lane> {
+        (self.queue.get() == queue.id).then(|| self.lane.get())
+    }
+}
+
+/// The lane of this thread for `queue`, claimed on first use; `None` when none can be had (the
+/// thread's cache is gone: a call from a thread-local destructor).
+#[inline(always)]
+fn thread_lane(queue: &StagingQueue) -> Option<*const Lane> {
+    match LAST_LANE.with(|last| last.get(queue)) {
+        Some(lane) => Some(lane),
+        None => LANES
+            .try_with(|cache| cache.lookup(queue).map(|lane| lane as *const Lane))
+            .ok()
+            .flatten(),
+    }
+}
+
+impl LaneCache {
     #[cold]
     fn lookup(&self, queue: &StagingQueue) -> Option<&Lane> {
         let mut lanes = self.lanes.try_borrow_mut().ok()?;
-        self.last_queue.set(0);
+        LAST_LANE.with(|last| last.queue.set(0));
         lanes.retain(|(_, lane)| {
             let keep = !lane.retired.load(Ordering::Acquire);
             if !keep {
@@ -528,10 +552,12 @@ impl LaneCache {
             }
         };
         let ptr = Arc::as_ptr(&lane);
-        self.last_queue.set(queue.id);
-        self.last_lane.set(ptr);
+        LAST_LANE.with(|last| {
+            last.queue.set(queue.id);
+            last.lane.set(ptr);
+        });
         // SAFETY: `lane` is held by `lanes` (which outlives this borrow of `self`) until a
-        // later `lookup` removes it, after resetting `last_*` as above.
+        // later `lookup` removes it, after resetting `LAST_LANE` as above.
         Some(unsafe { &*ptr })
     }
 }
@@ -539,6 +565,8 @@ impl LaneCache {
 impl Drop for LaneCache {
     /// Returns the thread's lanes: a later thread reuses them, events still staged included.
     fn drop(&mut self) {
+        // Calls from later thread-local destructors take the shared lane.
+        LAST_LANE.with(|last| last.queue.set(0));
         for (_, lane) in self.lanes.get_mut().drain(..) {
             lane.release();
         }
@@ -548,9 +576,13 @@ impl Drop for LaneCache {
 thread_local! {
     static LANES: LaneCache = const {
         LaneCache {
-            last_queue: Cell::new(0),
-            last_lane: Cell::new(std::ptr::null()),
             lanes: RefCell::new(Vec::new()),
+        }
+    };
+    static LAST_LANE: LastLane = const {
+        LastLane {
+            queue: Cell::new(0),
+            lane: Cell::new(std::ptr::null()),
         }
     };
 }
@@ -655,15 +687,41 @@ impl StagingQueue {
         if batch.is_empty() {
             return true;
         }
-        // The lookup alone runs inside the thread-local access, which then stays small enough
-        // to be inlined.
-        let lane = LANES.try_with(|cache| cache.lane(self).map(|lane| lane as *const Lane));
-        match lane {
+        match thread_lane(self) {
             // SAFETY: the lane is held by this thread's cache, which lets it go only in a later
             // lookup or when the thread exits: neither happens before this push returns.
-            Ok(Some(lane)) => unsafe { &*lane }.push(self, batch),
-            _ => self.push_shared(batch),
+            Some(lane) => unsafe { &*lane }.push(self, batch),
+            None => self.push_shared(batch),
         }
+    }
+
+    /// The common cases of [`Self::try_push_batch`], for callers that must not unwind (the C
+    /// entry points run it before their panic boundary): `Some(true)` when `batch` was staged
+    /// in this thread's lane, in the block and with the credit the lane already holds;
+    /// `Some(false)` when it was refused and counted as dropped (the queue is full); `None`,
+    /// having changed nothing, when [`Self::try_push_batch`] must decide (a thread's first
+    /// call, a new block, more credit). Loads, compares and stores only, with no call on its
+    /// path and nothing that can panic.
+    #[inline(always)]
+    pub fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
+        let lane = LAST_LANE.with(|last| last.get(self))?;
+        // SAFETY: as in `try_push_batch`: the lane is held by this thread's cache until a later
+        // lookup or the thread's exit.
+        let lane = unsafe { &*lane };
+        let p = &lane.producer.0;
+        let (n, head, limit) = (
+            N as u64,
+            p.head.load(Ordering::Relaxed),
+            p.limit.load(Ordering::Relaxed),
+        );
+        if N == 0 || head + n <= limit {
+            lane.write(head, batch);
+            return Some(true);
+        }
+        if lane.full_for(head, limit, n) {
+            return Some(lane.refuse(n));
+        }
+        None
     }
 
     /// The slow path of callers without a lane of their own (thread teardown, or a lane that

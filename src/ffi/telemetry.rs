@@ -217,15 +217,47 @@ pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
         }
     }
     // SAFETY: the caller's contract is passed on unchanged.
-    unsafe { add_xfer_stats_guarded(t, xfer_time_us, is_write, bytes, post_time_us) }
+    unsafe { add_xfer_stats_staged(t, xfer_time_us, is_write, bytes, post_time_us) }
 }
 
-/// The body of `nixl_telemetry_add_xfer_stats` inside the panic boundary.
+/// `nixl_telemetry_add_xfer_stats` after its gate: the common cases of staging (a thread lane
+/// with room, or a full queue: loads, compares and stores, which cannot panic) run here,
+/// before the panic boundary; everything else inside it ([`add_xfer_stats_guarded`]).
+///
+/// `extern "C"` (not exported) only for its ABI, which cannot unwind: that lets the entry
+/// point jump to it rather than call it.
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
 #[inline(never)]
-unsafe fn add_xfer_stats_guarded(
+unsafe extern "C" fn add_xfer_stats_staged(
+    t: *mut nixl_telemetry_t,
+    xfer_time_us: u64,
+    is_write: bool,
+    bytes: u64,
+    post_time_us: u64,
+) -> nixl_telemetry_status_t {
+    // SAFETY: the caller's contract: NULL or a live handle.
+    if let Some(h) = unsafe { t.as_ref() } {
+        let in_place =
+            h.collector
+                .try_stage_xfer_stats_in_place(xfer_time_us, is_write, bytes, post_time_us);
+        if let Some(recorded) = in_place {
+            return recorded_status(recorded);
+        }
+    }
+    // SAFETY: the caller's contract is passed on unchanged.
+    unsafe { add_xfer_stats_guarded(t, xfer_time_us, is_write, bytes, post_time_us) }
+}
+
+/// The body of `nixl_telemetry_add_xfer_stats` inside the panic boundary (`extern "C"`, not
+/// exported, for the same reason as [`add_xfer_stats_staged`]: it catches every panic).
+///
+/// # Safety
+/// `t` is NULL or a live handle.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn add_xfer_stats_guarded(
     t: *mut nixl_telemetry_t,
     xfer_time_us: u64,
     is_write: bool,
