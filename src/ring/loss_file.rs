@@ -114,18 +114,23 @@ impl LossFile {
         {
             return Ok(());
         }
-        self.sync()
+        self.write_count(now)
     }
 
     /// Writes the count if the file does not hold it yet.
     pub fn sync(&mut self) -> io::Result<()> {
+        self.write_count(Instant::now())
+    }
+
+    /// Writes the count if the file does not hold it yet, at `now`.
+    fn write_count(&mut self, now: Instant) -> io::Result<()> {
         if self.written == self.lost {
             return Ok(());
         }
         self.file
             .write_all_at(&self.lost.to_ne_bytes(), COUNT_OFFSET)?;
         self.written = self.lost;
-        self.written_at = Some(Instant::now());
+        self.written_at = Some(now);
         Ok(())
     }
 
@@ -158,10 +163,21 @@ mod tests {
         assert_eq!(read(&ring, 7), None, "no file: unknown");
         let mut f = LossFile::create(&ring, 7).unwrap();
         assert_eq!(read(&ring, 7), Some(0));
-        f.add(3, Instant::now()).unwrap();
-        f.add(4, Instant::now()).unwrap();
+        let t0 = Instant::now();
+        f.add(3, t0).unwrap();
+        assert_eq!(read(&ring, 7), Some(3), "a first loss is written at once");
+        f.add(4, t0 + Duration::from_millis(9)).unwrap();
+        assert_eq!(read(&ring, 7), Some(3), "not rewritten within 10 ms");
         f.sync().unwrap();
         assert_eq!((read(&ring, 7), f.lost()), (Some(7), 7));
+        let later = t0 + Duration::from_secs(1);
+        f.add(1, later).unwrap();
+        f.add(1, later + Duration::from_millis(10)).unwrap();
+        assert_eq!(
+            read(&ring, 7),
+            Some(9),
+            "rewritten 10 ms after the last write"
+        );
         assert_eq!(read(&ring, 8), None, "another ring's count");
         let newer = LossFile::create(&ring, 8).unwrap();
         assert_eq!(read(&ring, 8), Some(0), "reset with a new ring");
