@@ -158,13 +158,23 @@ fn origin_path(target: &str) -> Option<&str> {
     Some(path.split(['?', '#']).next().unwrap_or(path))
 }
 
-/// A complete response, ready to be written.
+/// A complete response, ready to be written: its head, then its body (kept apart, so that a
+/// scrape page is sent as it was encoded, never copied behind its head).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Response {
     /// Status code.
     pub status: u16,
-    /// The bytes to send (status line, headers, body).
-    pub bytes: Vec<u8>,
+    /// The status line and headers, with the blank line that ends them.
+    pub head: Vec<u8>,
+    /// The body (empty for `HEAD`).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// Every byte to send, head then body.
+    pub fn bytes(&self) -> Vec<u8> {
+        [&self.head[..], &self.body[..]].concat()
+    }
 }
 
 fn reason(status: u16) -> &'static str {
@@ -188,7 +198,7 @@ pub fn response(
     status: u16,
     content_type: &str,
     extra_headers: &[(&str, &str)],
-    body: &[u8],
+    body: Vec<u8>,
     head_only: bool,
 ) -> Response {
     let mut head = String::with_capacity(160);
@@ -202,11 +212,11 @@ pub fn response(
         let _ = write!(head, "{k}: {v}\r\n");
     }
     head.push_str("Connection: close\r\n\r\n");
-    let mut bytes = head.into_bytes();
-    if !head_only {
-        bytes.extend_from_slice(body);
+    Response {
+        status,
+        head: head.into_bytes(),
+        body: if head_only { Vec::new() } else { body },
     }
-    Response { status, bytes }
 }
 
 /// A plain-text error response.
@@ -218,7 +228,7 @@ pub fn error(status: u16, message: &str) -> Response {
         status,
         "text/plain; charset=utf-8",
         extra,
-        body.as_bytes(),
+        body.into_bytes(),
         false,
     )
 }
@@ -251,7 +261,7 @@ pub fn route(request: &Request, metrics: impl FnOnce() -> (&'static str, Vec<u8>
     match request.method.as_str() {
         "GET" | "HEAD" => {
             let (content_type, body) = metrics();
-            response(200, content_type, &[], &body, request.method == "HEAD")
+            response(200, content_type, &[], body, request.method == "HEAD")
         }
         _ => error(405, "only GET and HEAD are allowed on /metrics"),
     }
@@ -346,7 +356,7 @@ mod tests {
     }
 
     fn text(r: &Response) -> String {
-        String::from_utf8(r.bytes.clone()).unwrap()
+        String::from_utf8(r.bytes()).unwrap()
     }
 
     #[test]

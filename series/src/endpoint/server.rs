@@ -189,6 +189,43 @@ fn send(fd: i32, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// `sendmsg(2)` with `MSG_NOSIGNAL` of `parts`, one after the other, from byte `from` of the
+/// whole (one system call, no copy of the parts into one buffer).
+fn send_from(fd: i32, parts: &[Vec<u8>; 2], from: usize) -> io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 2];
+    let mut skip = from;
+    let mut n = 0;
+    for part in parts {
+        let rest = &part[skip.min(part.len())..];
+        skip = skip.saturating_sub(part.len());
+        if !rest.is_empty() {
+            iov[n] = libc::iovec {
+                iov_base: rest.as_ptr().cast_mut().cast(),
+                iov_len: rest.len(),
+            };
+            n += 1;
+        }
+    }
+    // SAFETY: zeroed is a valid msghdr (no name, no control data); its iovecs are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n as _;
+    // SAFETY: sendmsg(2) reads `n` iovecs from `iov`, each describing bytes of `parts`, which
+    // the borrow keeps alive and unchanged for the call; it never writes through them. Every
+    // caller passes the `as_raw_fd()` of a socket it holds a reference to across the call, so
+    // `fd` is open and is that socket. `MSG_NOSIGNAL` turns a write to a closed peer into
+    // EPIPE instead of SIGPIPE.
+    let sent = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(sent as usize)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Reading,
@@ -203,8 +240,8 @@ struct Conn {
     phase: Phase,
     /// The request head read so far.
     head: Vec<u8>,
-    /// The response and how much of it was sent.
-    out: Vec<u8>,
+    /// The response (head, then body) and how much of it was sent.
+    out: [Vec<u8>; 2],
     sent: usize,
     drained: usize,
     accepted: Instant,
@@ -224,7 +261,7 @@ const LISTEN_BACKLOG: libc::c_int = 4096;
 
 impl Conn {
     fn respond(&mut self, response: http::Response, limits: &Limits, now: Instant) {
-        self.out = response.bytes;
+        self.out = [response.head, response.body];
         self.sent = 0;
         self.head = Vec::new();
         self.phase = Phase::Writing;
@@ -256,13 +293,13 @@ impl Conn {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => return false,
                 },
-                Phase::Writing => match send(self.stream.as_raw_fd(), &self.out[self.sent..]) {
+                Phase::Writing => match send_from(self.stream.as_raw_fd(), &self.out, self.sent) {
                     Ok(0) => return false,
                     Ok(n) => {
                         self.sent += n;
-                        if self.sent == self.out.len() {
+                        if self.sent == self.out[0].len() + self.out[1].len() {
                             let _ = self.stream.shutdown(Shutdown::Write);
-                            self.out = Vec::new();
+                            self.out = Default::default();
                             self.phase = Phase::Draining;
                             self.deadline = now + limits.linger;
                         }
@@ -398,7 +435,7 @@ impl EventLoop {
             }
             if c.phase == Phase::Reading {
                 let r = http::error(408, "the request was not received in time");
-                let _ = send(c.stream.as_raw_fd(), &r.bytes);
+                let _ = send_from(c.stream.as_raw_fd(), &[r.head, r.body], 0);
             }
             false
         });
@@ -418,7 +455,7 @@ impl EventLoop {
                         peer: peer.ip(),
                         phase: Phase::Reading,
                         head: Vec::new(),
-                        out: Vec::new(),
+                        out: Default::default(),
                         sent: 0,
                         drained: 0,
                         accepted: now,
@@ -512,5 +549,46 @@ fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
         fd,
         events,
         revents: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_in_two_parts_is_sent_whole_and_in_order_across_partial_writes() {
+        let (writer, mut reader) = UnixStream::pair().unwrap();
+        writer.set_nonblocking(true).unwrap();
+        let parts = [
+            b"HTTP/1.1 200 OK\r\n\r\n".to_vec(),
+            (0..600_000u32).map(|i| (i % 251) as u8).collect(),
+        ];
+        let whole = parts.concat();
+        // From inside the head, as after a partial write of it.
+        let mut sent = 5;
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut partial_writes = 0;
+        while sent < whole.len() {
+            match send_from(writer.as_raw_fd(), &parts, sent) {
+                Ok(n) => {
+                    sent += n;
+                    partial_writes += usize::from(sent < whole.len());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let n = reader.read(&mut buf).unwrap();
+                    got.extend_from_slice(&buf[..n]);
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        drop(writer);
+        reader.read_to_end(&mut got).unwrap();
+        assert!(
+            partial_writes > 0,
+            "the socket took the response in several writes"
+        );
+        assert_eq!(got, whole[5..]);
     }
 }
