@@ -17,7 +17,8 @@
 //! directory listing and one lock probe per store rather than an open, a map and an unmap each
 //! (the unmaps were most of a scrape's time in a serving rank with other threads). The listing
 //! of the directory is kept too, and reused while the directory's modification time is
-//! unchanged and was not recent when it was listed ([`Listing`]): a scrape of a directory whose
+//! unchanged and was not recent when it was listed, on a local file system ([`Listing`]; on
+//! NFS and the like every scrape lists the directory): a scrape of a directory whose
 //! ranks are running costs one `statx` for the directory rather than an `open`, the `getdents`
 //! and a `close` (a third of a scrape's time when the serving process's caches are cold).
 
@@ -86,6 +87,10 @@ struct Listing {
     stamp: DirStamp,
     /// When the listing started (wall clock, as file times are).
     started: std::time::SystemTime,
+    /// Whether the directory is on a local file system ([`sys::on_local_file_system`]): on
+    /// another (NFS and the like), a changed directory may show its old time for a while, so
+    /// its listing is never reused.
+    local: bool,
     files: Vec<(PathBuf, u64)>,
 }
 
@@ -100,7 +105,9 @@ impl Listing {
             .started
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i128);
-        stamp == self.stamp && self.stamp.mtime_ns + RACY_MARGIN.as_nanos() as i128 <= started_ns
+        self.local
+            && stamp == self.stamp
+            && self.stamp.mtime_ns + RACY_MARGIN.as_nanos() as i128 <= started_ns
     }
 }
 
@@ -195,6 +202,7 @@ impl StoreScan {
         *listing = Some(Listing {
             stamp,
             started,
+            local: sys::on_local_file_system(dir),
             files: files.clone(),
         });
         Ok(files)
@@ -521,6 +529,8 @@ mod tests {
         let b = Buckets::default();
         let _a = writer(dir.path(), "a", 10, "0", &b);
         let scan = StoreScan::new(config(dir.path(), Duration::from_secs(30), Aggregate::None));
+        // On a file system that is not local, every scan lists the directory (checked below).
+        let local = sys::on_local_file_system(dir.path());
         // A directory changed long ago: its listing is kept.
         let old = std::time::SystemTime::now() - Duration::from_secs(60);
         set_dir_mtime(dir.path(), old);
@@ -534,7 +544,16 @@ mod tests {
         // granule would): the old listing is still used, which shows that it is reused.
         let _c = writer(dir.path(), "c", 12, "2", &b);
         set_dir_mtime(dir.path(), old);
-        assert_eq!(pids(&scan), [10, 11], "the listing is reused");
+        if local {
+            assert_eq!(pids(&scan), [10, 11], "the listing is reused");
+        } else {
+            assert_eq!(
+                pids(&scan),
+                [10, 11, 12],
+                "not reused off a local file system"
+            );
+            return;
+        }
         // A time that was recent when the directory was listed is not trusted: the same kind
         // of change is seen.
         let recent = std::time::SystemTime::now();

@@ -1,6 +1,7 @@
 //! The few system calls the stores and the election need beyond `std`: the core's owner-only
 //! files and `flock` (re-exported), the two clocks of the store format, the effective user id,
-//! and opening files read-only without following a symbolic link.
+//! opening files read-only without following a symbolic link, and whether a directory is on a
+//! local file system.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -54,6 +55,38 @@ pub fn open_read_nofollow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// File systems whose directory modification time a reader on this host sees as soon as it
+/// changes (no attribute cache between it and the writers): tmpfs, ext2/3/4, XFS, Btrfs, ZFS,
+/// overlayfs, F2FS. A network file system (NFS, CIFS, Lustre, GPFS, CephFS) or FUSE may serve a
+/// cached time for a while after another client changed the directory.
+const LOCAL_FILE_SYSTEMS: [u32; 7] = [
+    0x0102_1994, // tmpfs
+    0xEF53,      // ext2, ext3, ext4
+    0x5846_5342, // XFS
+    0x9123_683E, // Btrfs
+    0x2FC1_2FC1, // ZFS
+    0x794C_7630, // overlayfs
+    0xF2F5_2010, // F2FS
+];
+
+/// Whether `path` is on one of the [`LOCAL_FILE_SYSTEMS`] (false when it cannot be told).
+pub fn on_local_file_system(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: an all-zero statfs is a valid value of a plain C struct, overwritten below.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs(2) reads the NUL-terminated `path` and writes one statfs into `st`, both
+    // alive for the call.
+    if unsafe { libc::statfs(path.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    // `f_type` is as wide as a long on some targets and an int on others: the magics fit in 32
+    // bits.
+    LOCAL_FILE_SYSTEMS.contains(&(st.f_type as u32))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +104,15 @@ mod tests {
         std::os::unix::fs::symlink(&path, dir.path().join("link")).unwrap();
         assert!(open_read_nofollow(&dir.path().join("link")).is_err());
         assert!(monotonic_ns() > 0 && realtime_ns() > 1_600_000_000_000_000_000);
+    }
+
+    #[test]
+    fn local_file_systems_are_told_from_others() {
+        assert!(on_local_file_system(Path::new("/dev/shm")), "tmpfs");
+        assert!(
+            !on_local_file_system(Path::new("/proc")),
+            "procfs is not in the list"
+        );
+        assert!(!on_local_file_system(Path::new("/nonexistent/dir")));
     }
 }
