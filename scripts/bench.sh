@@ -8,13 +8,15 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: scripts/bench.sh [--quick] [REGIME]
+usage: scripts/bench.sh [--quick] [--shared] [REGIME]
 
 Builds the shipped packages (release), installs them under <target>/release/install, builds the
 C++ driver benches/cpp/driver.cpp against them and runs it: ours against a model of NIXL's
 staging queue, best and median ns per call and their ratio.
 
 options:
+  --shared    ours through libnixl_telemetry.so instead of linked statically (the baseline is
+              compiled into the driver either way)
   --quick     a smoke run: the debug profile (<target>/debug/install) and a few iterations of
               every regime; checks that the benchmark builds and runs, its numbers mean nothing
   -h, --help  print this help
@@ -26,10 +28,12 @@ USAGE
 }
 
 quick=0
+driver=telemetry_bench
 filter=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
+    --shared) driver=telemetry_bench_shared ;;
     -h | --help) usage; exit 0 ;;
     -*) usage >&2; exit 2 ;;
     *) filter=("$arg") ;;
@@ -51,6 +55,8 @@ bash scripts/install.sh "--$profile" --prefix "$prefix" >/dev/null
 cmake -S benches/cpp -B "$build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$build" -j2 >/dev/null
 if ((quick)); then
+  # Both drivers, so that neither can break unnoticed.
+  "$build/telemetry_bench_shared" --quick "${filter[@]}" >/dev/null
   exec "$build/telemetry_bench" --quick "${filter[@]}"
 fi
-exec "$build/telemetry_bench" "${filter[@]}"
+exec "$build/$driver" "${filter[@]}"

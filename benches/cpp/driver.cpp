@@ -7,6 +7,8 @@
 // 64 threads. The two sides run alternately, one run each, so that drift on a noisy machine
 // hits both alike. Prints best and median ns per call (MB for memory) for both and the ratio
 // ours / baseline (lower is better).
+// Built twice: ours linked statically (telemetry_bench) and through libnixl_telemetry.so
+// (telemetry_bench_shared, `bash scripts/bench.sh --shared`); the baseline is compiled in.
 // Run it with `bash scripts/bench.sh [part of a regime name]`; `--quick` (bench.sh --quick) runs
 // every regime with a few iterations, to check that the benchmark builds and runs (its numbers
 // then mean nothing).
@@ -551,7 +553,7 @@ main(int argc, char **argv) {
         std::printf("QUICK RUN (--quick): a few iterations per regime, to check that the benchmark "
                     "runs; the numbers mean nothing.\n");
     }
-    std::printf("nixl-telemetry (ours, C ABI) vs a model of NIXL's staging queue (baseline), %u hardware threads\n"
+    std::printf("nixl-telemetry (ours, C ABI, linked " NIXL_BENCH_LINKED ") vs a model of NIXL's staging queue (baseline), %u hardware threads\n"
                 "ns per call, best / median of %d runs of %llu calls per producer thread; with several producers\n"
                 "each thread times its own loop and a run's value is the mean per-call time across threads.\n"
                 "Exporter NOP. Flush: ours by its own thread (NIXL_TELEMETRY_RUN_INTERVAL) at >= 1 ms, by a driver\n"
