@@ -37,7 +37,10 @@
 //!   the current block starts a new one) and published by one store: all or none, contiguous.
 //!   A thread's events are drained in the order it recorded them; threads lane after lane.
 //! * **Threads.** A thread finds its lane through a thread-local cache (the last queue used is
-//!   one compare away; several collectors in a process are a short search). Its first call
+//!   one compare away; several collectors in a process are a short search), and the C entry
+//!   points' fast path ([`StagingQueue::try_push_in_place`]) finds it without a thread-local
+//!   access, in the queue's slots keyed by the thread pointer ([`ThreadSlots`]: in a shared
+//!   library a thread-local access is a call to `__tls_get_addr`). Its first call
 //!   claims a lane left by an exited thread or links a new one into the queue's lock-free list
 //!   of lanes. When a thread exits it gives back its credit and its lane, with what is still
 //!   staged in it (the next flush drains it), so 10,000 short-lived threads reuse one lane.
@@ -57,7 +60,8 @@
 //! shared word; LTTng's per-CPU sub-buffers need the producer pinned to a CPU (restartable
 //! sequences), which a library called from any thread cannot assume. Blocks keep the previous
 //! design's fast path (a call writes only its thread's lines: 92 instructions per
-//! `add_xfer_stats` under callgrind, the previous design 117, the model of NIXL's 190) and
+//! `add_xfer_stats` under callgrind when this design landed, 70 since session 6, the previous
+//! design 117, the model of NIXL's 190) and
 //! bound memory (21-22 MB in the same driver runs). 256 events (4 KiB) per block is the
 //! trade-off: a producer writes a shared cache line (the budget, and the free list beside it)
 //! once per 64 transfers, a flush of 4,096 events is 16 runs, and a thread beyond the first
@@ -333,11 +337,20 @@ struct Lane {
     /// The next lane of the queue's list (set before the lane is published, then constant).
     next_lane: AtomicPtr<Lane>,
     budget: Arc<Padded<Budget>>,
+    /// The queue's thread slots, and the one (index + 1; 0: none) that the owning thread holds
+    /// for this lane (read and written by the owner only).
+    threads: Arc<ThreadSlots>,
+    slot: AtomicUsize,
 }
 
 impl Lane {
     /// A lane whose first block is `block` (owned by its creator unless `shared`).
-    fn new(block: *mut Block, budget: Arc<Padded<Budget>>, owned: bool) -> Lane {
+    fn new(
+        block: *mut Block,
+        budget: Arc<Padded<Budget>>,
+        threads: Arc<ThreadSlots>,
+        owned: bool,
+    ) -> Lane {
         // SAFETY: `block` is a live block nobody else uses; its header is initialised.
         let origin = unsafe {
             (*block).base.store(0, Ordering::Relaxed);
@@ -361,6 +374,8 @@ impl Lane {
             retired: AtomicBool::new(false),
             next_lane: AtomicPtr::new(ptr::null_mut()),
             budget,
+            threads,
+            slot: AtomicUsize::new(0),
         }
     }
 
@@ -487,9 +502,124 @@ impl Lane {
     /// The thread that owned the lane lets it go (at its exit, or on finding it retired): its
     /// credit goes back to the budget, its staged events stay for the drainer.
     fn release(&self) {
+        // First, so that a later thread at the same address never finds this lane.
+        let slot = self.slot.swap(0, Ordering::Relaxed);
+        if slot != 0 {
+            self.threads.clear(slot - 1);
+        }
         self.give_back_credit();
         self.budget.0.thread_leaves();
         self.owned.store(false, Ordering::Release);
+    }
+}
+
+/// Slots of [`ThreadSlots`] per queue.
+const THREAD_SLOTS: usize = 64;
+
+/// The producer fast path's way from a thread to its lane without a thread-local access (which
+/// in a shared library is a call to `__tls_get_addr`, and in any case makes the compiler save
+/// registers around it): slots indexed by a hash of the thread pointer, the address the CPU's
+/// thread register points at ([`thread_pointer`]), which is unique among live threads. A slot
+/// is claimed (compare-and-swap from 0) and cleared only by the thread whose pointer it holds,
+/// and it clears it when it lets its lane go ([`Lane::release`], at the latest in its
+/// thread-local destructors, before it exits): a later thread at the same address never finds
+/// it. A thread whose slot another thread holds takes the thread-local way ([`LAST_LANE`]).
+struct ThreadSlots {
+    slots: [ThreadSlot; THREAD_SLOTS],
+}
+
+/// One slot: the thread pointer of its holder (0: free) and that thread's lane.
+struct ThreadSlot {
+    thread: AtomicUsize,
+    lane: AtomicPtr<Lane>,
+}
+
+impl ThreadSlots {
+    fn new() -> ThreadSlots {
+        ThreadSlots {
+            slots: std::array::from_fn(|_| ThreadSlot {
+                thread: AtomicUsize::new(0),
+                lane: AtomicPtr::new(ptr::null_mut()),
+            }),
+        }
+    }
+
+    /// The slot of `thread` (Fibonacci hashing: thread pointers are aligned and far apart).
+    #[inline(always)]
+    fn index(thread: usize) -> usize {
+        ((thread as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> (64 - THREAD_SLOTS.trailing_zeros())) as usize
+    }
+
+    /// The lane of `thread`, if it holds its slot.
+    #[inline(always)]
+    fn lane(&self, thread: usize) -> Option<*const Lane> {
+        let slot = &self.slots[Self::index(thread) % THREAD_SLOTS];
+        (slot.thread.load(Ordering::Acquire) == thread)
+            .then(|| slot.lane.load(Ordering::Relaxed).cast_const())
+    }
+
+    /// Gives `thread`'s slot to it for `lane`, if the slot is free: its index.
+    fn claim(&self, thread: usize, lane: &Lane) -> Option<usize> {
+        let index = Self::index(thread) % THREAD_SLOTS;
+        let slot = &self.slots[index];
+        slot.thread
+            .compare_exchange(0, thread, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // Read only by this thread (the only one its pointer matches), after this store.
+        slot.lane
+            .store(ptr::from_ref(lane).cast_mut(), Ordering::Relaxed);
+        Some(index)
+    }
+
+    /// Frees slot `index` (by its holder).
+    fn clear(&self, index: usize) {
+        self.slots[index].thread.store(0, Ordering::Release);
+    }
+}
+
+/// The calling thread's thread pointer: the address in its thread register (`%fs` base, whose
+/// first word the x86-64 TLS ABI makes point to itself; `tpidr_el0` on AArch64), unique among
+/// the process's live threads. `None` on other targets (and under Miri), which then always take
+/// the thread-local way.
+#[inline(always)]
+fn thread_pointer() -> Option<usize> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+    {
+        let tp: usize;
+        // SAFETY: on x86-64 Linux every thread's `%fs` base is its thread control block, whose
+        // first word holds its own address (the TLS ABI's requirement); reading it has no
+        // side effect.
+        unsafe {
+            std::arch::asm!(
+                "mov {}, qword ptr fs:[0]",
+                out(reg) tp,
+                options(nostack, readonly, preserves_flags, pure)
+            )
+        };
+        Some(tp)
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
+    {
+        let tp: usize;
+        // SAFETY: reading `tpidr_el0`, the thread pointer the kernel keeps per thread, touches
+        // no memory and has no side effect.
+        unsafe {
+            std::arch::asm!(
+                "mrs {}, tpidr_el0",
+                out(reg) tp,
+                options(nomem, nostack, preserves_flags, pure)
+            )
+        };
+        Some(tp)
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux",
+        not(miri)
+    )))]
+    {
+        None
     }
 }
 
@@ -502,8 +632,8 @@ struct LaneCache {
 }
 
 /// The lane a thread used last, and its queue's id (0: none). A thread-local without a
-/// destructor, so the producer's fast path reads it with a plain thread-local access and no
-/// lazy registration on its way. It points at a lane [`LANES`] holds: set only by
+/// destructor, so [`StagingQueue::try_push_batch`] reads it with a plain thread-local access
+/// and no lazy registration on its way. It points at a lane [`LANES`] holds: set only by
 /// [`LaneCache::lookup`], and reset before the cache lets any lane go.
 struct LastLane {
     queue: Cell<u64>,
@@ -551,6 +681,11 @@ impl LaneCache {
                 lane
             }
         };
+        if lane.slot.load(Ordering::Relaxed) == 0 {
+            if let Some(index) = thread_pointer().and_then(|t| lane.threads.claim(t, &lane)) {
+                lane.slot.store(index + 1, Ordering::Relaxed);
+            }
+        }
         let ptr = Arc::as_ptr(&lane);
         LAST_LANE.with(|last| {
             last.queue.set(queue.id);
@@ -607,6 +742,8 @@ pub struct StagingQueue {
     id: u64,
     capacity: usize,
     budget: Arc<Padded<Budget>>,
+    /// Which lane each producer thread holds, for the fast path.
+    threads: Arc<ThreadSlots>,
     /// Every lane of this queue, owned or free, newest first (a lock-free list of
     /// `Arc::into_raw` pointers, freed when the queue is dropped); the last is the shared lane.
     lanes: AtomicPtr<Lane>,
@@ -644,6 +781,7 @@ impl StagingQueue {
             id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
             capacity,
             budget,
+            threads: Arc::new(ThreadSlots::new()),
             lanes: AtomicPtr::new(ptr::null_mut()),
             shared: ptr::null(),
             shared_producer: SpinLock::new(()),
@@ -662,7 +800,12 @@ impl StagingQueue {
                 "cannot allocate the first staging block",
             )
         })?;
-        let shared = queue.link_lane(Lane::new(block, queue.budget.clone(), true));
+        let shared = queue.link_lane(Lane::new(
+            block,
+            queue.budget.clone(),
+            queue.threads.clone(),
+            true,
+        ));
         queue.shared = Arc::as_ptr(&shared);
         Ok(queue)
     }
@@ -704,9 +847,9 @@ impl StagingQueue {
     /// path and nothing that can panic.
     #[inline(always)]
     pub fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
-        let lane = LAST_LANE.with(|last| last.get(self))?;
-        // SAFETY: as in `try_push_batch`: the lane is held by this thread's cache until a later
-        // lookup or the thread's exit.
+        let lane = self.threads.lane(thread_pointer()?)?;
+        // SAFETY: this thread holds the slot, so the lane is the one its cache holds (it clears
+        // the slot before letting the lane go), alive as long as the queue.
         let lane = unsafe { &*lane };
         let p = &lane.producer.0;
         let (n, head, limit) = (
@@ -791,7 +934,12 @@ impl StagingQueue {
         }
         let block = self.take_block()?;
         self.budget.0.thread_joins();
-        Some(self.link_lane(Lane::new(block, self.budget.clone(), true)))
+        Some(self.link_lane(Lane::new(
+            block,
+            self.budget.clone(),
+            self.threads.clone(),
+            true,
+        )))
     }
 
     /// A block for a lane: a freed one, or a new one (`None`, reported once, when the
@@ -1429,8 +1577,24 @@ mod tests {
 
     #[test]
     fn thread_churn_while_flushing_conserves_every_event() {
-        // Eight workers each run many short-lived threads that record a few batches and exit,
-        // while a drainer flushes continuously: lanes change hands mid-flush.
+        churn_while_flushing(|q, b| q.try_push_batch(b));
+    }
+
+    #[test]
+    fn thread_churn_through_the_fast_path_conserves_every_event() {
+        // As the C entry point records: the fast path, then the full one when it cannot
+        // decide. Short-lived threads reuse the addresses (thread pointers) of exited ones:
+        // a slot left to an exited thread would let a new one write into a lane another
+        // thread holds.
+        churn_while_flushing(|q, b| {
+            q.try_push_in_place(b)
+                .unwrap_or_else(|| q.try_push_batch(b))
+        });
+    }
+
+    /// Eight workers each run many short-lived threads that record a few batches with `push`
+    /// and exit, while a drainer flushes continuously: lanes change hands mid-flush.
+    fn churn_while_flushing(push: fn(&StagingQueue, &[Event; 4]) -> bool) {
         const WORKERS: u64 = 8;
         const THREADS: u64 = if cfg!(miri) { 3 } else { 100 };
         const BATCHES: u64 = 20;
@@ -1446,7 +1610,7 @@ mod tests {
                         let q = q.clone();
                         accepted += std::thread::spawn(move || {
                             (0..BATCHES)
-                                .filter(|b| q.try_push_batch(&batch(((w * THREADS + t) << 32) | b)))
+                                .filter(|b| push(&q, &batch(((w * THREADS + t) << 32) | b)))
                                 .count() as u64
                         })
                         .join()
