@@ -81,8 +81,10 @@
 //! exports them) is: force-release the three spin locks, set each lane's `tail` to its `head`
 //! and its drainer's `first` block to its current block (the blocks before it go to the free
 //! list) and its credit `limit` to its `head`, mark every lane but the forking thread's
-//! unowned, and set the budget's `outstanding` to 0, its thread count to the lanes still owned
-//! and its limit to match. No memory needs to be allocated for it.
+//! unowned, clear every thread slot but the forking thread's (the child's new threads may get
+//! the addresses of the parent's other threads), and set the budget's `outstanding` to 0, its
+//! thread count to the lanes still owned and its limit to match. No memory needs to be
+//! allocated for it. (Collectors refuse every call in a child, so no queue is reset today.)
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::MaybeUninit;
