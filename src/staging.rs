@@ -84,7 +84,8 @@
 //! unowned, clear every thread slot but the forking thread's (the child's new threads may get
 //! the addresses of the parent's other threads), and set the budget's `outstanding` to 0, its
 //! thread count to the lanes still owned and its limit to match. No memory needs to be
-//! allocated for it. (Collectors refuse every call in a child, so no queue is reset today.)
+//! allocated for it. (The C ABI refuses every call on a collector a child inherited, so no
+//! queue is reset today.)
 
 use std::cell::{Cell, RefCell, UnsafeCell};
 use std::mem::MaybeUninit;
