@@ -60,7 +60,7 @@
 //! shared word; LTTng's per-CPU sub-buffers need the producer pinned to a CPU (restartable
 //! sequences), which a library called from any thread cannot assume. Blocks keep the previous
 //! design's fast path (a call writes only its thread's lines: 92 instructions per
-//! `add_xfer_stats` under callgrind when this design landed, 70 since session 6, the previous
+//! `add_xfer_stats` under callgrind when this design landed, 68 since session 6, the previous
 //! design 117, the model of NIXL's 190) and
 //! bound memory (21-22 MB in the same driver runs). 256 events (4 KiB) per block is the
 //! trade-off: a producer writes a shared cache line (the budget, and the free list beside it)

@@ -211,13 +211,14 @@ pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
     // (and outside the stack frame of) the panic boundary, once: inside, the transfer is
     // staged without repeating it (`Collector::stage_xfer_stats`).
     // SAFETY: the caller's contract: NULL or a live handle.
-    if let Some(h) = unsafe { t.as_ref() } {
-        if h.collector.xfer_deactivated(is_write) {
-            return NIXL_TELEMETRY_SUCCESS;
-        }
+    let Some(h) = (unsafe { t.as_ref() }) else {
+        // SAFETY: the caller's contract is passed on unchanged (the guarded body reports NULL).
+        return unsafe { add_xfer_stats_guarded(t, xfer_time_us, is_write, bytes, post_time_us) };
+    };
+    if h.collector.xfer_deactivated(is_write) {
+        return NIXL_TELEMETRY_SUCCESS;
     }
-    // SAFETY: the caller's contract is passed on unchanged.
-    unsafe { add_xfer_stats_staged(t, xfer_time_us, is_write, bytes, post_time_us) }
+    add_xfer_stats_staged(h, xfer_time_us, is_write, bytes, post_time_us)
 }
 
 /// `nixl_telemetry_add_xfer_stats` after its gate: the common cases of staging (a thread lane
@@ -226,28 +227,30 @@ pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
 ///
 /// `extern "C"` (not exported) only for its ABI, which cannot unwind: that lets the entry
 /// point jump to it rather than call it.
-///
-/// # Safety
-/// `t` is NULL or a live handle.
 #[inline(never)]
-unsafe extern "C" fn add_xfer_stats_staged(
-    t: *mut nixl_telemetry_t,
+extern "C" fn add_xfer_stats_staged(
+    h: &nixl_telemetry_t,
     xfer_time_us: u64,
     is_write: bool,
     bytes: u64,
     post_time_us: u64,
 ) -> nixl_telemetry_status_t {
-    // SAFETY: the caller's contract: NULL or a live handle.
-    if let Some(h) = unsafe { t.as_ref() } {
-        let in_place =
-            h.collector
-                .try_stage_xfer_stats_in_place(xfer_time_us, is_write, bytes, post_time_us);
-        if let Some(recorded) = in_place {
-            return recorded_status(recorded);
-        }
+    let in_place =
+        h.collector
+            .try_stage_xfer_stats_in_place(xfer_time_us, is_write, bytes, post_time_us);
+    match in_place {
+        Some(recorded) => recorded_status(recorded),
+        // SAFETY: `h` is a live handle, so a pointer to it is one.
+        None => unsafe {
+            add_xfer_stats_guarded(
+                std::ptr::from_ref(h).cast_mut(),
+                xfer_time_us,
+                is_write,
+                bytes,
+                post_time_us,
+            )
+        },
     }
-    // SAFETY: the caller's contract is passed on unchanged.
-    unsafe { add_xfer_stats_guarded(t, xfer_time_us, is_write, bytes, post_time_us) }
 }
 
 /// The body of `nixl_telemetry_add_xfer_stats` inside the panic boundary (`extern "C"`, not
