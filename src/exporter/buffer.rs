@@ -42,8 +42,9 @@ pub struct BufferExporter {
     capacity: usize,
     /// The reason given for a flush larger than the ring, rendered once.
     oversize_reason: String,
-    /// Why the last lossy flush lost events (see [`BufferExporter::loss_cause`]).
-    last_loss: Loss,
+    /// Why the last flush lost events, `None` when it lost none (see
+    /// [`BufferExporter::loss_cause`]).
+    last_loss: Option<Loss>,
     warned_recreate: bool,
     /// When the file was last checked with system calls.
     checked_at: Instant,
@@ -89,7 +90,7 @@ impl BufferExporter {
                  raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
                 capacity - 1
             ),
-            last_loss: Loss::ReaderBehind,
+            last_loss: None,
             warned_recreate: false,
             checked_at: Instant::now(),
             size_checked_at: Instant::now(),
@@ -200,16 +201,10 @@ impl Exporter for BufferExporter {
             self.sync_loss_file();
             return FlushOutcome::kept(0);
         }
-        let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
         let kept = self.push_flush(runs, report);
         FlushOutcome {
             kept,
-            // Worked out only for a flush that lost events.
-            loss: if kept < total {
-                self.loss_cause()
-            } else {
-                LossCause::default()
-            },
+            loss: self.loss_cause(),
             lost_since: 0,
         }
     }
@@ -224,10 +219,11 @@ impl BufferExporter {
     /// any loss.
     fn push_flush(&mut self, runs: &[&[Event]], report: Option<Event>) -> usize {
         let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
+        self.last_loss = None;
         // One clock read per flush, for the checks' and the loss file's intervals.
         let now = Instant::now();
         let Some(ring) = self.intact_ring(now) else {
-            self.last_loss = Loss::Damaged;
+            self.last_loss = Some(Loss::Damaged);
             return 0;
         };
         let pushed = ring.push_runs(runs, report);
@@ -244,19 +240,23 @@ impl BufferExporter {
             }
             // Without a reader, nobody can miss the events: whether the ring was full or the
             // flush larger than the ring, that is the no-reader case.
-            self.last_loss = match (kept == pushed.kept, pushed.was_empty) {
+            self.last_loss = Some(match (kept == pushed.kept, pushed.was_empty) {
                 (false, _) => Loss::Damaged,
                 (true, _) if !self.reader_seen => Loss::NoReader,
                 (true, true) => Loss::Oversize,
                 (true, false) => Loss::ReaderBehind,
-            };
+            });
         }
         kept
     }
 
-    /// Why the last lossy flush lost events, for the collector's message.
+    /// Why the last flush lost events, for the collector's message (the default cause, which
+    /// costs nothing, when it lost none).
     fn loss_cause(&self) -> LossCause {
-        match self.last_loss {
+        let Some(loss) = self.last_loss else {
+            return LossCause::default();
+        };
+        match loss {
             Loss::Oversize => LossCause::Refused(Cow::Owned(self.oversize_reason.clone())),
             Loss::ReaderBehind => LossCause::Refused(Cow::Borrowed(
                 "the ring is full: its reader is not keeping up",
