@@ -56,19 +56,7 @@ pub fn escape_help(help: &str, out: &mut String) {
 /// A histogram bound as an `le` value: integers without a fraction (`10`, `1000000`), other
 /// numbers in the shorter of plain and exponent notation (`2.5`, `1e-7`), `+Inf`.
 pub fn format_le(bound: f64) -> String {
-    if bound == f64::INFINITY {
-        return "+Inf".into();
-    }
-    if bound.fract() == 0.0 && bound.abs() < 1e15 {
-        return format!("{}", bound as i64);
-    }
-    let plain = format!("{bound}");
-    let exp = format!("{bound:e}");
-    if exp.len() < plain.len() {
-        exp
-    } else {
-        plain
-    }
+    LeFormatter::default().format(bound).to_owned()
 }
 
 /// [`format_le`] for one bound after another without allocating for the usual integral bounds
@@ -82,10 +70,15 @@ pub struct LeFormatter {
 impl LeFormatter {
     /// `bound` as [`format_le`] prints it.
     pub fn format(&mut self, bound: f64) -> &str {
+        if bound == f64::INFINITY {
+            return "+Inf";
+        }
         if bound.fract() == 0.0 && bound.abs() < 1e15 {
             return self.digits.format(bound as i64);
         }
-        self.other = format_le(bound);
+        let plain = format!("{bound}");
+        let exp = format!("{bound:e}");
+        self.other = if exp.len() < plain.len() { exp } else { plain };
         &self.other
     }
 }
