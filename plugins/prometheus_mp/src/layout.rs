@@ -193,9 +193,9 @@ pub const fn bound(i: usize) -> usize {
     OFF_BOUNDS + 8 * i
 }
 
-/// A store's bytes read as 8-byte words at byte offsets, with the fields decoded there: a
-/// copied [`Image`], or a live mapping (the reader's `OpenStore`, which loads only the words a
-/// decode reads).
+/// A store's bytes read as 8-byte words at byte offsets, with the fields decoded there: a live
+/// mapping (the reader's `OpenStore`, which loads only the words a decode reads), or the tests'
+/// images built word by word.
 pub trait StoreWords {
     /// The u64 at byte offset `off` (a multiple of 8).
     fn u64_at(&self, off: usize) -> u64;
@@ -225,10 +225,11 @@ pub trait StoreWords {
     }
 }
 
-/// A copy of a store's bytes as 8-byte words.
-#[derive(Clone)]
-pub struct Image(pub Box<[u64; STORE_WORDS]>);
+/// A store's bytes as 8-byte words, built by the tests.
+#[cfg(test)]
+pub(crate) struct Image(pub Box<[u64; STORE_WORDS]>);
 
+#[cfg(test)]
 impl Image {
     /// All zeros.
     pub fn zeroed() -> Image {
@@ -236,6 +237,7 @@ impl Image {
     }
 }
 
+#[cfg(test)]
 impl StoreWords for Image {
     fn u64_at(&self, off: usize) -> u64 {
         self.0[off / 8]
