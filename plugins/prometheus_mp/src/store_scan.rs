@@ -76,6 +76,10 @@ impl DirStamp {
     }
 }
 
+/// Store files of the directory and their inodes, shared by a listing and the scans that
+/// reuse it (no copy of the paths per scrape).
+type StoreFiles = std::sync::Arc<[(PathBuf, u64)]>;
+
 /// A listing of the directory's store files, reused while the directory keeps the stamp it had
 /// before it was listed: creating, removing or renaming an entry sets the directory's
 /// modification time. File systems keep that time at a coarse granularity (a clock tick, or a
@@ -91,7 +95,7 @@ struct Listing {
     /// another (NFS and the like), a changed directory may show its old time for a while, so
     /// its listing is never reused.
     local: bool,
-    files: Vec<(PathBuf, u64)>,
+    files: StoreFiles,
 }
 
 /// How old a directory's modification time must be when it is listed for the listing to be
@@ -166,7 +170,7 @@ impl StoreScan {
         let euid = sys::euid();
         let mut stores = Vec::new();
         let mut open = self.open.lock_unpoisoned();
-        for (path, inode) in &files {
+        for (path, inode) in files.iter() {
             if let Some(view) = self.read_one(&mut open, path, *inode, now, euid) {
                 stores.push(view);
             }
@@ -181,7 +185,7 @@ impl StoreScan {
     /// followed) and their inodes. The listing of the previous scan is reused while the
     /// directory is unchanged (see [`Listing`]): one `statx` instead of an `open`, the
     /// `getdents` and a `close`.
-    fn store_files(&self) -> std::io::Result<Vec<(PathBuf, u64)>> {
+    fn store_files(&self) -> std::io::Result<StoreFiles> {
         let dir = &self.config.dir;
         let stamp = DirStamp::of(&fs::metadata(dir)?);
         let mut listing = self.listing.lock_unpoisoned();
@@ -199,6 +203,7 @@ impl StoreScan {
             }
             files.push((entry.path(), entry.ino()));
         }
+        let files: StoreFiles = files.into();
         *listing = Some(Listing {
             stamp,
             started,
