@@ -550,21 +550,23 @@ impl ThreadSlots {
     /// The slot of `thread` (Fibonacci hashing: thread pointers are aligned and far apart).
     #[inline(always)]
     fn index(thread: usize) -> usize {
+        // The top bits of the product; `%` states the bound the shift already ensures.
         ((thread as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             >> (64 - THREAD_SLOTS.trailing_zeros())) as usize
+            % THREAD_SLOTS
     }
 
     /// The lane of `thread`, if it holds its slot.
     #[inline(always)]
     fn lane(&self, thread: usize) -> Option<*const Lane> {
-        let slot = &self.slots[Self::index(thread) % THREAD_SLOTS];
+        let slot = &self.slots[Self::index(thread)];
         (slot.thread.load(Ordering::Acquire) == thread)
             .then(|| slot.lane.load(Ordering::Relaxed).cast_const())
     }
 
     /// Gives `thread`'s slot to it for `lane`, if the slot is free: its index.
     fn claim(&self, thread: usize, lane: &Lane) -> Option<usize> {
-        let index = Self::index(thread) % THREAD_SLOTS;
+        let index = Self::index(thread);
         let slot = &self.slots[index];
         slot.thread
             .compare_exchange(0, thread, Ordering::Acquire, Ordering::Relaxed)
