@@ -174,12 +174,12 @@ impl Drop for Server {
     }
 }
 
-/// `send(2)` with `MSG_NOSIGNAL`.
+/// `send(2)` with `MSG_NOSIGNAL` (the waker's byte; responses go out with [`send_from`]).
 fn send(fd: i32, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: send(2) reads at most `buf.len()` bytes from `buf.as_ptr()`, and the borrow of
     // `buf` keeps exactly those bytes alive and unchanged for the call. Every caller passes the
-    // `as_raw_fd()` of a socket it holds a reference to across the call (the server's waker, a
-    // connection's stream), so `fd` is open and is that socket, not a recycled descriptor.
+    // `as_raw_fd()` of a socket it holds a reference to across the call (the server's waker),
+    // so `fd` is open and is that socket, not a recycled descriptor.
     // `MSG_NOSIGNAL` turns a write to a closed peer into EPIPE instead of SIGPIPE.
     let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
     if n < 0 {
