@@ -1053,6 +1053,10 @@ impl StagingQueue {
             // SAFETY: the lanes of this queue live as long as it does.
             let lane = unsafe { &*lane };
             let mut block = lane.drainer.0.first.load(Ordering::Relaxed);
+            // Only this drainer fills the spare and only the producer empties it, so a spare
+            // seen filled is not offered again (a locked instruction per block otherwise): the
+            // block goes to the free list, which the producer takes from too.
+            let mut spare_free = lane.spare.load(Ordering::Relaxed).is_null();
             loop {
                 // SAFETY: as in the walk above.
                 let next = unsafe { (*block).next.load(Ordering::Acquire) };
@@ -1060,13 +1064,18 @@ impl StagingQueue {
                 if next.is_null() || unsafe { (*next).base.load(Ordering::Relaxed) } > head {
                     break;
                 }
-                let to_spare = lane.spare.compare_exchange(
-                    ptr::null_mut(),
-                    block,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                );
-                if to_spare.is_err() {
+                let to_spare = spare_free
+                    && lane
+                        .spare
+                        .compare_exchange(
+                            ptr::null_mut(),
+                            block,
+                            Ordering::Release,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok();
+                spare_free &= !to_spare;
+                if !to_spare {
                     // SAFETY: the block is live and no lane reaches it any more.
                     unsafe { (*block).next.store(freed_first, Ordering::Relaxed) };
                     if freed_first.is_null() {
