@@ -24,13 +24,13 @@
 //! masked `read_pos` that moved cannot have come back to the value seen before, and comparing
 //! the values seen by consecutive pushes detects every reader that read anything.
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::event::Event;
-use crate::exporter::{Exporter, FlushOutcome, LossCause};
+use crate::exporter::{Exporter, FlushOutcome, LossCause, Reason};
 use crate::ring::loss_file::LossFile;
 use crate::ring::RingWriter;
 
@@ -41,7 +41,7 @@ pub struct BufferExporter {
     agent: String,
     capacity: usize,
     /// The reason given for a flush larger than the ring, rendered once.
-    oversize_reason: String,
+    oversize_reason: Arc<str>,
     /// Why the last flush lost events, `None` when it lost none (see
     /// [`BufferExporter::loss_cause`]).
     last_loss: Option<Loss>,
@@ -89,7 +89,8 @@ impl BufferExporter {
                 "the ring was empty, but one flush had more events than its {} usable slots: \
                  raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
                 capacity - 1
-            ),
+            )
+            .into(),
             last_loss: None,
             warned_recreate: false,
             checked_at: Instant::now(),
@@ -257,11 +258,11 @@ impl BufferExporter {
             return LossCause::default();
         };
         match loss {
-            Loss::Oversize => LossCause::Refused(Cow::Owned(self.oversize_reason.clone())),
-            Loss::ReaderBehind => LossCause::Refused(Cow::Borrowed(
+            Loss::Oversize => LossCause::Refused(Reason::Rendered(self.oversize_reason.clone())),
+            Loss::ReaderBehind => LossCause::Refused(Reason::Fixed(
                 "the ring is full: its reader is not keeping up",
             )),
-            Loss::NoReader => LossCause::NoReader(Cow::Borrowed(
+            Loss::NoReader => LossCause::NoReader(Reason::Fixed(
                 "no reader has read from the ring since it was created",
             )),
             // The recreation warning says it.

@@ -3,8 +3,9 @@
 //! [`nop`] (`NOP`), gzip JSONL segments ([`trace`], `TRACE`), or an exporter plug-in loaded by
 //! name ([`plugin`]).
 
-use std::borrow::Cow;
+use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::env::Lookup;
 use crate::error::{Error, Result};
@@ -58,18 +59,37 @@ impl FlushOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LossCause {
     /// The exporter did not take them, for this reason: the collector warns once.
-    Refused(Cow<'static, str>),
+    Refused(Reason),
     /// Nobody reads what the exporter writes (a `BUFFER` ring that no reader has consumed
     /// from since it was created): the common case of telemetry left on with no reader
     /// attached, which the collector reports once at INFO instead of warning.
-    NoReader(Cow<'static, str>),
+    NoReader(Reason),
     /// The exporter has reported this loss itself.
     AlreadyReported,
 }
 
 impl Default for LossCause {
     fn default() -> LossCause {
-        LossCause::Refused(Cow::Borrowed("the exporter did not accept them"))
+        LossCause::Refused(Reason::Fixed("the exporter did not accept them"))
+    }
+}
+
+/// The text of a [`LossCause`]: fixed, or rendered once by its exporter and shared, so that
+/// giving it at every flush that loses events neither allocates nor copies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A text known at compile time.
+    Fixed(&'static str),
+    /// A text the exporter rendered once (for example with its capacity in it).
+    Rendered(Arc<str>),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reason::Fixed(text) => text,
+            Reason::Rendered(text) => text,
+        })
     }
 }
 
