@@ -219,8 +219,16 @@ fill_calls(const regime &r) {
     return r.full ? r.capacity / 4 : 1;
 }
 
+/**
+ * NIXL flushes from one thread, its periodic task, and its drain hands out a vector that the
+ * next drain clears: producers that flush (the cache-resident regimes) take turns, as ours
+ * serialises flushes itself. Two concurrent drains of the model race on that vector (a run
+ * once looped forever).
+ */
 void
 flush_side(baseline::telemetry &b) {
+    static std::mutex one_flush_at_a_time;
+    std::lock_guard<std::mutex> lock(one_flush_at_a_time);
     b.flushPendingEvents();
 }
 
