@@ -11,7 +11,7 @@ use crate::event::{Event, EventType};
 use crate::exporter::{Exporter, LossCause};
 use crate::filter::MetricMask;
 use crate::fork::Generation;
-use crate::staging::StagingQueue;
+use crate::staging::{FastPath, StagingQueue};
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
 
@@ -84,6 +84,9 @@ pub struct Collector {
     mask: MetricMask,
     /// The fork generation of the process that created the collector.
     generation: Generation,
+    /// The staging queue's fast path, one load away from the handle (`inner` keeps the queue
+    /// alive as long as this).
+    fast_path: FastPath,
     flusher: Option<Worker>,
     exporter_name: String,
 }
@@ -209,6 +212,7 @@ impl Collector {
         Ok(Collector {
             mask: config.enabled_metrics,
             generation,
+            fast_path: inner.queue.fast_path(),
             inner,
             flusher: Some(flusher),
             exporter_name,
@@ -330,7 +334,8 @@ impl Collector {
             return None;
         }
         let all = xfer_events(xfer_time_us, is_write, bytes, post_time_us);
-        Some(match self.inner.queue.try_push_in_place(&all)? {
+        // SAFETY: `self.inner` keeps the queue alive.
+        Some(match unsafe { self.fast_path.try_push_in_place(&all) }? {
             true => Recorded::Accepted,
             false => Recorded::Dropped,
         })
