@@ -1,7 +1,7 @@
 //! `NOP`: the collect-only exporter (the default without `NIXL_TELEMETRY_DIR`).
 
 use crate::event::Event;
-use crate::exporter::Exporter;
+use crate::exporter::{Exporter, FlushOutcome};
 
 /// The collect-only exporter: keeps nothing, loses nothing.
 #[derive(Debug, Default)]
@@ -12,7 +12,39 @@ impl Exporter for NopExporter {
         events.len()
     }
 
+    /// Counts the flush's events without joining them into one batch first (the default
+    /// copies every staged event, about 9 MB per flush for two threads recording flat out at a
+    /// 1 ms run interval).
+    fn export_flush(
+        &mut self,
+        runs: &[&[Event]],
+        report: Option<Event>,
+        _: &mut Vec<Event>,
+    ) -> FlushOutcome {
+        FlushOutcome::kept(runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize)
+    }
+
     fn name(&self) -> &str {
         "NOP"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+
+    #[test]
+    fn a_flush_is_kept_whole_without_being_copied() {
+        let events: Vec<Event> = (0..1000)
+            .map(|i| Event::new(EventType::AgentTxBytes, i))
+            .collect();
+        let runs = [&events[..600], &events[600..]];
+        let report = Event::new(EventType::AgentTelemetryEventsDropped, 3);
+        let mut scratch = Vec::new();
+        let outcome = NopExporter.export_flush(&runs, Some(report), &mut scratch);
+        assert_eq!(outcome, FlushOutcome::kept(1001));
+        assert_eq!(scratch.capacity(), 0, "the events were copied");
+        assert_eq!(NopExporter.export_flush(&[], None, &mut scratch).kept, 0);
     }
 }
