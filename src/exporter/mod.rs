@@ -86,7 +86,7 @@ pub enum Reason {
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Reason::Fixed(text) => text,
             Reason::Rendered(text) => text,
         })
