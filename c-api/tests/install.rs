@@ -376,6 +376,7 @@ fn the_benchmark_script_runs_in_quick_mode() {
         "2 producers, 50 us drain",
         "cache-resident, 1 producer",
         "cache-resident, 2 producers",
+        "append floor: plain stores, no queue",
         "flush 4096 into ring (ns per flush)",
     ] {
         let row = table
@@ -391,8 +392,9 @@ fn the_benchmark_script_runs_in_quick_mode() {
         assert_eq!(numbers.len(), 6, "{row}");
         assert!(numbers.iter().all(|v| *v > 0.0), "{row}");
     }
-    // 7 producer regimes, 2 cache-resident, the ring flush and the 2 memory rows.
-    assert_eq!(table.len(), 12, "{stdout}");
+    // 7 producer regimes, 2 cache-resident, the append floor, the ring flush and the 2 memory
+    // rows.
+    assert_eq!(table.len(), 13, "{stdout}");
     assert!(
         table.iter().filter(|l| l.starts_with("memory MB")).count() == 2,
         "{stdout}"
