@@ -22,13 +22,20 @@ fn a_forked_child_serves_its_own_collector_and_keeps_no_port_of_the_parent() {
     let parent = collector_with("parent", 4096, Duration::from_millis(1));
     let child_port = free_port();
     let stop = AtomicBool::new(false);
+    let recording = AtomicBool::new(false);
     let mut child = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                parent.add_xfer_stats(10, true, 100, 1);
-                std::thread::sleep(Duration::from_micros(50));
+        scope.spawn(|| loop {
+            parent.add_xfer_stats(10, true, 100, 1);
+            recording.store(true, Ordering::Release);
+            if stop.load(Ordering::Relaxed) {
+                break;
             }
+            std::thread::sleep(Duration::from_micros(50));
         });
+        // Fork while the thread records (before, it could fork before its first transfer).
+        while !recording.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         let mut child = forked::fork(|side| {
             assert!(parent.inherited());
             parent.flush(); // does nothing on the parent's collector
@@ -49,6 +56,9 @@ fn a_forked_child_serves_its_own_collector_and_keeps_no_port_of_the_parent() {
     let s = scrape(child_port);
     assert_eq!(s.agents(), ["child"], "{}", s.body);
     assert_eq!(s.get("agent_tx_bytes_total", "child", &[]), 7.0);
+    // What the parent recorded reaches its series at a flush: one now, so that the scrape does
+    // not depend on the flush thread having run since (the child can be ready within 1 ms).
+    parent.flush();
     let p = scrape(parent_port);
     assert_eq!(p.agents(), ["parent"], "{}", p.body);
     assert!(p.get("agent_tx_bytes_total", "parent", &[]) > 0.0);
