@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::{self, Config};
 use crate::error::{Error, Result, Status};
 use crate::event::{Event, EventType};
-use crate::exporter::{Exporter, LossCause};
+use crate::exporter::{flush_len, Exporter, LossCause};
 use crate::filter::MetricMask;
 use crate::fork::Generation;
 use crate::staging::{FastPath, StagingQueue};
@@ -319,7 +319,7 @@ impl Collector {
 
     /// [`Collector::stage_xfer_stats`] in its common cases, for the C entry point to run
     /// before its panic boundary: every metric active, a collector of this process, and a
-    /// thread lane with room, or a full queue ([`StagingQueue::try_push_in_place`]). `None`,
+    /// thread lane with room, or a full queue ([`FastPath::try_push_in_place`]). `None`,
     /// having changed nothing, when [`Collector::stage_xfer_stats`] must decide. Loads,
     /// compares and stores only: it cannot panic.
     #[inline(always)]
@@ -421,7 +421,7 @@ impl Inner {
             self.drop_reports.fetch_add(1, Ordering::Relaxed);
         }
         let (len, outcome) = self.queue.drain(|runs| {
-            let len = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
+            let len = flush_len(runs, report);
             (len, exporter.export_flush(runs, report, scratch))
         });
         let kept = outcome.kept.min(len);

@@ -38,7 +38,7 @@
 //!   A thread's events are drained in the order it recorded them; threads lane after lane.
 //! * **Threads.** A thread finds its lane through a thread-local cache (the last queue used is
 //!   one compare away; several collectors in a process are a short search), and the C entry
-//!   points' fast path ([`StagingQueue::try_push_in_place`]) finds it without a thread-local
+//!   points' fast path ([`FastPath::try_push_in_place`]) finds it without a thread-local
 //!   access, in the queue's slots keyed by the thread pointer ([`ThreadSlots`]: in a shared
 //!   library a thread-local access is a call to `__tls_get_addr`). Its first call
 //!   claims a lane left by an exited thread or links a new one into the queue's lock-free list
@@ -581,14 +581,28 @@ impl ThreadSlots {
     fn clear(&self, index: usize) {
         self.slots[index].thread.store(0, Ordering::Release);
     }
+}
 
-    /// [`StagingQueue::try_push_in_place`] of the queue these slots belong to.
+/// A queue's thread slots, kept by the caller beside the queue ([`StagingQueue::fast_path`]):
+/// the producer fast path, one pointer load closer to the slots than through the queue, which
+/// the C entry points' call shows.
+#[derive(Clone)]
+pub struct FastPath(Arc<ThreadSlots>);
+
+impl FastPath {
+    /// The common cases of [`StagingQueue::try_push_batch`], for callers that must not unwind
+    /// (the C entry points run it before their panic boundary): `Some(true)` when `batch` was
+    /// staged in this thread's lane, in the block and with the credit the lane already holds;
+    /// `Some(false)` when it was refused and counted as dropped (the queue is full); `None`,
+    /// having changed nothing, when [`StagingQueue::try_push_batch`] must decide (a thread's
+    /// first call, a new block, more credit). Loads, compares and stores only, with no call on
+    /// its path and nothing that can panic.
     ///
     /// # Safety
-    /// That queue is alive (its lanes' blocks are freed with it).
+    /// The queue this came from is alive (its lanes' blocks are freed with it).
     #[inline(always)]
-    unsafe fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
-        let lane = self.lane(thread_pointer()?)?;
+    pub unsafe fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
+        let lane = self.0.lane(thread_pointer()?)?;
         // SAFETY: this thread holds the slot, so the lane is the one its cache holds (it clears
         // the slot before letting the lane go), and its blocks are alive with the queue (the
         // caller's contract).
@@ -607,23 +621,6 @@ impl ThreadSlots {
             return Some(lane.refuse(n));
         }
         None
-    }
-}
-
-/// A queue's thread slots, kept by the caller beside the queue ([`StagingQueue::fast_path`]):
-/// the fast path is then one pointer load closer, which the C entry points' call shows.
-#[derive(Clone)]
-pub struct FastPath(Arc<ThreadSlots>);
-
-impl FastPath {
-    /// [`StagingQueue::try_push_in_place`] of the queue this came from.
-    ///
-    /// # Safety
-    /// That queue is alive.
-    #[inline(always)]
-    pub unsafe fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.try_push_in_place(batch) }
     }
 }
 
@@ -887,21 +884,8 @@ impl StagingQueue {
         }
     }
 
-    /// The common cases of [`Self::try_push_batch`], for callers that must not unwind (the C
-    /// entry points run it before their panic boundary): `Some(true)` when `batch` was staged
-    /// in this thread's lane, in the block and with the credit the lane already holds;
-    /// `Some(false)` when it was refused and counted as dropped (the queue is full); `None`,
-    /// having changed nothing, when [`Self::try_push_batch`] must decide (a thread's first
-    /// call, a new block, more credit). Loads, compares and stores only, with no call on its
-    /// path and nothing that can panic.
-    #[inline(always)]
-    pub fn try_push_in_place<const N: usize>(&self, batch: &[Event; N]) -> Option<bool> {
-        // SAFETY: these are this queue's slots, and the queue is alive.
-        unsafe { self.threads.try_push_in_place(batch) }
-    }
-
-    /// This queue's way to [`Self::try_push_in_place`] for a caller that keeps it beside the
-    /// queue, one pointer load closer to its thread slots.
+    /// This queue's producer fast path ([`FastPath::try_push_in_place`]), for a caller that
+    /// keeps it beside the queue.
     pub fn fast_path(&self) -> FastPath {
         FastPath(self.threads.clone())
     }
@@ -1635,8 +1619,8 @@ mod tests {
         // a slot left to an exited thread would let a new one write into a lane another
         // thread holds.
         churn_while_flushing(|q, b| {
-            q.try_push_in_place(b)
-                .unwrap_or_else(|| q.try_push_batch(b))
+            // SAFETY: the queue is alive for the call.
+            unsafe { q.fast_path().try_push_in_place(b) }.unwrap_or_else(|| q.try_push_batch(b))
         });
     }
 
