@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::event::Event;
-use crate::exporter::{Exporter, FlushOutcome, LossCause, Reason};
+use crate::exporter::{flush_len, Exporter, FlushOutcome, LossCause, Reason};
 use crate::ring::loss_file::LossFile;
 use crate::ring::RingWriter;
 
@@ -219,7 +219,7 @@ impl BufferExporter {
     /// Pushes one flush into the ring and returns how many events it kept, noting the cause of
     /// any loss.
     fn push_flush(&mut self, runs: &[&[Event]], report: Option<Event>) -> usize {
-        let total = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
+        let total = flush_len(runs, report);
         self.last_loss = None;
         // One clock read per flush, for the checks' and the loss file's intervals.
         let now = Instant::now();

@@ -129,6 +129,11 @@ pub trait Exporter: Send {
     }
 }
 
+/// How many events one flush hands its exporter: its staged `runs`, then its drop `report`.
+pub fn flush_len(runs: &[&[Event]], report: Option<Event>) -> usize {
+    runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize
+}
+
 /// The default export of one flush: nothing to export calls [`Exporter::tick`] and keeps 0;
 /// otherwise the runs and the report are joined into one batch (in `scratch`, reused across
 /// flushes) for [`Exporter::export_batch`]. Returns how many events were kept.

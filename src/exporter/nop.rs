@@ -1,7 +1,7 @@
 //! `NOP`: the collect-only exporter (the default without `NIXL_TELEMETRY_DIR`).
 
 use crate::event::Event;
-use crate::exporter::{Exporter, FlushOutcome};
+use crate::exporter::{flush_len, Exporter, FlushOutcome};
 
 /// The collect-only exporter: keeps nothing, loses nothing.
 #[derive(Debug, Default)]
@@ -23,7 +23,7 @@ impl Exporter for NopExporter {
         report: Option<Event>,
         _: &mut Vec<Event>,
     ) -> FlushOutcome {
-        let kept = runs.iter().map(|r| r.len()).sum::<usize>() + report.is_some() as usize;
+        let kept = flush_len(runs, report);
         if kept == 0 {
             self.tick();
         }
