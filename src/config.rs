@@ -300,4 +300,30 @@ pub(crate) mod tests {
         };
         assert!(bad.config(&env).is_err());
     }
+
+    #[test]
+    fn core_defaults_match_the_readers() {
+        use crate::config::{DEFAULT_BUFFER_SIZE, DEFAULT_RUN_INTERVAL};
+        use crate::settings::find;
+        use crate::exporter::trace::{TraceExporterConfig, DEFAULT_TRACE_PATH};
+        let default = |name: &str| find(name).unwrap().default.unwrap();
+        assert_eq!(
+            default("NIXL_TELEMETRY_BUFFER_SIZE"),
+            DEFAULT_BUFFER_SIZE.to_string()
+        );
+        assert_eq!(
+            default("NIXL_TELEMETRY_RUN_INTERVAL"),
+            DEFAULT_RUN_INTERVAL.as_millis().to_string()
+        );
+        let trace = TraceExporterConfig::default();
+        assert_eq!(default("NIXL_TELEMETRY_TRACE_PATH"), DEFAULT_TRACE_PATH);
+        assert_eq!(
+            default("NIXL_TELEMETRY_TRACE_ROLL_BYTES"),
+            trace.roll_bytes.to_string()
+        );
+        assert_eq!(
+            default("NIXL_TELEMETRY_TRACE_MAX_SEGMENTS"),
+            trace.max_segments.to_string()
+        );
+    }
 }

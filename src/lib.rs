@@ -23,27 +23,21 @@
 //! FPM payload's request blocks, which cbindgen names in C; and the exporter plug-in ABI
 //! ([`plugin::abi`]), through which the loader calls plug-ins.
 
-mod c_string;
 pub mod collector;
 pub mod config;
-pub mod constants;
-pub mod env;
-pub mod error;
-pub mod event;
 pub mod exporter;
 pub mod ffi;
 pub mod filter;
-pub mod fork;
 pub mod fpm;
-pub mod logging;
-pub mod owner_only;
 pub mod plugin;
 pub mod ring;
 pub mod segments;
-pub mod settings;
 pub mod staging;
-pub mod sync;
-mod worker;
+
+// What the core shares with the plug-ins lives in `nixl-telemetry-base`, one level down; its
+// modules keep their paths here (`nixl_telemetry::event`, `crate::fork`, ...).
+use nixl_telemetry_base::{c_string, worker};
+pub use nixl_telemetry_base::{constants, env, error, event, fork, logging, owner_only, settings, sync};
 
 pub use collector::{Collector, CollectorStats, Recorded};
 pub use config::Config;

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use nixl_telemetry::plugin::author::CreateError;
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::plugin::author::CreateError;
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
 
 use crate::pusher::{Payload, PushConfig, Pusher};

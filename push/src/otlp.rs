@@ -423,7 +423,7 @@ impl Payload for Otlp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::Event;
+    use nixl_telemetry_base::Event;
     use nixl_telemetry_series::{AgentSeries, Buckets};
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess;
 
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn a_partial_success_is_logged_once_per_distinct_message() {
-        let env = nixl_telemetry::env::fixed_env(&[]);
+        let env = nixl_telemetry_base::env::fixed_env(&[]);
         let config = OtlpConfig::from_env(&env, &env).unwrap();
         let mut p = Otlp::new(Box::new(Vec::new), Vec::new(), &config, "h");
         p.sent(&[]);
@@ -453,7 +453,7 @@ mod tests {
 
     #[test]
     fn delta_subtracts_counters_and_histograms_and_keeps_gauges() {
-        use nixl_telemetry::EventType::*;
+        use nixl_telemetry_base::EventType::*;
         let s = AgentSeries::new("a", "h", Buckets::default());
         s.apply(&[Event::new(AgentTxBytes, 10), Event::new(AgentXferTime, 30)]);
         let base = s.snapshot();

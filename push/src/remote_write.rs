@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::pusher::{Payload, PushConfig, PushStatsSnapshot, PUSH_COUNTERS};
 use crate::rows::{Labels, Source};
 use crate::target::{millis, Body, Target, TargetVars};
-use nixl_telemetry::env::Lookup;
+use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_series::{families, for_each_sample, AgentSnapshot};
 use prost::Message;
 
@@ -198,7 +198,7 @@ impl Payload for RemoteWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
 
     #[test]

@@ -1,7 +1,7 @@
 //! What the push exporters push: snapshots with their labels ([`Source`]), and the workload
 //! label this process adds (`local_rank`).
 
-use nixl_telemetry::env::Lookup;
+use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_series::AgentSnapshot;
 
 /// Label (or attribute) names and values of one set of series.
@@ -21,7 +21,7 @@ pub fn rank_label(settings: Lookup) -> Result<Option<(String, String)>, String> 
     let var = settings(ENV_RANK_ENV)
         .map_err(|e| e.message)?
         .unwrap_or_else(|| "LOCAL_RANK".to_owned());
-    let value = nixl_telemetry::env::environment(&var).map_err(|e| e.message)?;
+    let value = nixl_telemetry_base::env::environment(&var).map_err(|e| e.message)?;
     Ok(value
         .filter(|v| !v.is_empty())
         .map(|v| ("local_rank".to_owned(), v)))

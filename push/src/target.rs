@@ -415,13 +415,13 @@ mod tests {
 /// Reads a duration in milliseconds from setting `var` (default `default_ms`); 0 is refused
 /// when `positive`.
 pub fn millis(
-    settings: nixl_telemetry::env::Lookup,
+    settings: nixl_telemetry_base::env::Lookup,
     var: &str,
     default_ms: u64,
     positive: bool,
 ) -> Result<std::time::Duration, String> {
     let ms = match settings(var).map_err(|e| e.message)? {
-        Some(v) => nixl_telemetry::env::parse_u64(var, &v).map_err(|e| e.message)?,
+        Some(v) => nixl_telemetry_base::env::parse_u64(var, &v).map_err(|e| e.message)?,
         None => default_ms,
     };
     if positive && ms == 0 {
@@ -453,7 +453,7 @@ impl Target {
     /// The target the variables `vars` describe, read through `settings`; every invalid
     /// value, missing file or contradiction is an error naming the variable.
     pub fn from_settings(
-        settings: nixl_telemetry::env::Lookup,
+        settings: nixl_telemetry_base::env::Lookup,
         vars: &TargetVars,
         default_timeout_ms: u64,
     ) -> Result<Target, String> {

@@ -5,9 +5,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use nixl_telemetry::env::Lookup;
-use nixl_telemetry::error::{Error, Result};
-use nixl_telemetry::settings::process_settings;
+use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::error::{Error, Result};
+use nixl_telemetry_base::settings::process_settings;
 
 /// `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: comma-separated, strictly increasing, positive
 /// microsecond upper bounds of the transfer-time histogram buckets.
@@ -201,7 +201,7 @@ mod tests {
         }
         let env = |_: &str| Ok(Some("5,4".to_string()));
         let e = Buckets::from_lookup(&env).unwrap_err();
-        assert_eq!(e.status, nixl_telemetry::Status::InvalidParam);
+        assert_eq!(e.status, nixl_telemetry_base::Status::InvalidParam);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::buckets::Buckets;
 use crate::labels::WorkloadLabels;
-use nixl_telemetry::event::{Event, EventType, EVENT_TYPE_COUNT};
+use nixl_telemetry_base::event::{Event, EventType, EVENT_TYPE_COUNT};
 
 /// The events feeding a histogram, in exposition order (`agent_xfer_time_us`,
 /// `agent_xfer_post_time_us`).

@@ -21,8 +21,8 @@
 
 use std::sync::Arc;
 
-use nixl_telemetry::env::Lookup;
-use nixl_telemetry::settings::process_settings;
+use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings::process_settings;
 
 /// `NIXL_TELEMETRY_LABELS`: explicit workload labels, `key=value,...`.
 pub const ENV_LABELS: &str = "NIXL_TELEMETRY_LABELS";
@@ -307,7 +307,7 @@ pub fn truncate_str(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::env::fixed_env;
+    use nixl_telemetry_base::env::fixed_env;
 
     fn labels(
         settings: &[(&str, &str)],
@@ -392,21 +392,21 @@ mod tests {
         );
         // A long job name is truncated with a warning, not fatal.
         let long = "n".repeat(300);
-        let (l, logged) = nixl_telemetry::logging::capture(|| {
+        let (l, logged) = nixl_telemetry_base::logging::capture(|| {
             labels(&[(ENV_LABELS_FROM, "slurm")], &[("SLURM_JOB_NAME", &long)]).unwrap()
         });
         assert_eq!(l[0].1.len(), MAX_VALUE_BYTES);
-        let w = nixl_telemetry::logging::warnings(&logged);
+        let w = nixl_telemetry_base::logging::warnings(&logged);
         assert!(
             w.len() == 1 && w[0].contains("SLURM_JOB_NAME is longer than 256"),
             "{w:?}"
         );
         // A source none of whose variables is set: no label, one warning naming them.
-        let (l, logged) = nixl_telemetry::logging::capture(|| {
+        let (l, logged) = nixl_telemetry_base::logging::capture(|| {
             labels(&[(ENV_LABELS_FROM, "kubernetes")], &[]).unwrap()
         });
         assert!(l.is_empty());
-        let w = nixl_telemetry::logging::warnings(&logged);
+        let w = nixl_telemetry_base::logging::warnings(&logged);
         assert!(
             w.len() == 1 && w[0].contains("names kubernetes but none of POD_NAME"),
             "{w:?}"

@@ -8,7 +8,7 @@
 //! Per agent, the series are cumulative `_total` counters, last-operation gauges, the two
 //! transfer-time histograms, the `agent_errors_total{status}` family and the dropped-events
 //! counter, all named by the core's shared metric descriptor
-//! ([`nixl_telemetry::METRIC_DESCRIPTORS`]).
+//! ([`nixl_telemetry_base::METRIC_DESCRIPTORS`]).
 //!
 //! - [`buckets`]: histogram bounds (defaults, `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`).
 //! - [`engine`]: one agent's series ([`AgentSeries`]), updated lock-free from event batches,
@@ -34,7 +34,7 @@ pub mod text;
 
 use std::sync::OnceLock;
 
-use nixl_telemetry::event::{EventType, ERRORS_SERIES};
+use nixl_telemetry_base::event::{EventType, ERRORS_SERIES};
 
 use engine::AgentSnapshot as Snapshot;
 

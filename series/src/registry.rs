@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::{AgentSeries, AgentSnapshot};
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// An agent of this name is already registered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl Registry {
 mod tests {
     use super::*;
     use crate::Buckets;
-    use nixl_telemetry::event::{Event, EventType};
+    use nixl_telemetry_base::event::{Event, EventType};
 
     fn agent(name: &str) -> Arc<AgentSeries> {
         Arc::new(AgentSeries::new(name, "h", Buckets::default()))

@@ -284,7 +284,7 @@ pub fn parse(body: &str) -> Result<Vec<Sample>, String> {
 mod tests {
     use super::*;
     use crate::{AgentSeries, Buckets};
-    use nixl_telemetry::event::{Event, EventType};
+    use nixl_telemetry_base::event::{Event, EventType};
     use std::collections::BTreeSet;
 
     fn agent(name: &str) -> AgentSeries {

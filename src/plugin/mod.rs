@@ -6,13 +6,12 @@
 //! - [`loader`]: finds `libtelemetry_exporter_<NAME>.so` by name, validates its descriptor
 //!   (`abi`: the C ABI types) and hands a version-2 plug-in to `nixl_cpp`.
 //!
-//! Beside them: the services hosts give plug-ins ([`host`]) and the helpers for writing
-//! plug-ins in Rust ([`author`]). The exporter around a loaded plug-in is
+//! The plug-in ABI's types ([`abi`]), the services hosts give plug-ins ([`host`]) and the
+//! helpers for writing plug-ins in Rust ([`author`]) are `nixl-telemetry-base`'s, which plug-ins
+//! link instead of this crate. The exporter around a loaded plug-in is
 //! [`crate::exporter::PluginExporter`].
 
-pub mod abi;
-pub mod author;
-pub mod host;
+pub use nixl_telemetry_base::plugin::{abi, author, host};
 mod library;
 mod loader;
 mod nixl_cpp;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use nixl_telemetry::env::Lookup;
+use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_series::endpoint::address_from_env;
 use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
@@ -144,7 +144,7 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> std::result::Result<DocaConfig, String> {
-        let env = nixl_telemetry::env::fixed_env(pairs);
+        let env = nixl_telemetry_base::env::fixed_env(pairs);
         DocaConfig::from_lookup(&env)
     }
 

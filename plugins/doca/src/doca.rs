@@ -115,8 +115,8 @@
 //! directory `/opt/mellanox/doca/lib/<arch>-linux-gnu`. Libraries are opened `RTLD_NOW |
 //! RTLD_LOCAL` and never closed (a loaded set is reused for the rest of the process).
 
-use nixl_telemetry::fork::LockOrder;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::fork::LockOrder;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -384,7 +384,7 @@ static LOADED: Mutex<Vec<(Option<PathBuf>, &'static DocaApi)>> = Mutex::new(Vec:
 /// Loads (or reuses) DOCA's libraries from `dir` (see the module documentation) and resolves
 /// every symbol used. The error says what is missing.
 pub fn load(dir: Option<&Path>) -> Result<&'static DocaApi, String> {
-    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &LOADED);
+    nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &LOADED);
     let mut loaded = LOADED.lock_unpoisoned();
     if let Some((_, api)) = loaded.iter().find(|(d, _)| d.as_deref() == dir) {
         return Ok(api);

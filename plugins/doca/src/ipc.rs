@@ -34,13 +34,13 @@ use std::cell::Cell;
 use std::ffi::{c_char, CStr, CString};
 use std::sync::{Mutex, MutexGuard};
 
-use nixl_telemetry::event::{EventType, EVENT_TYPE_COUNT};
-use nixl_telemetry::Event;
+use nixl_telemetry_base::event::{EventType, EVENT_TYPE_COUNT};
+use nixl_telemetry_base::Event;
 use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
 use crate::config::IpcSettings;
 use crate::doca::{self, BaseHistogramId, DocaApi, DocaError, LabelSetId, Schema, Source};
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// The DOCA schema name.
 pub const SCHEMA_NAME: &CStr = c"nixl_telemetry";

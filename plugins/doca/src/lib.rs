@@ -41,10 +41,10 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::fork::LockOrder;
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::fork::LockOrder;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_series::endpoint::{Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
@@ -54,7 +54,7 @@ pub mod ipc;
 
 use config::{Backends, DocaConfig, IpcSettings};
 use ipc::IpcContext;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// The `scrape` backend's endpoint, shared by every agent of the process.
 static ENDPOINT: SharedEndpoint = SharedEndpoint::new("DOCA");
@@ -104,7 +104,7 @@ struct Process {
     choice: Option<Choice>,
     agents: Vec<String>,
     ipc: Option<Arc<IpcContext>>,
-    /// The fork generation (`nixl_telemetry::fork::generation`) the state belongs to.
+    /// The fork generation (`nixl_telemetry_base::fork::generation`) the state belongs to.
     generation: u64,
 }
 
@@ -119,9 +119,9 @@ static PROCESS: Mutex<Process> = Mutex::new(Process {
 /// context, whose threads and sockets are the parent's) is left behind, never released: the
 /// child's first agent starts afresh.
 fn process() -> MutexGuard<'static, Process> {
-    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &PROCESS);
+    nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &PROCESS);
     let mut p = PROCESS.lock_unpoisoned();
-    let generation = nixl_telemetry::fork::generation();
+    let generation = nixl_telemetry_base::fork::generation();
     if p.generation != generation {
         std::mem::forget(p.ipc.take());
         p.agents.clear();
@@ -248,7 +248,7 @@ impl Drop for DocaExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(DocaExporter);
+nixl_telemetry_base::export_telemetry_plugin!(DocaExporter);
 
 #[cfg(test)]
 mod tests {

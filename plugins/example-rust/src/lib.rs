@@ -6,8 +6,8 @@ use std::ffi::CStr;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::Event;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::Event;
 
 /// The variable naming the output directory.
 const OUT_DIR: &str = "NIXL_TELEMETRY_EXAMPLE_RUST_DIR";
@@ -54,4 +54,4 @@ impl TelemetryPlugin for LineExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(LineExporter);
+nixl_telemetry_base::export_telemetry_plugin!(LineExporter);

@@ -5,9 +5,9 @@
 
 use std::ffi::CStr;
 
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_push::otlp::{Otlp, OtlpConfig};
 use nixl_telemetry_push::AgentPush;
 use nixl_telemetry_series::hostname;
@@ -20,7 +20,7 @@ impl TelemetryPlugin for OtlpExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let config = OtlpConfig::from_env(&nixl_telemetry::env::environment, &process_settings)
+        let config = OtlpConfig::from_env(&nixl_telemetry_base::env::environment, &process_settings)
             .map_err(CreateError::InvalidParam)?;
         let host = hostname();
         let push = AgentPush::start(
@@ -39,4 +39,4 @@ impl TelemetryPlugin for OtlpExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(OtlpExporter);
+nixl_telemetry_base::export_telemetry_plugin!(OtlpExporter);

@@ -19,9 +19,9 @@
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets, WorkloadLabels};
 
@@ -60,4 +60,4 @@ impl TelemetryPlugin for PrometheusExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(PrometheusExporter);
+nixl_telemetry_base::export_telemetry_plugin!(PrometheusExporter);

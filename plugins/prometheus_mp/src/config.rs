@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nixl_telemetry::env::{parse_u64, read_bool, Lookup};
+use nixl_telemetry_base::env::{parse_u64, read_bool, Lookup};
 use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
 use crate::layout::{truncate_str, LOCAL_RANK_LEN, MAX_BUCKETS};
@@ -171,7 +171,7 @@ impl MpConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::env::fixed_env;
+    use nixl_telemetry_base::env::fixed_env;
 
     fn config(pairs: &[(&str, &str)]) -> Result<MpConfig, String> {
         MpConfig::from_lookup(&fixed_env(pairs))
@@ -256,9 +256,9 @@ mod tests {
         assert_eq!(pick(&[d, (ENV_RANK_ENV, ""), ("LOCAL_RANK", "1")]), "");
         assert_eq!(pick(&[d, (ENV_RANK_ENV, "NOPE")]), "");
         let long = "r".repeat(100);
-        let (rank, logged) = nixl_telemetry::logging::capture(|| pick(&[d, ("LOCAL_RANK", &long)]));
+        let (rank, logged) = nixl_telemetry_base::logging::capture(|| pick(&[d, ("LOCAL_RANK", &long)]));
         assert_eq!(rank.len(), 63);
-        let warnings = nixl_telemetry::logging::warnings(&logged);
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
         assert!(warnings.len() == 1 && warnings[0].contains("exceeds 63 bytes"));
         // A huge TTL is clamped, not an error.
         let c = config(&[d, (ENV_STALE_TTL, "18446744073709551615")]).unwrap();

@@ -9,11 +9,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nixl_telemetry::fork::LockOrder;
-use nixl_telemetry::owner_only;
+use nixl_telemetry_base::fork::LockOrder;
+use nixl_telemetry_base::owner_only;
 
 use crate::sys;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// Makes sure `dir` exists; errors are fatal to the exporter's creation.
 pub fn prepare(dir: &Path) -> Result<(), String> {
@@ -40,7 +40,7 @@ fn create(dir: &Path) -> Result<(), String> {
 static WARNED: Mutex<Option<HashSet<(PathBuf, &'static str)>>> = Mutex::new(None);
 
 fn warn_once(dir: &Path, what: &'static str, message: String) {
-    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &WARNED);
+    nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &WARNED);
     let mut warned = WARNED.lock_unpoisoned();
     if warned
         .get_or_insert_with(HashSet::new)
@@ -81,7 +81,7 @@ fn check(dir: &Path, meta: &fs::Metadata) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::logging::{capture, warnings};
+    use nixl_telemetry_base::logging::{capture, warnings};
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

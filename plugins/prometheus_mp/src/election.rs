@@ -35,8 +35,8 @@ use nixl_telemetry_series::text;
 
 use crate::store_scan::StoreScan;
 use crate::sys;
-use nixl_telemetry::fork::Generation;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::fork::Generation;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// How often a process that is not serving tries again.
 pub const RETRY: Duration = Duration::from_millis(200);
@@ -291,7 +291,7 @@ fn claim(path: &Path) -> Result<Option<File>, String> {
 mod tests {
     use super::*;
     use crate::config::{Aggregate, ScanConfig};
-    use nixl_telemetry::logging::{capture, warnings};
+    use nixl_telemetry_base::logging::{capture, warnings};
     use std::net::{Ipv4Addr, TcpListener};
 
     fn election(dir: &Path, port: u16) -> Election {

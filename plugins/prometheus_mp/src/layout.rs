@@ -38,7 +38,7 @@
 //! NIXL writes, and ours when no label is set) is exactly 6,800 bytes and reads without
 //! labels. Bytes after 6,800 that do not start with this magic are ignored.
 
-use nixl_telemetry::event::EVENT_TYPE_COUNT;
+use nixl_telemetry_base::event::EVENT_TYPE_COUNT;
 use nixl_telemetry_series::WorkloadLabels;
 
 /// Size of a store file.

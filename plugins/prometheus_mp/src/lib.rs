@@ -38,17 +38,17 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use nixl_telemetry::fork::LockOrder;
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::fork::LockOrder;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_series::hostname;
 
 use crate::config::{MpConfig, ScanConfig};
 use crate::election::Election;
 use crate::store::{Identity, StoreWriter};
 use crate::store_scan::StoreScan;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// The elections this process takes part in, one per (directory, address), shared by its
 /// agents: one endpoint per process and address, as with the `prometheus` exporter.
@@ -59,7 +59,7 @@ static ELECTIONS: Mutex<Vec<Weak<Election>>> = Mutex::new(Vec::new());
 /// one. Elections inherited through a fork are the parent's: a child takes part in its own.
 pub fn join_election(scan: &ScanConfig, addr: SocketAddr) -> Arc<Election> {
     let dir = std::fs::canonicalize(&scan.dir).unwrap_or_else(|_| scan.dir.clone());
-    nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &ELECTIONS);
+    nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &ELECTIONS);
     let mut all = ELECTIONS.lock_unpoisoned();
     all.retain(|w| w.upgrade().is_some_and(|e| !e.inherited()));
     if let Some(e) = all
@@ -130,4 +130,4 @@ impl TelemetryPlugin for PrometheusMpExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(PrometheusMpExporter);
+nixl_telemetry_base::export_telemetry_plugin!(PrometheusMpExporter);

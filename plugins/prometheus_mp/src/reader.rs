@@ -219,7 +219,7 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::EventType;
+    use nixl_telemetry_base::EventType;
 
     fn valid_image() -> Image {
         let mut img = Image::zeroed();

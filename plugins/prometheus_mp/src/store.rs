@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
-use nixl_telemetry::fork::{replace_in_child, ReplacedInChild};
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_base::fork::{replace_in_child, ReplacedInChild};
+use nixl_telemetry_base::{Event, EventType};
 use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
 
 use crate::layout::*;
@@ -310,7 +310,7 @@ fn create_unnamed(
         libc::open(
             dir_c.as_ptr(),
             libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-            nixl_telemetry::owner_only::FILE_MODE as libc::c_uint,
+            nixl_telemetry_base::owner_only::FILE_MODE as libc::c_uint,
         )
     };
     if fd < 0 {
@@ -463,10 +463,10 @@ mod tests {
     fn long_names_are_truncated_with_one_warning() {
         let dir = tempfile::tempdir().unwrap();
         let name = "n".repeat(1000);
-        let (w, logged) = nixl_telemetry::logging::capture(|| {
+        let (w, logged) = nixl_telemetry_base::logging::capture(|| {
             StoreWriter::create(dir.path(), &identity(&name), &Buckets::default()).unwrap()
         });
-        let warnings = nixl_telemetry::logging::warnings(&logged);
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
         assert_eq!(warnings.len(), 1, "{logged:?}");
         assert!(warnings[0].contains("exceeds 255 chars"), "{}", warnings[0]);
         let bytes = std::fs::read(w.path()).unwrap();

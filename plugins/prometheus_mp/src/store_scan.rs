@@ -39,7 +39,7 @@ use crate::config::{Aggregate, ScanConfig};
 use crate::reader::{OpenStore, ReadOutcome, StoreView};
 use crate::store::is_store_name;
 use crate::sys;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// Files a store scan remembers having warned about (NIXL's bound).
 const WARNED_PATHS: usize = 64;
@@ -435,7 +435,7 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
 mod tests {
     use super::*;
     use crate::store::{Identity, StoreWriter};
-    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{text::parse, Buckets, WorkloadLabels};
     use std::time::Duration;
 
@@ -610,9 +610,9 @@ mod tests {
             Aggregate::None,
         ));
         let (pages, logged) =
-            nixl_telemetry::logging::capture(|| (missing.scrape(), missing.scrape()));
+            nixl_telemetry_base::logging::capture(|| (missing.scrape(), missing.scrape()));
         assert_eq!(pages, (String::new(), String::new()));
-        assert_eq!(nixl_telemetry::logging::warnings(&logged).len(), 1);
+        assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
     }
 
     #[test]
@@ -632,12 +632,12 @@ mod tests {
         std::fs::write(dir.path().join("not-a-store.txt"), "x").unwrap();
         std::os::unix::fs::symlink(&held, dir.path().join("nixl.8.1.0.mmap")).unwrap();
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
-        let (stores, logged) = nixl_telemetry::logging::capture(|| {
+        let (stores, logged) = nixl_telemetry_base::logging::capture(|| {
             let first = scan.live_stores();
             (first, scan.live_stores())
         });
         assert!(stores.0.is_empty() && stores.1.is_empty());
-        let warnings = nixl_telemetry::logging::warnings(&logged);
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(
             warnings.iter().any(|w| w.contains("16 bytes")),
@@ -670,9 +670,9 @@ mod tests {
         std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
         let (stores, logged) =
-            nixl_telemetry::logging::capture(|| (scan.live_stores(), scan.live_stores()));
+            nixl_telemetry_base::logging::capture(|| (scan.live_stores(), scan.live_stores()));
         assert!(stores.0.is_empty() && stores.1.is_empty());
-        let warnings = nixl_telemetry::logging::warnings(&logged);
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
             warnings[0].contains("owned by uid 12345"),
@@ -823,8 +823,8 @@ mod tests {
         let _a = writer(dir.path(), "w", 1, "", &Buckets::new(&[10.0]).unwrap());
         let _b = writer(dir.path(), "w", 2, "", &Buckets::new(&[20.0]).unwrap());
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
-        let (pages, logged) = nixl_telemetry::logging::capture(|| (scan.scrape(), scan.scrape()));
-        assert_eq!(nixl_telemetry::logging::warnings(&logged).len(), 1);
+        let (pages, logged) = nixl_telemetry_base::logging::capture(|| (scan.scrape(), scan.scrape()));
+        assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
         let total = [("hostname", "node"), ("agent_name", "w")];
         assert_eq!(value(&pages.0, "agent_tx_bytes_total", &total), Some(0.0));
         assert_eq!(value(&pages.0, "agent_xfer_time_us_count", &total), None);

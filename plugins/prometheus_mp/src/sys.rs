@@ -14,7 +14,7 @@ use std::path::Path;
 /// forked child does not keep. A writer holds its store and an owner its lock with
 /// `try_claim`; a store scan probes liveness with `try_lock_exclusive` (as NIXL's does) and
 /// releases a dead writer's lock at once ([`unlock`]).
-pub use nixl_telemetry::owner_only::{euid, open_file, try_claim, try_lock_exclusive};
+pub use nixl_telemetry_base::owner_only::{euid, open_file, try_claim, try_lock_exclusive};
 
 /// Releases a `flock` taken on `file` (a store scan's probe of a store kept open between
 /// scans, so that another scanner does not see a dead writer as alive).

@@ -23,9 +23,9 @@
 
 use std::ffi::CStr;
 
-use nixl_telemetry::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::Event;
 use nixl_telemetry_push::remote_write::{Config, RemoteWrite};
 use nixl_telemetry_push::AgentPush;
 use nixl_telemetry_series::hostname;
@@ -55,4 +55,4 @@ impl TelemetryPlugin for RemoteWriteExporter {
     }
 }
 
-nixl_telemetry::export_telemetry_plugin!(RemoteWriteExporter);
+nixl_telemetry_base::export_telemetry_plugin!(RemoteWriteExporter);

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::pusher::PushConfig;
 use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
-use nixl_telemetry::env::{parse_u64, Lookup};
+use nixl_telemetry_base::env::{parse_u64, Lookup};
 
 /// `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS`: how long destroying an agent waits for the last push.
 pub const ENV_FINAL_PUSH_MS: &str = "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS";
@@ -164,7 +164,7 @@ fn millis(name: &str, value: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry::env::fixed_env;
+    use nixl_telemetry_base::env::fixed_env;
 
     fn config(pairs: &[(&str, &str)]) -> Result<OtlpConfig, String> {
         let env = fixed_env(pairs);

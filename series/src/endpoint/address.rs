@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use nixl_telemetry::env::{parse_bool, parse_u64, Lookup};
+use nixl_telemetry_base::env::{parse_bool, parse_u64, Lookup};
 
 /// Reads the port variable `port_var` (default `default_port`) and the local-only variable
 /// `local_var` through `env`. Errors name the variable and the value.
@@ -44,7 +44,7 @@ mod tests {
     use super::*;
 
     fn addr(pairs: &[(&str, &str)]) -> std::result::Result<SocketAddr, String> {
-        let env = nixl_telemetry::env::fixed_env(pairs);
+        let env = nixl_telemetry_base::env::fixed_env(pairs);
         address_from_env(&env, "P_PORT", "P_LOCAL", 9090)
     }
 

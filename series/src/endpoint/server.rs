@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::http;
-use nixl_telemetry::fork::Generation;
+use nixl_telemetry_base::fork::Generation;
 
 /// Produces the `/metrics` response: content type and body. Called on the server thread.
 pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;
@@ -111,7 +111,7 @@ impl Server {
         listener.set_nonblocking(true)?;
         // A forked child must not keep the port: the parent's restarts and failover (another
         // process binding it once the parent is gone) do not wait for its children.
-        nixl_telemetry::fork::close_in_child(listener.as_raw_fd());
+        nixl_telemetry_base::fork::close_in_child(listener.as_raw_fd());
         // Listening again on a listening socket changes its backlog (Linux); the kernel caps
         // it at net.core.somaxconn.
         // SAFETY: listen(2) on the descriptor `listener` owns and keeps open across the call.

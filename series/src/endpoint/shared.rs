@@ -6,14 +6,14 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use nixl_telemetry::fork::LockOrder;
-use nixl_telemetry::plugin::author::CreateError;
-use nixl_telemetry::Event;
+use nixl_telemetry_base::fork::LockOrder;
+use nixl_telemetry_base::plugin::author::CreateError;
+use nixl_telemetry_base::Event;
 
 use crate::{text, AgentSeries, Registry};
 
 use super::server::{BindError, Limits, Server};
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// Why an agent could not join.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl SharedEndpoint {
     /// server's thread does not exist in the child, and its socket is closed there) is left
     /// behind, never released, and the child's first agent binds its own.
     fn lock(&'static self) -> MutexGuard<'static, Option<Running>> {
-        nixl_telemetry::fork::hold_across_fork(LockOrder::Plugin, &self.running);
+        nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &self.running);
         let mut running = self.running.lock_unpoisoned();
         if running.as_ref().is_some_and(|r| r.server.inherited()) {
             std::mem::forget(running.take());

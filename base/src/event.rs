@@ -39,7 +39,7 @@ impl Event {
     /// # Safety
     /// `dst` is valid for writes of 16 bytes and 8-byte aligned.
     #[inline(always)]
-    pub(crate) unsafe fn write_record(self, dst: *mut Event) {
+    pub unsafe fn write_record(self, dst: *mut Event) {
         let mut head = [0u8; 8];
         head[..4].copy_from_slice(&self.event_type.to_ne_bytes());
         let words = dst.cast::<u64>();

@@ -58,18 +58,18 @@ impl Control {
 
 /// Cuts a worker's current wait short (cheap to clone, usable from any thread).
 #[derive(Clone)]
-pub(crate) struct Waker(Arc<Control>);
+pub struct Waker(Arc<Control>);
 
 impl Waker {
     /// Makes the worker run its next step now (or as soon as the current one ends).
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         self.0.lock().woken = true;
         self.0.changed.notify_one();
     }
 }
 
 /// A running background thread; stopped and joined when dropped.
-pub(crate) struct Worker {
+pub struct Worker {
     control: Arc<Control>,
     thread: Option<JoinHandle<()>>,
     /// The fork generation of the process that started the thread.
@@ -80,7 +80,7 @@ impl Worker {
     /// Starts the thread `name`: it waits `first_wait`, then calls `step` until stopped, waiting
     /// between two calls as long as the last call returned. `what` names the worker in the
     /// message about a panicking step.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         what: String,
         first_wait: Duration,
@@ -116,14 +116,14 @@ impl Worker {
     }
 
     /// A handle that wakes this worker.
-    pub(crate) fn waker(&self) -> Waker {
+    pub fn waker(&self) -> Waker {
         Waker(self.control.clone())
     }
 
     /// Stops the worker and waits for its current step to end. Idempotent. In a child created
     /// by `fork` after the worker started, its thread does not exist: nothing is stopped or
     /// joined (joining would wait forever), and nothing of it is released.
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if self.generation.inherited() {
             std::mem::forget(self.thread.take());
             std::mem::forget(self.control.clone());

@@ -9,7 +9,7 @@ use std::ffi::c_char;
 ///
 /// # Safety
 /// `buf` is NULL or writable for `len` bytes.
-pub(crate) unsafe fn copy_c_string(text: &str, buf: *mut c_char, len: usize) -> usize {
+pub unsafe fn copy_c_string(text: &str, buf: *mut c_char, len: usize) -> usize {
     if !buf.is_null() && len > 0 {
         let n = text.len().min(len - 1);
         // SAFETY: `n + 1 <= len` bytes are written into `buf`, which the caller promised is
@@ -24,7 +24,7 @@ pub(crate) unsafe fn copy_c_string(text: &str, buf: *mut c_char, len: usize) -> 
 
 /// The text a C function wrote into `buf`: up to its first NUL (all of `buf` if it has none),
 /// invalid UTF-8 replaced.
-pub(crate) fn text_in_c_buffer(buf: &[c_char]) -> String {
+pub fn text_in_c_buffer(buf: &[c_char]) -> String {
     let bytes: Vec<u8> = buf
         .iter()
         .take_while(|&&c| c != 0)
