@@ -304,8 +304,8 @@ pub(crate) mod tests {
     #[test]
     fn core_defaults_match_the_readers() {
         use crate::config::{DEFAULT_BUFFER_SIZE, DEFAULT_RUN_INTERVAL};
-        use crate::settings::find;
         use crate::exporter::trace::{TraceExporterConfig, DEFAULT_TRACE_PATH};
+        use crate::settings::find;
         let default = |name: &str| find(name).unwrap().default.unwrap();
         assert_eq!(
             default("NIXL_TELEMETRY_BUFFER_SIZE"),

@@ -37,7 +37,9 @@ pub mod staging;
 // What the core shares with the plug-ins lives in `nixl-telemetry-base`, one level down; its
 // modules keep their paths here (`nixl_telemetry::event`, `crate::fork`, ...).
 use nixl_telemetry_base::{c_string, worker};
-pub use nixl_telemetry_base::{constants, env, error, event, fork, logging, owner_only, settings, sync};
+pub use nixl_telemetry_base::{
+    constants, env, error, event, fork, logging, owner_only, settings, sync,
+};
 
 pub use collector::{Collector, CollectorStats, Recorded};
 pub use config::Config;

@@ -120,10 +120,10 @@ fn core_header_is_current() {
     check(
         "cbindgen.toml",
         &[
-            "src/constants.rs",
+            "base/src/constants.rs",
             "src/ffi/telemetry.rs",
             "src/ffi/types.rs",
-            "src/event.rs",
+            "base/src/event.rs",
             "src/collector.rs",
         ],
         "include/nixl_telemetry.h",
@@ -134,7 +134,7 @@ fn core_header_is_current() {
 fn plugin_header_is_current() {
     check(
         "cbindgen_plugin.toml",
-        &["src/plugin/abi.rs"],
+        &["base/src/plugin/abi.rs"],
         "include/nixl_telemetry_plugin.h",
     );
 }

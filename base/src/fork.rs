@@ -18,11 +18,13 @@
 //!   module naming them, keeps this module below every module it serves.) The order is the
 //!   nesting order (a lock taken while another is held comes after it): a plug-in's locks
 //!   first, then the core's registries, then this module's, then the logging sink (messages
-//!   are logged under any other lock). Each copy of this crate (every plug-in `.so` embeds its own)
-//!   installs its own handlers; `pthread_atfork` runs the `prepare` handlers of the copies
-//!   registered last first, which keeps the nesting order across copies (a plug-in, loaded after
-//!   the library installed its handlers, logs into the library under its own locks; the library
-//!   never calls a plug-in under one of these locks).
+//!   are logged under any other lock). A plug-in links its own copy of this crate, with its own
+//!   registry for its own locks, but not its own handlers: it adds them to its host's through
+//!   the plug-in ABI's host services ([`install`]), and the host's `prepare` runs every
+//!   plug-in's `prepare` first (a plug-in logs into the host under its own locks; the host never
+//!   calls a plug-in under one of its locks), its `parent` and `child` last. The process has one
+//!   set of `pthread_atfork` handlers, and each lock is taken once per fork. (A plug-in whose
+//!   host offers no fork services installs its own, as a separate library would.)
 //!   Per-object locks (a collector's flush state, its staging, a trace's queue) are not held:
 //!   the objects inherited from the parent are never used again in the child (next rule), and a
 //!   new object has new locks. The staging's thread-local lane cache is inherited too, but it
@@ -59,7 +61,7 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, RwLock};
 
 use crate::error::{Error, Status};
@@ -181,10 +183,16 @@ pub fn inherited_handle(what: &str) -> Error {
     Error::new(Status::Forked, message)
 }
 
-/// Installs this copy's fork handlers (once per process; a child inherits them).
+/// Installs this copy's fork handlers (once per process; a child inherits them). In a plug-in
+/// whose host offers fork services ([`crate::plugin::host`]), the handlers join the host's
+/// instead, so the process has one set of `pthread_atfork` handlers: the host's, which run a
+/// plug-in's `prepare` before taking any lock of its own, and its `parent` or `child` last.
 pub fn install() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
+        if crate::plugin::host::join_fork_handlers(prepare, parent, child) {
+            return;
+        }
         // SAFETY: the three handlers are `extern "C"` functions of this library, which is never
         // unloaded (plug-ins are opened with RTLD_NODELETE), and never unwind (see below).
         let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
@@ -195,6 +203,65 @@ pub fn install() {
             );
         }
     });
+}
+
+/// How many plug-in libraries can add their fork handlers ([`add_plugin_handlers`]): far more
+/// than a process loads (one exporter plug-in each, loaded once and never unloaded).
+const MAX_PLUGIN_HANDLERS: usize = 32;
+
+/// The fork handlers plug-ins added, `(prepare, parent, child)` as addresses. A slot is in use
+/// once its `prepare` word is not 0 (1 when the plug-in gave no `prepare`), which is written
+/// last. Atomics rather than a lock: the handlers read them while the process forks.
+static PLUGIN_HANDLERS: [[AtomicUsize; 3]; MAX_PLUGIN_HANDLERS] =
+    [const { [const { AtomicUsize::new(0) }; 3] }; MAX_PLUGIN_HANDLERS];
+/// The next free slot of [`PLUGIN_HANDLERS`].
+static NEXT_PLUGIN_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// Adds a plug-in's fork handlers to this library's (the host side of the plug-in ABI's
+/// `at_fork`): `false` when all slots are taken.
+pub fn add_plugin_handlers(
+    prepare: Option<unsafe extern "C" fn()>,
+    parent: Option<unsafe extern "C" fn()>,
+    child: Option<unsafe extern "C" fn()>,
+) -> bool {
+    install();
+    let slot = NEXT_PLUGIN_SLOT.fetch_add(1, Ordering::AcqRel);
+    let Some(handlers) = PLUGIN_HANDLERS.get(slot) else {
+        return false;
+    };
+    let address = |f: Option<unsafe extern "C" fn()>| f.map_or(0, |f| f as usize);
+    handlers[1].store(address(parent), Ordering::Relaxed);
+    handlers[2].store(address(child), Ordering::Relaxed);
+    handlers[0].store(address(prepare).max(1), Ordering::Release);
+    true
+}
+
+/// Calls handler `which` (0 prepare, 1 parent, 2 child) of every plug-in that added them, in the
+/// order they were added (`prepare`) or the reverse (`parent`, `child`).
+fn run_plugin_handlers(which: usize) {
+    let count = NEXT_PLUGIN_SLOT
+        .load(Ordering::Acquire)
+        .min(MAX_PLUGIN_HANDLERS);
+    let call = |slot: usize| {
+        let handlers = &PLUGIN_HANDLERS[slot];
+        if handlers[0].load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let address = handlers[which].load(Ordering::Relaxed);
+        // 1 marks a slot whose plug-in gave no `prepare`.
+        if address > 1 {
+            // SAFETY: the address of an `unsafe extern "C" fn()` a plug-in added, in a library
+            // that is never unloaded; the plug-in ABI says it does not unwind.
+            let handler: unsafe extern "C" fn() = unsafe { std::mem::transmute(address) };
+            // SAFETY: as above.
+            unsafe { handler() };
+        }
+    };
+    if which == 0 {
+        (0..count).for_each(call);
+    } else {
+        (0..count).rev().for_each(call);
+    }
 }
 
 /// Registers a process-wide lock (a `static`, or part of one) to be held across every fork, at
@@ -269,6 +336,9 @@ fn identity(fd: RawFd) -> Option<(u64, u64)> {
 }
 
 extern "C" fn prepare() {
+    // A plug-in's locks come first in the order (`LockOrder::Plugin`): they are taken before any
+    // of this library's.
+    run_plugin_handlers(0);
     // A panic must not unwind into libc: a lock that cannot be taken is simply not held.
     let _ = std::panic::catch_unwind(|| {
         // The registry is copied out first: it is itself held later, at its place.
@@ -296,6 +366,7 @@ fn release_held() {
 
 extern "C" fn parent() {
     release_held();
+    run_plugin_handlers(1);
 }
 
 extern "C" fn child() {
@@ -303,6 +374,7 @@ extern "C" fn child() {
     REFUSAL_LOGGED.store(false, Ordering::Relaxed);
     let _ = std::panic::catch_unwind(clean_up_child);
     release_held();
+    run_plugin_handlers(2);
 }
 
 /// Puts `/dev/null` over every registered descriptor that is still the file it was, and

@@ -25,6 +25,8 @@ const char *
 nixl_telemetry_nixl_adapter_event_name(uint32_t event_type);
 void
 nixl_telemetry_nixl_adapter_log(int32_t level, const char *message);
+const nixl_telemetry_plugin_host_t *
+nixl_telemetry_nixl_adapter_host(void);
 int32_t
 nixl_telemetry_nixl_adapter_check(const char *path);
 nixlTelemetryPlugin *
@@ -133,6 +135,7 @@ public:
         c_params.max_events_buffered = params.maxEventsBuffered;
         c_params.host_log = nixl_telemetry_nixl_adapter_log;
         c_params.host_event_name = nixl_telemetry_nixl_adapter_event_name;
+        c_params.host = nixl_telemetry_nixl_adapter_host();
         char message[1024] = {0};
         const nixl_telemetry_status_t status =
             desc_->create(&c_params, &state_, message, sizeof(message));

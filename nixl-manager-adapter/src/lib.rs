@@ -40,6 +40,15 @@ pub extern "C" fn nixl_telemetry_nixl_adapter_event_name(event_type: u32) -> *co
     plugin::host::host_event_name(event_type)
 }
 
+/// The process services (settings, fork handlers) this library offers the plug-in behind the
+/// adapter: the library's host service, so that plug-in shares this library's configuration and
+/// fork handling.
+#[no_mangle]
+pub extern "C" fn nixl_telemetry_nixl_adapter_host(
+) -> *const plugin::abi::nixl_telemetry_plugin_host_t {
+    &plugin::host::HOST_SERVICES
+}
+
 /// Checks the plug-in at `path` as this library's loader does before it opens one (owner and
 /// mode of the file and its directory, and the entry point in its dynamic symbol table): 0, or
 /// the error's status with its message logged.

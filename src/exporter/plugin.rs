@@ -8,7 +8,7 @@ use crate::constants::*;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::exporter::Exporter;
-use crate::plugin::host::{host_event_name, host_log};
+use crate::plugin::host::{host_event_name, host_log, HOST_SERVICES};
 use crate::plugin::{self, abi::nixl_telemetry_plugin_params_t, Creator, LoadedPlugin};
 
 /// One agent's exporter inside a plug-in.
@@ -62,6 +62,7 @@ impl PluginExporter {
                     max_events_buffered: capacity,
                     host_log: Some(host_log),
                     host_event_name: Some(host_event_name),
+                    host: &HOST_SERVICES,
                 };
                 // SAFETY: all pointers are valid for the call; the plug-in writes at most
                 // `len` bytes.

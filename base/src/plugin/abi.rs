@@ -38,7 +38,60 @@ pub struct nixl_telemetry_plugin_params_t {
     pub host_log: nixl_telemetry_plugin_log_fn_t,
     /// Returns the static name of an event type (`agent_tx_bytes`, ...) or NULL if unknown.
     pub host_event_name: nixl_telemetry_plugin_event_name_fn_t,
+    /// The process services of the host (NULL from a host that offers none). Added after
+    /// `host_event_name`: check `struct_size` before reading it.
+    pub host: *const nixl_telemetry_plugin_host_t,
 }
+
+/// Looks up setting `name` (a NUL-terminated `NIXL_TELEMETRY_*` name, or any variable) by the
+/// host's rule, the one every part of the process uses: the environment, then NIXL's
+/// configuration file (read once per process), for the settings the host knows.
+/// `NIXL_TELEMETRY_SUCCESS`: the setting is set; its value, NUL-terminated, is in `buf` when
+/// `*needed` (its length plus the NUL) is at most `len` (else call again with a larger buffer).
+/// `NIXL_TELEMETRY_ERR_NOT_FOUND`: unset. `NIXL_TELEMETRY_ERR_INVALID_PARAM`: the value cannot
+/// be read (the configuration file is unreadable or holds the wrong type); the message,
+/// NUL-terminated and possibly truncated, is in `buf`. Thread-safe.
+pub type nixl_telemetry_plugin_setting_fn_t = Option<
+    unsafe extern "C" fn(
+        name: *const c_char,
+        buf: *mut c_char,
+        len: usize,
+        needed: *mut usize,
+    ) -> nixl_telemetry_status_t,
+>;
+
+/// A fork handler of a plug-in (it must not unwind).
+pub type nixl_telemetry_plugin_fork_handler_t = Option<unsafe extern "C" fn()>;
+
+/// Adds a plug-in's fork handlers to the host's: the host's own `pthread_atfork` handlers call
+/// `prepare` before they take any lock of the host, and `parent` or `child` after they have
+/// released them, so that the process has one set of fork handlers and one lock order.
+/// `NIXL_TELEMETRY_SUCCESS`, or an error status when the host cannot take more handlers (the
+/// plug-in then installs its own). Thread-safe.
+pub type nixl_telemetry_plugin_at_fork_fn_t = Option<
+    unsafe extern "C" fn(
+        prepare: nixl_telemetry_plugin_fork_handler_t,
+        parent: nixl_telemetry_plugin_fork_handler_t,
+        child: nixl_telemetry_plugin_fork_handler_t,
+    ) -> nixl_telemetry_status_t,
+>;
+
+/// The process services a host offers its plug-ins, so that a plug-in shares the host's one
+/// configuration, fork handling and logging (`host_log`) instead of keeping its own. Static:
+/// valid for the life of the process.
+#[repr(C)]
+pub struct nixl_telemetry_plugin_host_t {
+    /// Size of this struct as the host knows it (fields may be added at the end).
+    pub struct_size: usize,
+    /// Looks a setting up.
+    pub setting: nixl_telemetry_plugin_setting_fn_t,
+    /// Adds fork handlers.
+    pub at_fork: nixl_telemetry_plugin_at_fork_fn_t,
+}
+
+// SAFETY: the table is immutable static data (function pointers), so sharing it between
+// threads cannot race.
+unsafe impl Sync for nixl_telemetry_plugin_host_t {}
 
 /// The host's event-name lookup (a plug-in need not link the core library to print names).
 pub type nixl_telemetry_plugin_event_name_fn_t =

@@ -2,7 +2,8 @@
 //! and invoke [`export_telemetry_plugin!`](crate::export_telemetry_plugin) once in a `cdylib`
 //! crate named `telemetry_exporter_<name>`. The macro defines `nixl_telemetry_plugin_init`
 //! returning a static version-3 descriptor whose trampolines catch every panic at the C
-//! boundary and route the plug-in's `log` messages into the host's logging.
+//! boundary and route the plug-in's `log` messages into the host's logging, and its settings
+//! lookups and fork handlers to the host's ([`super::host::install`]).
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -88,6 +89,15 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
             + std::mem::size_of::<nixl_telemetry_plugin_log_fn_t>();
         if has(log_end) {
             install_host_log(p.host_log);
+        }
+        let host_end = std::mem::offset_of!(nixl_telemetry_plugin_params_t, host)
+            + std::mem::size_of::<*const nixl_telemetry_plugin_host_t>();
+        if has(host_end) {
+            // SAFETY: the host passes NULL or its static services table (the plug-in ABI's
+            // contract: valid for the life of the process).
+            if let Some(services) = unsafe { p.host.as_ref() } {
+                super::host::install(services);
+            }
         }
         // SAFETY: not NULL (checked above) and NUL-terminated by the plug-in ABI's contract.
         let agent = unsafe { CStr::from_ptr(p.agent_name) }

@@ -367,7 +367,13 @@ pub struct Effective {
 /// library knows ([`SETTINGS`]), in NIXL's configuration file: [`lookup`] without the origin,
 /// the [`Lookup`] every parser of a collector's settings is given. An error when the value is
 /// not UTF-8, or when the file is needed and cannot be read or gives the wrong type.
+///
+/// In a plug-in whose host offers the settings service, the host looks it up: the process reads
+/// its configuration file once, whichever part of it asks first.
 pub fn process_settings(name: &str) -> Result<Option<String>> {
+    if let Some(from_host) = crate::plugin::host::lookup_setting(name) {
+        return from_host;
+    }
     Ok(lookup(name)?.map(|s| s.value))
 }
 

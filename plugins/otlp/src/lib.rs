@@ -20,8 +20,9 @@ impl TelemetryPlugin for OtlpExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let config = OtlpConfig::from_env(&nixl_telemetry_base::env::environment, &process_settings)
-            .map_err(CreateError::InvalidParam)?;
+        let config =
+            OtlpConfig::from_env(&nixl_telemetry_base::env::environment, &process_settings)
+                .map_err(CreateError::InvalidParam)?;
         let host = hostname();
         let push = AgentPush::start(
             params.agent_name,

@@ -256,7 +256,8 @@ mod tests {
         assert_eq!(pick(&[d, (ENV_RANK_ENV, ""), ("LOCAL_RANK", "1")]), "");
         assert_eq!(pick(&[d, (ENV_RANK_ENV, "NOPE")]), "");
         let long = "r".repeat(100);
-        let (rank, logged) = nixl_telemetry_base::logging::capture(|| pick(&[d, ("LOCAL_RANK", &long)]));
+        let (rank, logged) =
+            nixl_telemetry_base::logging::capture(|| pick(&[d, ("LOCAL_RANK", &long)]));
         assert_eq!(rank.len(), 63);
         let warnings = nixl_telemetry_base::logging::warnings(&logged);
         assert!(warnings.len() == 1 && warnings[0].contains("exceeds 63 bytes"));

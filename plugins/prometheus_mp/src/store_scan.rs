@@ -823,7 +823,8 @@ mod tests {
         let _a = writer(dir.path(), "w", 1, "", &Buckets::new(&[10.0]).unwrap());
         let _b = writer(dir.path(), "w", 2, "", &Buckets::new(&[20.0]).unwrap());
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
-        let (pages, logged) = nixl_telemetry_base::logging::capture(|| (scan.scrape(), scan.scrape()));
+        let (pages, logged) =
+            nixl_telemetry_base::logging::capture(|| (scan.scrape(), scan.scrape()));
         assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
         let total = [("hostname", "node"), ("agent_name", "w")];
         assert_eq!(value(&pages.0, "agent_tx_bytes_total", &total), Some(0.0));
