@@ -18,10 +18,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::settings::process_settings;
-use telemetry_exporter_prometheus_mp::config::{self, Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
-use telemetry_exporter_prometheus_mp::{dir, join_election, textfile};
+use nixl_telemetry_mp_store::config::{self, Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::election::{Role, RETRY};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
+use nixl_telemetry_mp_store::{dir, join_election, textfile};
 
 use crate::output::{CliError, CliResult};
 
