@@ -1,6 +1,7 @@
 //! `nixl-telemetry serve --dir DIR [--port P] [--local]`: serve every live `prometheus_mp`
 //! store of a directory at `GET /metrics`, as a standalone process (a node sidecar, a systemd
-//! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election:
+//! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election
+//! (the `nixl-telemetry-mp-store` library):
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
