@@ -10,6 +10,11 @@
 //! every module, an edge between two of its children is any use from inside one child's
 //! subtree into the other's; a cycle among the children of any module fails the test, named
 //! with the files that close it.
+//!
+//! Between crates: the CLI (`cli/`) depends on no crate under `plugins/` (plug-ins are cdylibs
+//! loaded at run time; what the CLI shares with one is a library crate of its own, such as
+//! `mp-store/`). The check reads the dependency tables of `cli/Cargo.toml`, following
+//! `workspace = true` to the workspace's entry for the path.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -695,4 +700,120 @@ fn a_folder_naming_its_children_tests_comments_and_strings_are_not_cycles() {
     // ...while the use from buffer to ring was seen (through the root's re-export).
     let buffer = vec!["exporter".to_owned(), "buffer".to_owned()];
     assert!(modules.uses[&buffer].contains(&vec!["ring".to_owned()]));
+}
+
+/// The dependencies with a path of the crate whose manifest is `manifest`, in every dependency
+/// table (`[dependencies]`, `[dev-dependencies]`, `[build-dependencies]`, and the same under
+/// `[target.'cfg(...)']`): (name, canonical path). A `workspace = true` dependency takes its
+/// path from `[workspace.dependencies]` of `workspace_manifest`; registry crates have none.
+fn path_dependencies(workspace_manifest: &Path, manifest: &Path) -> Vec<(String, PathBuf)> {
+    let read = |path: &Path| -> toml::Table {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.parse()
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let workspace = read(workspace_manifest);
+    let workspace_deps = workspace
+        .get("workspace")
+        .and_then(|w| w.get("dependencies"))
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    let workspace_dir = workspace_manifest.parent().unwrap();
+    let crate_manifest = read(manifest);
+    let crate_dir = manifest.parent().unwrap();
+    let mut tables: Vec<&toml::Value> = Vec::new();
+    const KINDS: [&str; 3] = ["dependencies", "dev-dependencies", "build-dependencies"];
+    tables.extend(KINDS.iter().filter_map(|k| crate_manifest.get(*k)));
+    if let Some(targets) = crate_manifest.get("target").and_then(toml::Value::as_table) {
+        for target in targets.values() {
+            tables.extend(KINDS.iter().filter_map(|k| target.get(*k)));
+        }
+    }
+    let mut found = Vec::new();
+    for (name, dep) in tables.iter().filter_map(|t| t.as_table()).flatten() {
+        let from_workspace = dep.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+        let (base, entry) = match from_workspace {
+            true => (workspace_dir, workspace_deps.get(name)),
+            false => (crate_dir, Some(dep)),
+        };
+        let Some(path) = entry
+            .and_then(|e| e.get("path"))
+            .and_then(toml::Value::as_str)
+        else {
+            continue;
+        };
+        let path = base.join(path);
+        let path = std::fs::canonicalize(&path)
+            .unwrap_or_else(|e| panic!("{name}: {}: {e}", path.display()));
+        found.push((name.clone(), path));
+    }
+    found
+}
+
+/// The dependencies of the crate at `crate_dir` (in the workspace at `root`) that are crates
+/// under `root/plugins/`, as "name (path)".
+fn plug_in_dependencies(root: &Path, crate_dir: &Path) -> Vec<String> {
+    let plugins = std::fs::canonicalize(root.join("plugins")).unwrap();
+    path_dependencies(&root.join("Cargo.toml"), &crate_dir.join("Cargo.toml"))
+        .into_iter()
+        .filter(|(_, path)| path.starts_with(&plugins))
+        .map(|(name, path)| format!("{name} ({})", path.display()))
+        .collect()
+}
+
+#[test]
+fn the_cli_depends_on_no_plug_in() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let deps = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
+    assert!(
+        deps.iter().any(|(name, _)| name == "nixl-telemetry"),
+        "the CLI's dependencies were not read: {deps:?}"
+    );
+    let on_plug_ins = plug_in_dependencies(root, &root.join("cli"));
+    assert!(
+        on_plug_ins.is_empty(),
+        "cli/ depends on crates under plugins/ (move what it needs into a library crate): {}",
+        on_plug_ins.join(", ")
+    );
+}
+
+#[test]
+fn a_plug_in_dependency_is_found_in_every_table_and_through_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"cli\"]\n\n[workspace.dependencies]\n\
+         exporter = { path = \"plugins/exporter\" }\nstore = { path = \"store\" }\n\
+         serde = \"1\"\n",
+    );
+    for crate_dir in [
+        "plugins/exporter",
+        "plugins/other",
+        "plugins/builder",
+        "store",
+    ] {
+        write(&format!("{crate_dir}/src/lib.rs"), "");
+    }
+    write(
+        "cli/Cargo.toml",
+        "[package]\nname = \"cli\"\n\n[dependencies]\nstore.workspace = true\n\
+         serde.workspace = true\nclap = \"4\"\n\n[dev-dependencies]\n\
+         exporter = { workspace = true, features = [\"x\"] }\n\n\
+         [target.'cfg(unix)'.dependencies]\nother = { path = \"../plugins/other\" }\n\n\
+         [build-dependencies.builder]\npath = \"../plugins/builder\"\n",
+    );
+    let mut found = plug_in_dependencies(root, &root.join("cli"));
+    found.sort();
+    let names: Vec<&str> = found.iter().map(|d| d.split(' ').next().unwrap()).collect();
+    assert_eq!(names, ["builder", "exporter", "other"], "{found:?}");
+    // The library crate is a path dependency too, but not a plug-in.
+    let all = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
+    assert_eq!(all.len(), 4, "{all:?}");
 }

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use nixl_telemetry::env::Lookup;
 use nixl_telemetry::settings::process_settings;
+use nixl_telemetry_mp_store::config::ScanConfig;
+use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_push::{Auth, Client, Labels, PushConfig, Pusher, Source, Target};
 use nixl_telemetry_series::hostname;
-use telemetry_exporter_prometheus_mp::config::ScanConfig;
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// The push options of `serve`.
 #[derive(clap::Args, Debug, Default)]
@@ -50,7 +50,7 @@ pub struct PushArgs {
 }
 
 /// The labels of a store's series, as the multi-process endpoint serves them.
-fn store_labels(view: &telemetry_exporter_prometheus_mp::reader::StoreView, host: bool) -> Labels {
+fn store_labels(view: &nixl_telemetry_mp_store::reader::StoreView, host: bool) -> Labels {
     let mut l = Vec::with_capacity(5);
     if host {
         l.push(("hostname".to_owned(), view.snapshot.hostname.to_string()));

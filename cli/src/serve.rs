@@ -1,6 +1,7 @@
 //! `nixl-telemetry serve --dir DIR [--port P] [--local]`: serve every live `prometheus_mp`
 //! store of a directory at `GET /metrics`, as a standalone process (a node sidecar, a systemd
-//! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election:
+//! unit) that outlives the ranks. It runs the plug-in's own store scan, endpoint and election
+//! (the `nixl-telemetry-mp-store` library):
 //! it takes part in the election for the address like a rank (so it never fights a serving
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
@@ -18,10 +19,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::settings::process_settings;
-use telemetry_exporter_prometheus_mp::config::{self, Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::election::{Role, RETRY};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
-use telemetry_exporter_prometheus_mp::{dir, join_election, textfile};
+use nixl_telemetry_mp_store::config::{self, Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::election::{Role, RETRY};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
+use nixl_telemetry_mp_store::{dir, join_election, textfile};
 
 use crate::output::{CliError, CliResult};
 

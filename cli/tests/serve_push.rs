@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
 use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_series::{hostname, Buckets, WorkloadLabels};
 use nixl_telemetry_test_support::free_port;
 use nixl_telemetry_test_support::prometheus::{label_names, poll, poll_for, Prometheus};
-use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
 
 fn by_rank(prom: &Prometheus) -> Option<Vec<(String, f64)>> {
     prom.by_label(

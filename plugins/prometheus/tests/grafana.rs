@@ -258,16 +258,16 @@ const RANKS: [Rank; 4] = [
 #[test]
 fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
     use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+    use nixl_telemetry_mp_store::election::Role;
+    use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
-    use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-    use telemetry_exporter_prometheus_mp::election::Role;
-    use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
 
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("mp");
-    telemetry_exporter_prometheus_mp::dir::prepare(&dir).unwrap();
+    nixl_telemetry_mp_store::dir::prepare(&dir).unwrap();
     let writers: Vec<StoreWriter> = RANKS
         .iter()
         .enumerate()
@@ -326,7 +326,7 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
         };
         let port = common::free_port();
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let e = telemetry_exporter_prometheus_mp::join_election(&scan, addr);
+        let e = nixl_telemetry_mp_store::join_election(&scan, addr);
         assert_eq!(e.poll(Instant::now()).unwrap(), Role::Serving(addr));
         (e, port)
     };

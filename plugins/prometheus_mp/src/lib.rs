@@ -6,15 +6,8 @@
 //! locking), so a node may mix ranks running NIXL's own `prometheus_mp` and ranks running this
 //! one: either side's endpoint serves both.
 //!
-//! - [`config`]: the variables (NIXL's, plus `NIXL_TELEMETRY_MP_SERVE` and
-//!   `NIXL_TELEMETRY_MP_AGGREGATE`).
-//! - [`layout`]: the 6,800-byte store layout; [`store`] writes one, [`reader`] reads one.
-//! - [`store_scan`]: the store scan, the scrape-time reader of every rank's store in the
-//!   directory (liveness, TTL, reaping, the scrape page).
-//! - [`textfile`]: the same page as a file for node_exporter's textfile collector
-//!   (`nixl-telemetry serve --textfile`).
-//! - [`election`]: which process serves, and failover.
-//! - [`dir`]: creating and checking the directory.
+//! The store layout, writer, reader, directory scan, election and settings are the
+//! [`nixl_telemetry_mp_store`] library's; this crate is the plug-in around them.
 //!
 //! Per agent: the exporter creates the agent's store; every flush applies the batch to it on
 //! the flush thread (the producer hot path never touches it) and then polls the election, and
@@ -23,60 +16,19 @@
 //! `nixl-telemetry serve --dir DIR` runs the same store scan, endpoint and election as a
 //! standalone process.
 
-pub mod config;
-pub mod dir;
-pub mod election;
-pub mod layout;
-pub mod reader;
-pub mod store;
-pub mod store_scan;
-mod sys;
-pub mod textfile;
-
 use std::ffi::CStr;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
-use nixl_telemetry_base::fork::LockOrder;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
+use nixl_telemetry_mp_store::config::MpConfig;
+use nixl_telemetry_mp_store::dir;
+use nixl_telemetry_mp_store::election::Election;
+use nixl_telemetry_mp_store::join_election;
+use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_series::hostname;
-
-use crate::config::{MpConfig, ScanConfig};
-use crate::election::Election;
-use crate::store::{Identity, StoreWriter};
-use crate::store_scan::StoreScan;
-use nixl_telemetry_base::sync::LockUnpoisoned;
-
-/// The elections this process takes part in, one per (directory, address), shared by its
-/// agents: one endpoint per process and address, as with the `prometheus` exporter.
-static ELECTIONS: Mutex<Vec<Weak<Election>>> = Mutex::new(Vec::new());
-
-/// This process's election for `scan.dir` (canonicalised) on `addr`: the running one if
-/// another agent of the process already takes part (its TTL and aggregation hold), else a new
-/// one. Elections inherited through a fork are the parent's: a child takes part in its own.
-pub fn join_election(scan: &ScanConfig, addr: SocketAddr) -> Arc<Election> {
-    let dir = std::fs::canonicalize(&scan.dir).unwrap_or_else(|_| scan.dir.clone());
-    nixl_telemetry_base::fork::hold_across_fork(LockOrder::Plugin, &ELECTIONS);
-    let mut all = ELECTIONS.lock_unpoisoned();
-    all.retain(|w| w.upgrade().is_some_and(|e| !e.inherited()));
-    if let Some(e) = all
-        .iter()
-        .filter_map(Weak::upgrade)
-        .find(|e| e.dir() == dir && e.addr() == addr)
-    {
-        return e;
-    }
-    let scan = Arc::new(StoreScan::new(ScanConfig {
-        dir,
-        ..scan.clone()
-    }));
-    let e = Arc::new(Election::new(scan, addr));
-    all.push(Arc::downgrade(&e));
-    e
-}
 
 /// One agent's exporter: its store, and its process's part in the election (none with
 /// `NIXL_TELEMETRY_MP_SERVE=0`).

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use telemetry_exporter_prometheus_mp::config;
+use nixl_telemetry_mp_store::config;
 
 fn manifests() -> Vec<(PathBuf, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/kubernetes");

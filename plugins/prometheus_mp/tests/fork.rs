@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use nixl_telemetry::owner_only::try_lock_exclusive;
-use telemetry_exporter_prometheus_mp::election::lock_file_name;
+use nixl_telemetry_mp_store::election::lock_file_name;
 
 /// The child processes' entry point (see `common::child_main`).
 #[test]

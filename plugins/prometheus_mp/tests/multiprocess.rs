@@ -10,8 +10,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
+use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
 
 /// The child processes' entry point (see `common::child_main`).
 #[test]

@@ -11,8 +11,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
+use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
 
 /// `promtool check metrics` accepts `page` (a file): exit 0, or 3 with only the known lint on
 /// NIXL's `_us` histogram names.

@@ -1,15 +1,15 @@
 //! Helpers of the `prometheus_mp` integration tests: rank processes (this test binary run
 //! again as a child that creates an agent exporting through the plug-in, records a known
 //! transfer, and waits for its standard input to close), a foreign port holder, finding which
-//! process listens on a port, polling with a deadline, and the Prometheus plug-in tests' HTTP
-//! client (shared, not copied).
+//! process listens on a port, polling with a deadline, the Prometheus plug-in tests' HTTP
+//! client and the store library tests' store parser and sample sets (shared, not copied).
 //!
 //! The plug-in is a cdylib: `cargo build --workspace --all-targets` must run before
 //! `cargo test` (cargo test does not build cdylibs).
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -17,10 +17,14 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 #[path = "../../../prometheus/tests/common/mod.rs"]
 mod http;
+#[path = "../../../../mp-store/tests/common/mod.rs"]
+mod store_files;
 
 #[allow(unused_imports)] // not every test binary uses all of them
 pub use http::{exchange, get, poll, port_closed, scrape, scrape_text, tool, Prometheus, Scrape};
 pub use nixl_telemetry_test_support::free_port;
+#[allow(unused_imports)] // not every test binary uses all of them
+pub use store_files::{parse_store, sample_set, Parsed};
 
 /// The variable that makes this test binary a child: `rank` or `hold-port`.
 const ROLE: &str = "MP_TEST_ROLE";
@@ -253,22 +257,6 @@ pub fn listening_pid(port: u16, candidates: &[u32]) -> Option<u32> {
                 std::fs::read_link(fd.path()).is_ok_and(|l| inodes.contains(&*l.to_string_lossy()))
             })
     })
-}
-
-/// The agent_* samples of a page as comparable text: name, labels sorted, value.
-pub fn sample_set(samples: &[nixl_telemetry_series::text::Sample]) -> BTreeSet<String> {
-    samples
-        .iter()
-        .filter(|s| s.name.starts_with("agent_"))
-        .map(|s| {
-            let labels: BTreeMap<&str, &str> = s
-                .labels
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            format!("{}{labels:?} {}", s.name, s.value)
-        })
-        .collect()
 }
 
 /// Counts the lines of `text` containing `needle`.

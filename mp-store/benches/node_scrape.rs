@@ -1,8 +1,8 @@
-//! The node scrape as a client sees it: 8 rank processes (this binary, re-executed) each run a
-//! `prometheus_mp` exporter on one store directory, one of them wins the election and serves
-//! the port, and this process scrapes it 100 times over TCP, 10 ms apart as a scraper's
-//! requests are, measuring the time to the first byte of the answer and to its end (medians
-//! and 90th percentiles).
+//! The node scrape as a client sees it: 8 rank processes (this binary, re-executed) each run
+//! what a `prometheus_mp` exporter runs (a store, and a part in the election) on one store
+//! directory, one of them wins the election and serves the port, and this process scrapes it
+//! 100 times over TCP, 10 ms apart as a scraper's requests are, measuring the time to the
+//! first byte of the answer and to its end (medians and 90th percentiles).
 //!
 //! Beside it, with the same client and the same pacing:
 //! - the **floor**: a minimal server in this process (a thread blocked in `accept`, which
@@ -17,18 +17,19 @@
 //! the store scan no longer lists the directory: see `store_scan`), and also right after they
 //! started.
 //!
-//! Run with `cargo bench -p telemetry-exporter-prometheus-mp --bench node_scrape`.
+//! Run with `cargo bench -p nixl-telemetry-mp-store --bench node_scrape`.
 
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::plugin::author::{InitParams, TelemetryPlugin};
+use nixl_telemetry::settings::process_settings;
 use nixl_telemetry::{Event, EventType};
-use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
-use telemetry_exporter_prometheus_mp::PrometheusMpExporter;
+use nixl_telemetry_mp_store::config::{Aggregate, MpConfig, ScanConfig};
+use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
+use nixl_telemetry_mp_store::{dir, join_election};
 
 const RANKS: usize = 8;
 const SCRAPES: usize = 100;
@@ -50,15 +51,31 @@ fn transfers(n: usize, seed: u64) -> Vec<Event> {
         .collect()
 }
 
-/// A rank: its exporter, a flush of 1,024 transfers, then 64 more every 100 ms (the default
-/// run interval) until stdin closes.
+/// A rank: what the `prometheus_mp` exporter does per agent (its settings from the
+/// environment, its store, its part in the election, and every flush applying the batch and
+/// then ticking the election), with a flush of 1,024 transfers, then 64 more every 100 ms (the
+/// default run interval) until stdin closes.
 fn rank(index: String) {
-    let mut exporter = PrometheusMpExporter::create(&InitParams {
-        agent_name: &format!("rank-{index}"),
-        max_events_buffered: 4096,
-    })
-    .unwrap_or_else(|e| panic!("rank {index}: {e:?}"));
-    exporter.export(&transfers(1024, 0));
+    let config =
+        MpConfig::from_lookup(&process_settings).unwrap_or_else(|e| panic!("rank {index}: {e}"));
+    dir::prepare(&config.scan.dir).unwrap_or_else(|e| panic!("rank {index}: {e}"));
+    let id = Identity::for_this_process(
+        &format!("rank-{index}"),
+        &nixl_telemetry_series::hostname(),
+        &config.local_rank,
+        config.labels.clone(),
+    );
+    let store = StoreWriter::create(&config.scan.dir, &id, &config.buckets)
+        .unwrap_or_else(|e| panic!("rank {index}: {e}"));
+    let election = join_election(&config.scan, config.addr);
+    election
+        .poll(Instant::now())
+        .unwrap_or_else(|e| panic!("rank {index}: {e}"));
+    let export = |events: &[Event]| {
+        store.apply(events);
+        election.tick(Instant::now());
+    };
+    export(&transfers(1024, 0));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -71,7 +88,7 @@ fn rank(index: String) {
     let mut seed = 1024;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
-        exporter.export(&transfers(64, seed));
+        export(&transfers(64, seed));
         seed += 64;
     }
 }

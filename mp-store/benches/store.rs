@@ -3,17 +3,17 @@
 //! stores (read every file of the directory, check liveness, decode, optionally sum the node
 //! totals, encode the page).
 //!
-//! Run with `cargo bench -p telemetry-exporter-prometheus-mp --bench store`.
+//! Run with `cargo bench -p nixl-telemetry-mp-store --bench store`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_series::Buckets;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
 
 /// `n` transfers as `add_xfer_stats` stages them: post time, transfer time, bytes, 1 request.
 fn transfers(n: usize) -> Vec<Event> {

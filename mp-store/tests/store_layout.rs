@@ -1,11 +1,10 @@
 //! The store file format, checked against NIXL's own files (`tests/fixtures/`, written by
 //! NIXL's `prometheus_mp` exporter; see the README there) with a parser written here from the
-//! documented offsets alone (upstream `storeLayout`, schema 1), independent of the plug-in's
-//! layout module:
+//! documented offsets alone (upstream `storeLayout`, schema 1), independent of the library's
+//! layout module (the parser is in `common/`):
 //!
 //! - NIXL's stores decode to the values their event streams imply, every other byte zero;
 //! - our writer, fed the same streams, writes the same bytes (all but the heartbeat);
-//! - a store written through the plug-in by a rank process has the documented layout;
 //! - our store scan serves NIXL's stores with the same samples as NIXL's own scrape page.
 
 mod common;
@@ -18,76 +17,11 @@ use std::time::Duration;
 
 use common::*;
 use nixl_telemetry::Event;
+use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
+use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_series::{text, Buckets};
 use serde_json::Value;
-use telemetry_exporter_prometheus_mp::config::{Aggregate, ScanConfig};
-use telemetry_exporter_prometheus_mp::store::{Identity, StoreWriter};
-use telemetry_exporter_prometheus_mp::store_scan::StoreScan;
-
-/// The child processes' entry point (see `common::child_main`).
-#[test]
-fn child() {
-    child_main();
-}
-
-/// A store decoded from the documented offsets.
-#[derive(Debug, PartialEq)]
-struct Parsed {
-    magic: [u8; 8],
-    schema: u32,
-    slots: u32,
-    pid: i64,
-    last_update_ns: u64,
-    instance: u64,
-    bucket_count: u64,
-    agent_name: String,
-    hostname: String,
-    local_rank: String,
-    bounds: Vec<f64>,
-    counters: Vec<u64>,
-    gauges: Vec<u64>,
-    hist_buckets: Vec<Vec<u64>>,
-    hist_sums: Vec<u64>,
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
-}
-
-fn u64s(b: &[u8], off: usize, n: usize) -> Vec<u64> {
-    (0..n).map(|i| u64_at(b, off + 8 * i)).collect()
-}
-
-fn c_string(b: &[u8], off: usize, len: usize) -> String {
-    let field = &b[off..off + len];
-    let end = field.iter().position(|&c| c == 0).expect("NUL-terminated");
-    String::from_utf8(field[..end].to_vec()).unwrap()
-}
-
-/// storeLayout: magic @0 (8), schemaVersion @8 (u32), slotCount @12 (u32), pid @16 (i64),
-/// lastUpdateNs @24, instance @32, bucketCount @40, agentName @48 (256), hostname @304 (128),
-/// localRank @432 (64), bucketBounds @496 (f64 x 32), counters @752 (u64 x 21), gauges @920
-/// (u64 x 21), histBuckets @1088 (u64 x 21 x 33), histSums @6632 (u64 x 21); 6800 bytes.
-fn parse_store(b: &[u8]) -> Parsed {
-    assert_eq!(b.len(), 6800);
-    Parsed {
-        magic: b[0..8].try_into().unwrap(),
-        schema: u32::from_le_bytes(b[8..12].try_into().unwrap()),
-        slots: u32::from_le_bytes(b[12..16].try_into().unwrap()),
-        pid: u64_at(b, 16) as i64,
-        last_update_ns: u64_at(b, 24),
-        instance: u64_at(b, 32),
-        bucket_count: u64_at(b, 40),
-        agent_name: c_string(b, 48, 256),
-        hostname: c_string(b, 304, 128),
-        local_rank: c_string(b, 432, 64),
-        bounds: u64s(b, 496, 32).into_iter().map(f64::from_bits).collect(),
-        counters: u64s(b, 752, 21),
-        gauges: u64s(b, 920, 21),
-        hist_buckets: (0..21).map(|s| u64s(b, 1088 + s * 33 * 8, 33)).collect(),
-        hist_sums: u64s(b, 6632, 21),
-    }
-}
 
 /// A 6800-byte image holding `p`'s fields and zeros elsewhere.
 fn build_store(p: &Parsed) -> Vec<u8> {
@@ -325,71 +259,6 @@ fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
             .unwrap();
         assert_eq!(o.value, t.value);
     }
-}
-
-#[test]
-fn a_store_written_through_the_plug_in_has_the_documented_layout() {
-    let scratch = tempfile::tempdir().unwrap();
-    let dir = scratch.path().join("mp");
-    let rank = spawn_rank(&RankSpec {
-        dir: &dir,
-        port: free_port(),
-        agent: "layout-rank",
-        local_rank: "7",
-        bytes: 4000,
-        extra: &[("NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US", "100, 400.5, 1000")],
-    });
-    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700, "the directory is created owner-only");
-    let names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".mmap"))
-        .collect();
-    assert_eq!(names.len(), 1, "{names:?}");
-    let parts: Vec<&str> = names[0].split('.').collect();
-    assert_eq!(
-        (parts[0], parts[1], parts[3], parts[4]),
-        ("nixl", &*rank.pid.to_string(), "0", "mmap")
-    );
-    let p = parse_store(&std::fs::read(dir.join(&names[0])).unwrap());
-    assert_eq!(&p.magic, b"NIXLMPS1");
-    assert_eq!((p.schema, p.slots, p.instance), (1, 21, 0));
-    assert_eq!(p.pid, i64::from(rank.pid));
-    assert_eq!(
-        (p.agent_name.as_str(), p.local_rank.as_str()),
-        ("layout-rank", "7")
-    );
-    assert_eq!(p.hostname, nixl_telemetry_series::hostname());
-    assert_eq!(p.bucket_count, 3);
-    assert_eq!(&p.bounds[..4], [100.0, 400.5, 1000.0, 0.0]);
-    // One transfer: post 3 µs, xfer 400 µs (bucket 1), 4000 bytes, 1 request.
-    let mut counters = vec![0; 21];
-    counters[..8].copy_from_slice(&[4000, 0, 1, 0, 0, 0, 400, 3]);
-    assert_eq!(p.counters, counters);
-    let mut gauges = vec![0; 21];
-    gauges[0] = 4000;
-    gauges[6] = 400;
-    gauges[7] = 3;
-    assert_eq!(p.gauges, gauges);
-    assert_eq!(p.hist_buckets[6].iter().position(|&n| n == 1), Some(1));
-    assert_eq!(p.hist_buckets[7].iter().position(|&n| n == 1), Some(0));
-    assert_eq!(
-        p.hist_buckets[6].iter().sum::<u64>() + p.hist_buckets[7].iter().sum::<u64>(),
-        2
-    );
-    assert!(p
-        .hist_buckets
-        .iter()
-        .enumerate()
-        .all(|(s, b)| s == 6 || s == 7 || b.iter().all(|&n| n == 0)));
-    assert_eq!((p.hist_sums[6], p.hist_sums[7]), (400, 3));
-    // The writer holds its store locked.
-    let f = std::fs::File::open(dir.join(&names[0])).unwrap();
-    // SAFETY: flock(2) on the descriptor `f` keeps open across the call.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    assert_eq!(rc, -1, "the rank holds its store");
-    rank.finish();
 }
 
 /// The agent_* samples of a page, comparable whatever the order of lines and labels.
