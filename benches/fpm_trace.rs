@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use nixl_telemetry::fpm::{
+use nixl_telemetry_core::fpm::{
     CaptureMode, FpmConfig, FpmPayload, FpmRecord, FpmTrace, QueuedRequests, ScheduledRequests,
     Source, ValidPayload,
 };
-use nixl_telemetry::segments::{
+use nixl_telemetry_core::segments::{
     ManualClock, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
 };
 
@@ -142,7 +142,7 @@ fn writer(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut jsonl = Vec::new();
     for r in &records {
-        nixl_telemetry::segments::row::encode_row(&mut jsonl, 1_234, r).unwrap();
+        nixl_telemetry_core::segments::row::encode_row(&mut jsonl, 1_234, r).unwrap();
     }
     let jsonl_path = dir.path().join("rows.jsonl");
     std::fs::write(&jsonl_path, &jsonl).unwrap();

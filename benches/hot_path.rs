@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{Collector, Config, EventType, ExporterChoice, MetricMask};
 
 /// A NOP collector whose flush thread never runs during a measurement.
 fn collector(buffer_size: usize, mask: MetricMask) -> Collector {
@@ -49,7 +49,9 @@ fn single_thread(c: &mut Criterion) {
     });
     g.bench_function("drop", |b| {
         let col = collector(64, MetricMask::ALL);
-        while col.update_data(EventType::AgentTxBytes, 1) != nixl_telemetry::Recorded::Dropped {}
+        while col.update_data(EventType::AgentTxBytes, 1) != nixl_telemetry_core::Recorded::Dropped
+        {
+        }
         b.iter(|| black_box(col.add_xfer_stats(black_box(10), true, 4096, 3)))
     });
     g.bench_function("deactivated", |b| {
@@ -132,7 +134,7 @@ fn flush_into_ring(c: &mut Criterion) {
         },
     )
     .unwrap();
-    let mut reader = nixl_telemetry::RingReader::open(dir.path().join("ring")).unwrap();
+    let mut reader = nixl_telemetry_core::RingReader::open(dir.path().join("ring")).unwrap();
     c.bench_function("flush_4095_events_into_ring", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
@@ -152,10 +154,10 @@ fn flush_into_ring(c: &mut Criterion) {
 
 fn ring_and_queue_parts(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let ring = nixl_telemetry::RingWriter::create(dir.path(), "parts", 4096).unwrap();
-    let mut reader = nixl_telemetry::RingReader::open(dir.path().join("parts")).unwrap();
-    let events: Vec<nixl_telemetry::Event> = (0..4095)
-        .map(|i| nixl_telemetry::Event::new(EventType::AgentTxBytes, i))
+    let ring = nixl_telemetry_core::RingWriter::create(dir.path(), "parts", 4096).unwrap();
+    let mut reader = nixl_telemetry_core::RingReader::open(dir.path().join("parts")).unwrap();
+    let events: Vec<nixl_telemetry_core::Event> = (0..4095)
+        .map(|i| nixl_telemetry_core::Event::new(EventType::AgentTxBytes, i))
         .collect();
     c.bench_function("ring_push_4095", |b| {
         b.iter_custom(|iters| {
@@ -183,7 +185,7 @@ fn ring_and_queue_parts(c: &mut Criterion) {
             total
         })
     });
-    let queue = nixl_telemetry::staging::StagingQueue::new(4096).unwrap();
+    let queue = nixl_telemetry_core::staging::StagingQueue::new(4096).unwrap();
     c.bench_function("staging_drain_4095", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;

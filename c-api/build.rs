@@ -4,9 +4,10 @@
 //! `scripts/install.sh` installs `libnixl_telemetry.so.<version>` with the usual symbolic links
 //! `libnixl_telemetry.so.0` and `libnixl_telemetry.so`.
 //!
-//! `rustc-cdylib-link-arg`: the shared library only (not the static library, nor this
-//! package's test executables). No crate depends on this one, so no other library (a plug-in,
-//! the NIXL manager adapter, the Python extension) gets the SONAME: a library carrying
+//! `rustc-cdylib-link-arg`: the shared library only (not the static library, the rlib the tests
+//! link, nor this package's test executables). No library depends on this crate (only tests
+//! do), so no other library (a plug-in, the NIXL manager adapter, the Python extension) gets
+//! the SONAME: a library carrying
 //! `libnixl_telemetry.so.0` would be taken for this one by a later
 //! `dlopen("libnixl_telemetry.so.0")` in the same process. `tests/install.rs` checks that only
 //! the library has it.

@@ -285,7 +285,7 @@ impl Collector {
     /// [`Collector::xfer_deactivated`] is false for `is_write` (the C entry point runs that
     /// gate before its panic boundary).
     #[inline]
-    pub(crate) fn stage_xfer_stats(
+    pub fn stage_xfer_stats(
         &self,
         xfer_time_us: u64,
         is_write: bool,
@@ -323,7 +323,7 @@ impl Collector {
     /// having changed nothing, when [`Collector::stage_xfer_stats`] must decide. Loads,
     /// compares and stores only: it cannot panic.
     #[inline(always)]
-    pub(crate) fn try_stage_xfer_stats_in_place(
+    pub fn try_stage_xfer_stats_in_place(
         &self,
         xfer_time_us: u64,
         is_write: bool,

@@ -13,20 +13,19 @@
 //! The same library writes Dynamo's forward-pass-metrics traces ([`fpm`]) into the segment
 //! store ([`segments`]).
 //!
-//! The C ABI is the top layer, [`ffi`]: every C entry point, and the C types that exist only
-//! for it (handles, options, the C form of an FPM payload, the log callback), converted there
-//! from and to the core's own values; nothing else in the crate imports from it. What the
-//! headers carry that is the core's own value is defined once, below it, with its C layout:
-//! the numbers (status codes, event types, log levels) in the leaf [`constants`], which the
-//! Rust types take their values from; the 16-byte [`Event`] (`nixl_telemetry_event_t`), which
-//! is also the ring file's record; the counters ([`CollectorStats`], [`fpm::FpmStats`]) and the
-//! FPM payload's request blocks, which cbindgen names in C; and the exporter plug-in ABI
-//! ([`plugin::abi`]), through which the loader calls plug-ins.
+//! The C ABI is not here: the `nixl-telemetry-c-api` crate (`c-api/`) defines every C entry
+//! point over this crate's Rust API and builds `libnixl_telemetry.so` and `.a`; this crate
+//! defines no C symbol. What the headers carry that is the core's own value is defined once,
+//! here or in `nixl-telemetry-base`, with its C layout: the numbers (status codes, event
+//! types, log levels) in the leaf [`constants`], which the Rust types take their values from;
+//! the 16-byte [`Event`] (`nixl_telemetry_event_t`), which is also the ring file's record; the
+//! counters ([`CollectorStats`], [`fpm::FpmStats`]) and the FPM payload's request blocks, which
+//! cbindgen names in C; and the exporter plug-in ABI ([`plugin::abi`]), through which the
+//! loader calls plug-ins.
 
 pub mod collector;
 pub mod config;
 pub mod exporter;
-pub mod ffi;
 pub mod filter;
 pub mod fpm;
 pub mod plugin;
@@ -36,9 +35,9 @@ pub mod staging;
 
 // What the core shares with the plug-ins lives in `nixl-telemetry-base`, one level down; its
 // modules keep their paths here (`nixl_telemetry::event`, `crate::fork`, ...).
-use nixl_telemetry_base::{c_string, worker};
+use nixl_telemetry_base::worker;
 pub use nixl_telemetry_base::{
-    constants, env, error, event, fork, logging, owner_only, settings, sync,
+    c_string, constants, env, error, event, fork, logging, owner_only, settings, sync,
 };
 
 pub use collector::{Collector, CollectorStats, Recorded};
@@ -48,11 +47,3 @@ pub use event::{Event, EventType, MetricDescriptor, METRIC_DESCRIPTORS};
 pub use exporter::ExporterChoice;
 pub use filter::MetricMask;
 pub use ring::{RingReader, RingWriter};
-
-/// Exported only by a build with the `test-util` feature (the test hooks
-/// `logging::capture`, `logging::warnings` and `env::fixed_env`). Those hooks are Rust
-/// functions, which a C library never exports, so this symbol is how `c-api/tests/install.rs`
-/// sees in an installed `libnixl_telemetry.so` that it was built without them.
-#[cfg(feature = "test-util")]
-#[no_mangle]
-pub static NIXL_TELEMETRY_TEST_UTIL: u8 = 1;

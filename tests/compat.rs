@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nixl_telemetry::{Event, RingReader, RingWriter};
+use nixl_telemetry_core::{Event, RingReader, RingWriter};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -8,9 +8,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nixl_telemetry::config::Options;
-use nixl_telemetry::settings::{self, Origin, SETTINGS};
-use nixl_telemetry::{Collector, EventType, RingReader, Status};
+use nixl_telemetry_core::config::Options;
+use nixl_telemetry_core::settings::{self, Origin, SETTINGS};
+use nixl_telemetry_core::{Collector, EventType, RingReader, Status};
 
 /// The variable that tells the child which case to run.
 const CASE: &str = "NIXL_TEST_CHILD";
@@ -66,7 +66,7 @@ fn home_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("HOME").unwrap())
 }
 
-fn create_error() -> nixl_telemetry::Error {
+fn create_error() -> nixl_telemetry_core::Error {
     Collector::from_env("agent", true)
         .err()
         .expect("creation must fail")
@@ -379,7 +379,7 @@ fn the_settings_table_lists_every_variable_the_sources_read() {
         .collect();
     assert!(
         missing.is_empty(),
-        "variables read somewhere but missing from nixl_telemetry::settings::SETTINGS (add \
+        "variables read somewhere but missing from nixl_telemetry_core::settings::SETTINGS (add \
          them there, or to NOT_SETTINGS if they are test hooks): {missing:?}"
     );
     let stale: Vec<&str> = NOT_SETTINGS

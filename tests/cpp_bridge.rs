@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use nixl_telemetry::{plugin, Collector, Status};
+use nixl_telemetry_core::{plugin, Collector, Status};
 use nixl_telemetry_test_support::plugin_config as config;
 
 /// Compiles `c_tests/plugins/nixl_v2_plugin.c` (a version-2 object without a creator).

@@ -3,9 +3,9 @@
 
 use std::sync::Mutex;
 
-use nixl_telemetry::logging::{capture, warnings};
-use nixl_telemetry::sync::LockUnpoisoned;
-use nixl_telemetry::{Collector, EventType, Status};
+use nixl_telemetry_core::logging::{capture, warnings};
+use nixl_telemetry_core::sync::LockUnpoisoned;
+use nixl_telemetry_core::{Collector, EventType, Status};
 
 static ENV: Mutex<()> = Mutex::new(());
 
@@ -34,7 +34,7 @@ fn with_env<R>(vars: &[(&str, &str)], f: impl FnOnce() -> R) -> R {
     r
 }
 
-fn create_error(vars: &[(&str, &str)], agent: &str) -> nixl_telemetry::Error {
+fn create_error(vars: &[(&str, &str)], agent: &str) -> nixl_telemetry_core::Error {
     with_env(vars, || {
         Collector::from_env(agent, true)
             .err()

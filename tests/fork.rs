@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
+use nixl_telemetry_core::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
 use nixl_telemetry_test_support::forked;
 
 fn buffer(dir: &std::path::Path, interval: Duration) -> Config {

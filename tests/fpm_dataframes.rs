@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload};
-use nixl_telemetry::segments::segments_of;
+use nixl_telemetry_core::fpm::{CaptureMode, FpmConfig, FpmPayload};
+use nixl_telemetry_core::segments::segments_of;
 use nixl_telemetry_test_support::manual_fpm_trace;
 
 /// pandas reads a `timestamp` column of numbers as seconds since 1970 once every value of the

@@ -7,11 +7,11 @@
 
 use std::io::Write;
 
-use nixl_telemetry::env::fixed_env;
-use nixl_telemetry::exporter::{ExporterChoice, TraceExporterConfig};
-use nixl_telemetry::fpm::{FpmPayload, FpmPolicy, ValidPayload};
-use nixl_telemetry::segments::SegmentReader;
-use nixl_telemetry::{Config, Event, EventType, MetricMask, RingReader, RingWriter};
+use nixl_telemetry_core::env::fixed_env;
+use nixl_telemetry_core::exporter::{ExporterChoice, TraceExporterConfig};
+use nixl_telemetry_core::fpm::{FpmPayload, FpmPolicy, ValidPayload};
+use nixl_telemetry_core::segments::SegmentReader;
+use nixl_telemetry_core::{Config, Event, EventType, MetricMask, RingReader, RingWriter};
 use nixl_telemetry_test_support::fuzz;
 
 #[test]
@@ -122,12 +122,12 @@ fn fuzz_the_segment_reader_on_mutated_gzip() {
 #[test]
 fn fuzz_the_environment_parsers() {
     let seeds = fuzz::environment_seeds();
-    use nixl_telemetry::config::{
+    use nixl_telemetry_core::config::{
         ENV_BUFFER_SIZE, ENV_ENABLE, ENV_ENABLED_METRICS, ENV_RUN_INTERVAL,
     };
-    use nixl_telemetry::exporter::trace::ENV_TRACE_ROLL_BYTES;
-    use nixl_telemetry::exporter::{ENV_DIR, ENV_EXPORTER};
-    use nixl_telemetry::fpm::config::{ENV_MODE, ENV_SAMPLE_INTERVAL_MS, ENV_TRACE};
+    use nixl_telemetry_core::exporter::trace::ENV_TRACE_ROLL_BYTES;
+    use nixl_telemetry_core::exporter::{ENV_DIR, ENV_EXPORTER};
+    use nixl_telemetry_core::fpm::config::{ENV_MODE, ENV_SAMPLE_INTERVAL_MS, ENV_TRACE};
     const CORE: [&str; 7] = [
         ENV_ENABLE,
         ENV_BUFFER_SIZE,
@@ -140,8 +140,8 @@ fn fuzz_the_environment_parsers() {
     let mut round = 0usize;
     fuzz::run("environment", &seeds, |bytes| {
         let value = String::from_utf8_lossy(bytes);
-        let _ = nixl_telemetry::env::parse_bool("V", &value);
-        let _ = nixl_telemetry::env::parse_u64("V", &value);
+        let _ = nixl_telemetry_core::env::parse_bool("V", &value);
+        let _ = nixl_telemetry_core::env::parse_u64("V", &value);
         let _ = MetricMask::resolve(&value);
         round += 1;
         let var = CORE[round % CORE.len()];

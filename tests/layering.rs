@@ -767,7 +767,7 @@ fn the_cli_depends_on_no_plug_in() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let deps = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
     assert!(
-        deps.iter().any(|(name, _)| name == "nixl-telemetry"),
+        deps.iter().any(|(name, _)| name == "nixl_telemetry"),
         "the CLI's dependencies were not read: {deps:?}"
     );
     let on_plug_ins = plug_in_dependencies(root, &root.join("cli"));
@@ -816,4 +816,58 @@ fn a_plug_in_dependency_is_found_in_every_table_and_through_the_workspace() {
     // The library crate is a path dependency too, but not a plug-in.
     let all = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
     assert_eq!(all.len(), 4, "{all:?}");
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The files under `dir` whose code (comments and strings left out) exports a symbol by name
+/// (`no_mangle`, `export_name`), as "path: count".
+fn symbol_exports(root: &Path, dir: &Path) -> Vec<String> {
+    rust_files(dir)
+        .into_iter()
+        .filter_map(|path| {
+            let code = strip_comments_and_strings(&std::fs::read_to_string(&path).unwrap());
+            let n = code.matches("no_mangle").count() + code.matches("export_name").count();
+            (n > 0).then(|| format!("{}: {n}", path.strip_prefix(root).unwrap().display()))
+        })
+        .collect()
+}
+
+/// Only the C ABI crate exports C symbols: the core (`src/`) defines none, so no crate linking
+/// it (a plug-in, the CLI, the Python extension) can export the C ABI by accident; the base
+/// crate's one is the plug-in entry point that `export_telemetry_plugin!` expands in a plug-in.
+#[test]
+fn only_the_c_abi_crate_defines_c_symbols() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        !symbol_exports(root, &root.join("c-api/src")).is_empty(),
+        "the C ABI crate's symbols were not found"
+    );
+    let core = symbol_exports(root, &root.join("src"));
+    assert!(
+        core.is_empty(),
+        "the core defines C symbols (they belong in c-api/): {core:?}"
+    );
+    let base = symbol_exports(root, &root.join("base/src"));
+    assert_eq!(
+        base,
+        ["base/src/plugin/author.rs: 1"],
+        "the base crate defines C symbols beyond the plug-in entry point's macro"
+    );
 }

@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use nixl_telemetry::fpm::OpenErrorKind;
-use nixl_telemetry::fpm::{
+use nixl_telemetry_core::fpm::OpenErrorKind;
+use nixl_telemetry_core::fpm::{
     CaptureMode, FpmConfig, FpmPayload, FpmTrace, QueuedRequests, ScheduledRequests, Source,
 };
-use nixl_telemetry::segments::testing::{
+use nixl_telemetry_core::segments::testing::{
     event_of_row_len, member_of, names, rows, segment, segment_sizes, writer,
 };
-use nixl_telemetry::segments::{ManualClock, SegmentReader, SegmentWriter};
+use nixl_telemetry_core::segments::{ManualClock, SegmentReader, SegmentWriter};
 use nixl_telemetry_test_support::in_child;
 use nixl_telemetry_test_support::manual_fpm_trace;
 
@@ -204,8 +204,8 @@ fn a_truncated_last_member_is_read_up_to_the_cut_by_gzip_cd() {
 
 #[test]
 fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
-    use nixl_telemetry::error::Status;
-    use nixl_telemetry::exporter::{TraceExporter, TraceExporterConfig};
+    use nixl_telemetry_core::error::Status;
+    use nixl_telemetry_core::exporter::{TraceExporter, TraceExporterConfig};
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
@@ -456,8 +456,8 @@ fn files_of_another_user_are_neither_history_nor_deleted() {
 
 #[test]
 fn a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer() {
-    use nixl_telemetry::exporter::{TraceExporter, TraceExporterConfig};
-    use nixl_telemetry::logging;
+    use nixl_telemetry_core::exporter::{TraceExporter, TraceExporterConfig};
+    use nixl_telemetry_core::logging;
     use std::os::fd::AsRawFd;
     let Some(sticky) = in_sticky_dir_as_root_then_victim(
         "a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer",
@@ -599,8 +599,8 @@ fn a_writer_whose_every_write_failed_leaves_no_empty_segment() {
 
 #[test]
 fn files_and_directories_are_private_whatever_the_umask() {
-    use nixl_telemetry::exporter::{Exporter, TraceExporter, TraceExporterConfig};
-    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_core::exporter::{Exporter, TraceExporter, TraceExporterConfig};
+    use nixl_telemetry_core::{Event, EventType};
     if !in_child("files_and_directories_are_private_whatever_the_umask") {
         return;
     }

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nixl_telemetry::exporter::BufferExporter;
-use nixl_telemetry::{Collector, Config, Event, ExporterChoice, MetricMask, Recorded, RingReader};
+use nixl_telemetry_core::exporter::BufferExporter;
+use nixl_telemetry_core::{
+    Collector, Config, Event, ExporterChoice, MetricMask, Recorded, RingReader,
+};
 
 /// Checks that `read` holds whole transfers, each producer's in the order it recorded them,
 /// with drop reports between them: producer `t` records its `i`-th transfer as
@@ -168,7 +170,7 @@ fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_c
 /// An exporter keeping every event it is given, shared with the test.
 struct Keep(Arc<std::sync::Mutex<Vec<Event>>>);
 
-impl nixl_telemetry::exporter::Exporter for Keep {
+impl nixl_telemetry_core::exporter::Exporter for Keep {
     fn export_batch(&mut self, events: &[Event]) -> usize {
         self.0.lock().unwrap().extend_from_slice(events);
         events.len()
@@ -276,7 +278,7 @@ fn two_collectors_under_thread_churn_conserve_events_per_thread_in_order() {
 /// beyond the first; blocks are reused rather than grown; every event is accounted for.
 #[test]
 fn sixty_four_threads_never_stage_more_than_capacity_plus_a_block_each() {
-    use nixl_telemetry::staging::{StagingQueue, BLOCK_EVENTS};
+    use nixl_telemetry_core::staging::{StagingQueue, BLOCK_EVENTS};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Barrier;
 

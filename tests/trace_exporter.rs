@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::exporter::TraceExporterConfig;
-use nixl_telemetry::segments::{segments_of, SegmentReader};
-use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, Status};
+use nixl_telemetry_core::exporter::TraceExporterConfig;
+use nixl_telemetry_core::segments::{segments_of, SegmentReader};
+use nixl_telemetry_core::{Collector, Config, EventType, ExporterChoice, Status};
 use nixl_telemetry_test_support::in_child;
 
 #[test]
@@ -108,11 +108,11 @@ fn rows_lost_to_a_write_error_count_as_lost_not_exported() {
 
 #[test]
 fn trace_losses_show_in_nixl_telemetry_get_stats() {
-    use nixl_telemetry::ffi::{
+    use c_api::{
         nixl_telemetry_add_xfer_stats, nixl_telemetry_create, nixl_telemetry_destroy,
         nixl_telemetry_get_stats, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
     };
-    use nixl_telemetry::CollectorStats;
+    use nixl_telemetry_core::CollectorStats;
     // Spawns a child: see agents_sharing_a_file_prefix_are_refused_while_the_first_writes.
     let _no_overlap = nixl_telemetry_test_support::serial(&[]);
     if !in_child("trace_losses_show_in_nixl_telemetry_get_stats") {

@@ -10,8 +10,8 @@
 use std::fs::OpenOptions;
 use std::time::Duration;
 
-use nixl_telemetry::logging;
-use nixl_telemetry::{
+use nixl_telemetry_core::logging;
+use nixl_telemetry_core::{
     Collector, Config, Event, EventType, ExporterChoice, MetricMask, RingReader, RingWriter, Status,
 };
 use nixl_telemetry_test_support::in_child;
@@ -137,7 +137,7 @@ fn a_reader_refuses_a_ring_truncated_under_it() {
     let mut r = std::ptr::null_mut();
     // SAFETY: a valid C string and out-parameters; the handle is closed once below.
     unsafe {
-        use ::nixl_telemetry::ffi::{
+        use c_api::{
             nixl_telemetry_ring_close, nixl_telemetry_ring_open, nixl_telemetry_ring_pop,
             NIXL_TELEMETRY_ERR_MISMATCH, NIXL_TELEMETRY_SUCCESS,
         };

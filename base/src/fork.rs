@@ -62,7 +62,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, Once, RwLock};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock, RwLock};
 
 use crate::error::{Error, Status};
 use crate::sync::{LockUnpoisoned, RwLockUnpoisoned};
@@ -184,13 +184,16 @@ pub fn inherited_handle(what: &str) -> Error {
 }
 
 /// Installs this copy's fork handlers (once per process; a child inherits them). In a plug-in
-/// whose host offers fork services ([`crate::plugin::host`]), the handlers join the host's
+/// whose host offers fork services ([`join_host`]), the handlers join the host's
 /// instead, so the process has one set of `pthread_atfork` handlers: the host's, which run a
 /// plug-in's `prepare` before taking any lock of its own, and its `parent` or `child` last.
 pub fn install() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
-        if crate::plugin::host::join_fork_handlers(prepare, parent, child) {
+        if HOST_AT_FORK
+            .get()
+            .is_some_and(|at_fork| at_fork(prepare, parent, child))
+        {
             return;
         }
         // SAFETY: the three handlers are `extern "C"` functions of this library, which is never
@@ -203,6 +206,23 @@ pub fn install() {
             );
         }
     });
+}
+
+/// Adds this copy's three fork handlers to a host's: `true` when the host took them.
+pub type HostAtFork = fn(
+    prepare: unsafe extern "C" fn(),
+    parent: unsafe extern "C" fn(),
+    child: unsafe extern "C" fn(),
+) -> bool;
+
+/// The host's `at_fork`, once a plug-in's copy of this crate has joined the host's handlers.
+static HOST_AT_FORK: OnceLock<HostAtFork> = OnceLock::new();
+
+/// Makes [`install`] add this copy's handlers to the host's through `at_fork` instead of
+/// installing its own (the plug-in side of the host services, `crate::plugin::services`, calls
+/// it before the handlers are first needed; the first one given stays).
+pub fn join_host(at_fork: HostAtFork) {
+    let _ = HOST_AT_FORK.set(at_fork);
 }
 
 /// How many plug-in libraries can add their fork handlers ([`add_plugin_handlers`]): far more

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::{Event, RingReader, RingWriter};
+use nixl_telemetry_core::{Event, RingReader, RingWriter};
 use nixl_telemetry_test_support::workspace_root;
 
 /// NIXL's event names by numeric type, written out here independently of the library.

@@ -3,7 +3,7 @@
 //! crate named `telemetry_exporter_<name>`. The macro defines `nixl_telemetry_plugin_init`
 //! returning a static version-3 descriptor whose trampolines catch every panic at the C
 //! boundary and route the plug-in's `log` messages into the host's logging, and its settings
-//! lookups and fork handlers to the host's ([`super::host::install`]).
+//! lookups and fork handlers to the host's ([`super::services::install`]).
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -96,7 +96,7 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
             // SAFETY: the host passes NULL or its static services table (the plug-in ABI's
             // contract: valid for the life of the process).
             if let Some(services) = unsafe { p.host.as_ref() } {
-                super::host::install(services);
+                super::services::install(services);
             }
         }
         // SAFETY: not NULL (checked above) and NUL-terminated by the plug-in ABI's contract.

@@ -13,6 +13,7 @@ pub mod file;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use crate::env::{parse_bool, parse_u64, Lookup, EMPTY_IS_UNSET_PREFIX};
 use crate::error::{Error, Result};
@@ -368,13 +369,25 @@ pub struct Effective {
 /// the [`Lookup`] every parser of a collector's settings is given. An error when the value is
 /// not UTF-8, or when the file is needed and cannot be read or gives the wrong type.
 ///
-/// In a plug-in whose host offers the settings service, the host looks it up: the process reads
-/// its configuration file once, whichever part of it asks first.
+/// In a plug-in whose host offers the settings service ([`route_to_host`]), the host looks it
+/// up: the process reads its configuration file once, whichever part of it asks first.
 pub fn process_settings(name: &str) -> Result<Option<String>> {
-    if let Some(from_host) = crate::plugin::host::lookup_setting(name) {
-        return from_host;
+    if let Some(host_lookup) = HOST_LOOKUP.get() {
+        return host_lookup(name);
     }
     Ok(lookup(name)?.map(|s| s.value))
+}
+
+/// A lookup by the host's rule, in a plug-in's copy of this crate (see [`route_to_host`]).
+pub type HostLookup = fn(&str) -> Result<Option<String>>;
+
+/// The host's lookup, once a plug-in has routed its settings there.
+static HOST_LOOKUP: OnceLock<HostLookup> = OnceLock::new();
+
+/// Makes [`process_settings`] ask the host through `lookup` from now on (the plug-in side of the
+/// host services, `crate::plugin::services`, calls it; the first lookup given stays).
+pub fn route_to_host(lookup: HostLookup) {
+    let _ = HOST_LOOKUP.set(lookup);
 }
 
 /// What the options of `nixl_telemetry_create_with_options` give a setting, by name (`None`

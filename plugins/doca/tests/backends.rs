@@ -291,10 +291,9 @@ fn a_port_held_elsewhere_is_a_benign_collision() {
     // `out` to be NULL or writable: `agent` is a `CString` alive across the call and `handle` a
     // local pointer it may overwrite (with NULL on the failure asserted below, so no collector is
     // left to destroy).
-    let status =
-        unsafe { nixl_telemetry::ffi::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) };
+    let status = unsafe { c_api::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) };
     std::env::remove_var("NIXL_TELEMETRY_EXPORTER");
-    assert_eq!(status, nixl_telemetry::ffi::NIXL_TELEMETRY_ERR_BIND_FAILED);
+    assert_eq!(status, c_api::NIXL_TELEMETRY_ERR_BIND_FAILED);
     assert!(handle.is_null());
     // The name was not kept: once the port is free the same agent is created.
     drop(holder);

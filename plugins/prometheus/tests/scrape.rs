@@ -493,9 +493,9 @@ fn a_port_held_by_another_process_is_a_benign_collision() {
         // `out` to be NULL or writable: `agent` is a `CString` alive across the call and
         // `handle` a local pointer it may overwrite (with NULL on the failure asserted below,
         // so no collector is left to destroy).
-        unsafe { nixl_telemetry::ffi::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) }
+        unsafe { c_api::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) }
     });
-    assert_eq!(status, nixl_telemetry::ffi::NIXL_TELEMETRY_ERR_BIND_FAILED);
+    assert_eq!(status, c_api::NIXL_TELEMETRY_ERR_BIND_FAILED);
     assert!(handle.is_null());
     let warnings = logging::warnings(&logged);
     assert_eq!(warnings.len(), 1, "{logged:?}");

@@ -4,13 +4,13 @@
 //! [`QueuedRequests`]) and the counters ([`FpmStats`]) are the core's own values, defined once
 //! with a C layout beside the trace (`src/fpm/`) and named in C by cbindgen.
 //!
-//! [`FpmPayload`]: crate::fpm::FpmPayload
-//! [`FpmStats`]: crate::fpm::FpmStats
+//! [`FpmPayload`]: nixl_telemetry_core::fpm::FpmPayload
+//! [`FpmStats`]: nixl_telemetry_core::fpm::FpmStats
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_char;
 
-use crate::fpm::{FpmTrace, QueuedRequests, ScheduledRequests};
+use nixl_telemetry_core::fpm::{FpmTrace, QueuedRequests, ScheduledRequests};
 
 /// The FPM trace of one producer (opaque). Created by `nixl_telemetry_fpm_trace_open`, released
 /// by `nixl_telemetry_fpm_trace_close`.

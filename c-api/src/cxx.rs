@@ -6,8 +6,8 @@
 //! could clash with NIXL's declaration. Not part of the C header: their names are C++ names
 //! (Itanium ABI mangling, as GCC and Clang use on Linux).
 
-use crate::event::EventType;
-use crate::ffi::boundary;
+use crate::boundary;
+use nixl_telemetry_core::event::EventType;
 
 /// `nixl_telemetry_event_type_t nixlTelemetryEventTypeForStatus(nixl_status_t s)`: the error
 /// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19). Both enums are passed as their

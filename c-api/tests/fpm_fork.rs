@@ -4,14 +4,17 @@
 //! handler writes it out while leaving the parent's alone. The parent's segments hold only
 //! the parent's rows.
 
+mod common;
+
 use std::ffi::CStr;
 use std::time::Duration;
 
-use nixl_telemetry::constants::*;
-use nixl_telemetry::ffi::fpm::*;
-use nixl_telemetry::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
-use nixl_telemetry::segments::{segments_of, SegmentReader};
-use nixl_telemetry_test_support::{forked, last_error};
+use common::last_error;
+use nixl_telemetry::fpm::*;
+use nixl_telemetry_core::constants::*;
+use nixl_telemetry_core::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
+use nixl_telemetry_core::segments::{segments_of, SegmentReader};
+use nixl_telemetry_test_support::forked;
 use serde_json::Value;
 
 fn payload(worker_id: &CStr, counter: i64) -> nixl_telemetry_fpm_payload_t {

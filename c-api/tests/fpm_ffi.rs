@@ -1,14 +1,16 @@
 //! The FPM trace C ABI with tracing enabled by the environment (one test: the environment is
 //! read once per process).
 
+mod common;
+
 use std::ffi::CStr;
 
-use nixl_telemetry::constants::*;
-use nixl_telemetry::ffi::fpm::*;
-use nixl_telemetry::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
-use nixl_telemetry::segments::segments_of;
-use nixl_telemetry::segments::SegmentReader;
-use nixl_telemetry_test_support::last_error;
+use common::last_error;
+use nixl_telemetry::fpm::*;
+use nixl_telemetry_core::constants::*;
+use nixl_telemetry_core::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
+use nixl_telemetry_core::segments::segments_of;
+use nixl_telemetry_core::segments::SegmentReader;
 use serde_json::Value;
 
 fn payload(worker_id: &CStr, rank: i64, counter: i64) -> nixl_telemetry_fpm_payload_t {

@@ -1,20 +1,20 @@
 //! The C types of the core ABI (`include/nixl_telemetry.h`) that exist only for it: the two
 //! opaque handles, the options struct and the log-callback type. Each is converted at the
 //! boundary from or to the core's own Rust value ([`Collector`], [`RingReader`],
-//! [`Options`](crate::config::Options), a [`LogSink`]).
+//! [`Options`](nixl_telemetry_core::config::Options), a [`LogSink`]).
 //!
 //! The C-layout types of this header that are the core's own values are defined once in the
-//! core: the event record ([`crate::Event`], `nixl_telemetry_event_t`, also the 16-byte record
-//! of the ring file) and the counters ([`crate::CollectorStats`], `nixl_telemetry_stats_t`).
-//! The numbers the header carries live in [`crate::constants`].
+//! core: the event record ([`nixl_telemetry_core::Event`], `nixl_telemetry_event_t`, also the 16-byte record
+//! of the ring file) and the counters ([`nixl_telemetry_core::CollectorStats`], `nixl_telemetry_stats_t`).
+//! The numbers the header carries live in [`nixl_telemetry_core::constants`].
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
-use crate::collector::Collector;
-use crate::logging::{level_code, LogSink};
-use crate::ring::RingReader;
+use nixl_telemetry_core::collector::Collector;
+use nixl_telemetry_core::logging::{level_code, LogSink};
+use nixl_telemetry_core::ring::RingReader;
 
 /// One agent's telemetry collector (opaque). Created by `nixl_telemetry_create`, released by
 /// `nixl_telemetry_destroy`. All functions taking it are thread-safe.

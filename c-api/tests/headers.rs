@@ -6,7 +6,8 @@ use std::path::Path;
 /// Generates `header` from the source files `sources` (only those files are parsed, so each
 /// header carries exactly its own ABI) with the settings in `config_file`.
 fn check(config_file: &str, sources: &[&str], header: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The repository's root: the configurations, sources and headers are named from it.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let config = cbindgen::Config::from_file(root.join(config_file)).expect("cbindgen config");
     let mut generated = Vec::new();
     let mut builder = cbindgen::Builder::new().with_config(config);
@@ -121,8 +122,8 @@ fn core_header_is_current() {
         "cbindgen.toml",
         &[
             "base/src/constants.rs",
-            "src/ffi/telemetry.rs",
-            "src/ffi/types.rs",
+            "c-api/src/telemetry.rs",
+            "c-api/src/types.rs",
             "base/src/event.rs",
             "src/collector.rs",
         ],
@@ -144,8 +145,8 @@ fn fpm_trace_header_is_current() {
     check(
         "cbindgen_fpm.toml",
         &[
-            "src/ffi/fpm.rs",
-            "src/ffi/fpm_types.rs",
+            "c-api/src/fpm.rs",
+            "c-api/src/fpm_types.rs",
             "src/fpm/payload.rs",
             "src/fpm/producer.rs",
         ],

@@ -1,12 +1,14 @@
 //! The FPM trace C ABI when the output location cannot be written: a distinct status, the
 //! reason in the last-error message, one warning, and the caller carries on.
 
+mod common;
+
 use std::ffi::CStr;
 
-use nixl_telemetry::constants::*;
-use nixl_telemetry::ffi::fpm::*;
-use nixl_telemetry::logging;
-use nixl_telemetry_test_support::last_error;
+use common::last_error;
+use nixl_telemetry::fpm::*;
+use nixl_telemetry_core::constants::*;
+use nixl_telemetry_core::logging;
 
 #[test]
 fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {

@@ -1,10 +1,12 @@
 //! The FPM trace C ABI when the environment disables tracing: a distinct status, the reason in
 //! the last-error message, and one warning per process however many producers try.
 
-use nixl_telemetry::constants::*;
-use nixl_telemetry::ffi::fpm::*;
-use nixl_telemetry::logging;
-use nixl_telemetry_test_support::last_error;
+mod common;
+
+use common::last_error;
+use nixl_telemetry::fpm::*;
+use nixl_telemetry_core::constants::*;
+use nixl_telemetry_core::logging;
 
 #[test]
 fn an_invalid_master_switch_disables_tracing_with_one_warning() {
