@@ -1,7 +1,7 @@
 //! Compiles the adapter's C++ half (src/adapter.cpp) with the system's C++ compiler (the `cc`
-//! crate also links libstdc++), and keeps the core library's C ABI (linked in from the
-//! nixl-telemetry rlib, for event names and logging) out of the dynamic symbol table: the
-//! adapter exports only NIXL's two entry points and its own helpers.
+//! crate also links libstdc++), and keeps the C++ half's symbols (and those of the static
+//! libraries it links) out of the dynamic symbol table: the adapter exports only NIXL's two
+//! entry points (the Rust half hands the C++ half its services by pointer).
 fn main() {
     cc::Build::new()
         .cpp(true)

@@ -233,6 +233,40 @@ fn a_staged_shipped_install_is_relocatable_and_has_no_test_hooks() {
     tested.sort();
     assert_eq!(shipped_sorted, tested);
 
+    // Every shipped shared library besides the C library exports exactly its entry points
+    // (`nm -D --defined-only`): no plug-in carries a second copy of the C ABI or anything else
+    // a host could bind to by accident.
+    let plugin_dir = staged.join("lib64/plugins");
+    let mut checked = 0;
+    for dir in [plugin_dir.clone(), plugin_dir.join("nixl")] {
+        for name in entries(&dir).into_iter().filter(|n| n.ends_with(".so")) {
+            let expected: &[&str] = if dir.ends_with("nixl") {
+                // What NIXL's plug-in manager looks up.
+                &["nixl_telemetry_plugin_fini", "nixl_telemetry_plugin_init"]
+            } else if name == "libnixl_telemetry_cpp_plugin_host.so" {
+                // What the core's loader looks up in the C++ plug-in host.
+                &[
+                    "nixl_telemetry_cpp_bridge_abi",
+                    "nixl_telemetry_cpp_bridge_create",
+                    "nixl_telemetry_cpp_bridge_destroy",
+                    "nixl_telemetry_cpp_bridge_export",
+                    "nixl_telemetry_cpp_bridge_inspect",
+                ]
+            } else {
+                &["nixl_telemetry_plugin_init"]
+            };
+            assert_eq!(
+                defined_dynamic_symbols(&dir.join(&name)),
+                expected,
+                "{}: exports more or other than its entry points",
+                dir.join(&name).display()
+            );
+            checked += 1;
+        }
+    }
+    // The five exporters, the C++ plug-in host and the five NIXL adapters.
+    assert_eq!(checked, 11, "the shipped plug-ins were not all found");
+
     // Moved elsewhere, pkg-config still gives its directories.
     let moved = tmp.path().join("moved");
     std::fs::rename(&staged, &moved).unwrap();
@@ -437,6 +471,22 @@ fn soname(path: &Path) -> Option<String> {
         .lines()
         .find(|l| l.contains("(SONAME)"))
         .and_then(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_owned()))
+}
+
+/// The names `nm -D --defined-only` lists for `path`, sorted.
+fn defined_dynamic_symbols(path: &Path) -> Vec<String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(path)
+        .output()
+        .expect("nm is needed (apt-get install binutils)");
+    assert!(out.status.success(), "nm -D {}", path.display());
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_owned))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The names `readelf --dyn-syms` lists as defined in `path`.

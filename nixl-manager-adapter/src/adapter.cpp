@@ -21,23 +21,33 @@
 #undef nixl_telemetry_plugin_init
 
 extern "C" {
-const char *
-nixl_telemetry_nixl_adapter_event_name(uint32_t event_type);
-void
-nixl_telemetry_nixl_adapter_log(int32_t level, const char *message);
-const nixl_telemetry_plugin_host_t *
-nixl_telemetry_nixl_adapter_host(void);
-int32_t
-nixl_telemetry_nixl_adapter_check(const char *path);
+/** What the Rust half gives this half: the library's services, by pointer rather than by
+ *  exported symbol, so the adapter exports only NIXL's two entry points. */
+typedef struct {
+    /** The static name of an event type, or NULL. */
+    const char *(*event_name)(uint32_t event_type);
+    /** Logs through the library (stderr, threshold NIXL_LOG_LEVEL). */
+    void (*log)(int32_t level, const char *message);
+    /** The library's host services table, passed on to the plug-in. */
+    const nixl_telemetry_plugin_host_t *host;
+    /** Checks a plug-in file as the library's loader does: 0 or an error status. */
+    int32_t (*check)(const char *path);
+} nixl_telemetry_nixl_adapter_services_t;
+
 nixlTelemetryPlugin *
-nixl_telemetry_nixl_adapter_init_impl(void) noexcept;
+nixl_telemetry_nixl_adapter_init_impl(const nixl_telemetry_nixl_adapter_services_t *services) noexcept;
 }
 
 namespace {
 
+/** The Rust half's services, set by the first nixl_telemetry_nixl_adapter_init_impl. */
+const nixl_telemetry_nixl_adapter_services_t *services_ = nullptr;
+
 void
 say(int32_t level, const std::string &message) noexcept {
-    nixl_telemetry_nixl_adapter_log(level, message.c_str());
+    if (services_ != nullptr) {
+        services_->log(level, message.c_str());
+    }
 }
 
 /** The C plug-in this adapter presents, opened once. */
@@ -83,7 +93,7 @@ locate(presentedPlugin &plugin, std::string &why) {
 bool
 open(presentedPlugin &plugin, std::string &why) {
     // The library's own checks first: nothing of an untrusted file runs.
-    if (nixl_telemetry_nixl_adapter_check(plugin.path.c_str()) != NIXL_TELEMETRY_SUCCESS) {
+    if (services_->check(plugin.path.c_str()) != NIXL_TELEMETRY_SUCCESS) {
         why = "refused to load " + plugin.path + " (see the previous message)";
         return false;
     }
@@ -133,9 +143,9 @@ public:
         c_params.struct_size = sizeof(c_params);
         c_params.agent_name = agent_.c_str();
         c_params.max_events_buffered = params.maxEventsBuffered;
-        c_params.host_log = nixl_telemetry_nixl_adapter_log;
-        c_params.host_event_name = nixl_telemetry_nixl_adapter_event_name;
-        c_params.host = nixl_telemetry_nixl_adapter_host();
+        c_params.host_log = services_->log;
+        c_params.host_event_name = services_->event_name;
+        c_params.host = services_->host;
         char message[1024] = {0};
         const nixl_telemetry_status_t status =
             desc_->create(&c_params, &state_, message, sizeof(message));
@@ -202,7 +212,11 @@ private:
 } // namespace
 
 extern "C" nixlTelemetryPlugin *
-nixl_telemetry_nixl_adapter_init_impl(void) noexcept {
+nixl_telemetry_nixl_adapter_init_impl(const nixl_telemetry_nixl_adapter_services_t *services) noexcept {
+    if (services == nullptr) {
+        return nullptr;
+    }
+    services_ = services;
     try {
         const presentedPlugin &plugin = presented();
         if (plugin.desc == nullptr) {

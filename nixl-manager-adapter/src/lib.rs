@@ -18,36 +18,43 @@ use std::path::Path;
 
 use nixl_telemetry::{logging, plugin};
 
+/// What the C++ half needs of this library, handed to it by pointer (not by exported symbol,
+/// so the adapter's dynamic symbol table holds only NIXL's two entry points); the layout of
+/// `nixl_telemetry_nixl_adapter_services_t` in `src/adapter.cpp`.
+#[repr(C)]
+struct AdapterServices {
+    event_name: extern "C" fn(u32) -> *const c_char,
+    log: unsafe extern "C" fn(i32, *const c_char),
+    host: *const plugin::abi::nixl_telemetry_plugin_host_t,
+    check: unsafe extern "C" fn(*const c_char) -> i32,
+}
+
+// SAFETY: immutable static data: function pointers and a pointer to the static host table.
+unsafe impl Sync for AdapterServices {}
+
+/// The services of this library the C++ half calls.
+static SERVICES: AdapterServices = AdapterServices {
+    event_name: plugin::host::host_event_name,
+    log: plugin::host::host_log,
+    host: &plugin::host::HOST_SERVICES,
+    check: check_plugin,
+};
+
 extern "C" {
-    fn nixl_telemetry_nixl_adapter_init_impl() -> *mut c_void;
+    fn nixl_telemetry_nixl_adapter_init_impl(services: *const AdapterServices) -> *mut c_void;
 }
 
 /// NIXL's entry point: this adapter's `nixlTelemetryPlugin` object, or NULL (after an error on
 /// the log) when the plug-in it presents cannot be opened.
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_plugin_init() -> *mut c_void {
-    // SAFETY: takes no arguments; the C++ function catches every exception.
-    unsafe { nixl_telemetry_nixl_adapter_init_impl() }
+    // SAFETY: the services are static; the C++ function catches every exception.
+    unsafe { nixl_telemetry_nixl_adapter_init_impl(&SERVICES) }
 }
 
 /// NIXL's unload hook: nothing to release (the plug-in behind the adapter stays loaded).
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_plugin_fini() {}
-
-/// The static name of an event type, or NULL: the library's host service.
-#[no_mangle]
-pub extern "C" fn nixl_telemetry_nixl_adapter_event_name(event_type: u32) -> *const c_char {
-    plugin::host::host_event_name(event_type)
-}
-
-/// The process services (settings, fork handlers) this library offers the plug-in behind the
-/// adapter: the library's host service, so that plug-in shares this library's configuration and
-/// fork handling.
-#[no_mangle]
-pub extern "C" fn nixl_telemetry_nixl_adapter_host(
-) -> *const plugin::abi::nixl_telemetry_plugin_host_t {
-    &plugin::host::HOST_SERVICES
-}
 
 /// Checks the plug-in at `path` as this library's loader does before it opens one (owner and
 /// mode of the file and its directory, and the entry point in its dynamic symbol table): 0, or
@@ -55,8 +62,7 @@ pub extern "C" fn nixl_telemetry_nixl_adapter_host(
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string valid for the call.
-#[no_mangle]
-pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_check(path: *const c_char) -> i32 {
+unsafe extern "C" fn check_plugin(path: *const c_char) -> i32 {
     if path.is_null() {
         return nixl_telemetry::Status::InvalidParam as i32;
     }
@@ -76,15 +82,4 @@ pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_check(path: *const c_char) 
             e.status as i32
         }
     }
-}
-
-/// Logs a message of the adapter or of the plug-in behind it through this library's logging
-/// (stderr, threshold `NIXL_LOG_LEVEL`): the library's host service.
-///
-/// # Safety
-/// `message` is NULL or a NUL-terminated string valid for the call.
-#[no_mangle]
-pub unsafe extern "C" fn nixl_telemetry_nixl_adapter_log(level: i32, message: *const c_char) {
-    // SAFETY: the same contract.
-    unsafe { plugin::host::host_log(level, message) }
 }
