@@ -5,8 +5,10 @@
 //! - [`target`]: the receiver ([`Target`]: URL, TLS roots, basic auth or bearer token read from
 //!   a file, extra headers, timeout), validated when the exporter is created, and the
 //!   [`Client`] that posts one body and classifies the answer ([`Outcome`]).
-//! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own that builds a body from the
-//!   current (cumulative) state every interval and posts it; failures that may pass are retried
+//! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own (a worker of the base crate,
+//!   with its panic policy: a panicking encoder is reported once and counted as a failed push,
+//!   and the loop goes on) that builds a body from the current (cumulative) state every
+//!   interval and posts it; failures that may pass are retried
 //!   with capped exponential backoff and jitter (honouring `Retry-After`), others wait for the
 //!   next interval; one body at a time is ever held, because the next snapshot supersedes an
 //!   unsent one; attempts, successes, failures and bytes are counted ([`PushStats`]) and pushed
