@@ -15,6 +15,8 @@
 //!   as series of their own ([`PUSH_COUNTERS`]); dropping
 //!   the pusher makes one last push, waiting at most a bounded time.
 //!
+//! - [`http`]: the one HTTP client (the target's posts, and the GET with which the CLI reads
+//!   scrape endpoints).
 //! - [`remote_write`] and [`otlp`]: the two protocols' encoders, configurations and payloads,
 //!   shared by their plug-ins and `nixl-telemetry serve`.
 //! - [`rows`]: what is pushed (labelled snapshots) and the `local_rank` label.
@@ -24,6 +26,7 @@
 //! their lock-free series on the flush thread, and this loop reads them on its own thread.
 
 pub mod agent;
+pub mod http;
 pub mod otlp;
 pub mod pusher;
 pub mod remote_write;
