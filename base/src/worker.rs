@@ -105,12 +105,13 @@ impl<F: FnMut() -> Duration + Send + 'static> Task for Steps<F> {
     }
 }
 
-/// Reports a panic of `what` unless one was reported already.
-fn report(what: &str, payload: &(dyn std::any::Any + Send), reported: &mut bool, when: &str) {
+/// Reports a panic of `what` unless one was reported already; `then` says what the worker does
+/// next.
+fn report(what: &str, payload: &(dyn std::any::Any + Send), reported: &mut bool, then: &str) {
     if !*reported {
         *reported = true;
         log::error!(
-            "{what} panicked{when}: {}; it carries on (further panics are not reported)",
+            "{what} panicked: {}; {then} (further panics are not reported)",
             panic_message(payload)
         );
     }
@@ -171,7 +172,7 @@ impl Worker {
                     match catch_unwind(AssertUnwindSafe(|| task.step())) {
                         Ok(next) => wait = next,
                         Err(payload) => {
-                            report(&what, &*payload, &mut reported, "");
+                            report(&what, &*payload, &mut reported, "it carries on");
                             wait = catch_unwind(AssertUnwindSafe(|| task.panicked(wait)))
                                 .unwrap_or(wait);
                         }
@@ -179,7 +180,7 @@ impl Worker {
                 }
                 let deadline = own.lock().deadline;
                 if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.finish(deadline))) {
-                    report(&what, &*payload, &mut reported, " while stopping");
+                    report(&what, &*payload, &mut reported, "it was stopping: it ends");
                     let _ = catch_unwind(AssertUnwindSafe(|| task.panicked(wait)));
                 }
             })?;
