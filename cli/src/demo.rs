@@ -13,7 +13,7 @@ use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask, R
 
 use crate::output::{self, CliError, CliResult};
 use crate::rings::Mode;
-use crate::scrape::Url;
+use crate::scrape;
 use crate::stats::Summary;
 use crate::top::{Frame, Rates, Row, Source};
 
@@ -424,7 +424,8 @@ fn run_prometheus(args: &DemoArgs) -> CliResult {
             }
             e => e,
         })?;
-    let url = Url::parse(&format!("http://127.0.0.1:{port}/metrics")).map_err(CliError::Failed)?;
+    let url =
+        scrape::parse_url(&format!("http://127.0.0.1:{port}/metrics")).map_err(CliError::Failed)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(

@@ -1,167 +1,56 @@
 //! Reading a scrape endpoint (`http://host:port/metrics`: the Prometheus, DOCA `scrape` and
-//! `prometheus_mp` exporters, or `nixl-telemetry serve`) for `top`: a plain HTTP/1.0 GET, the
-//! text format parsed by [`nixl_telemetry_series::text::parse`], and the samples grouped into
-//! one set of cumulative totals per series identity (every label but `le` and `status`).
+//! `prometheus_mp` exporters, or `nixl-telemetry serve`) for `top`: a GET through the push
+//! exporters' HTTP client ([`nixl_telemetry_push::http::get`]), the text format parsed by
+//! [`nixl_telemetry_series::text::parse`], and the samples grouped into one set of cumulative
+//! totals per series identity (every label but `le` and `status`).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use nixl_telemetry::{EventType, METRIC_DESCRIPTORS};
+use nixl_telemetry_push::http;
+pub use nixl_telemetry_push::http::Url;
 use nixl_telemetry_series::text::{parse, Sample};
 
 /// Connect, send and receive timeout of one scrape.
 const TIMEOUT: Duration = Duration::from_secs(3);
-/// Largest response read.
+/// Largest answer read.
 const MAX_RESPONSE: u64 = 64 << 20;
 
-/// A parsed `http://` URL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Url {
-    /// Host name or address (IPv6 without brackets).
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-    /// Path and query, starting with `/`.
-    pub path: String,
-}
-
-impl Url {
-    /// Parses `http://host[:port][/path]` (path defaults to `/metrics`, port to 80).
-    pub fn parse(text: &str) -> Result<Url, String> {
-        let rest = text.strip_prefix("http://").ok_or_else(|| {
-            if text.starts_with("https://") {
-                format!("{text}: https is not supported; scrape endpoints serve plain http")
-            } else {
-                format!("{text}: not an http:// URL")
-            }
-        })?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/metrics"),
-        };
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (host, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("{text}: unterminated [IPv6 address]"))?;
-            (host, after.strip_prefix(':'))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(format!("{text}: no host"));
+/// Parses a scrape endpoint's URL, `http://host[:port][/path]` (the path `/metrics` when none
+/// is given; the port 80).
+pub fn parse_url(text: &str) -> Result<Url, String> {
+    let mut url = Url::parse(text).map_err(|e| format!("{text}: not a URL: {e}"))?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "{text}: https is not supported; scrape endpoints serve plain http"
+            ))
         }
-        let port = match port {
-            None => 80,
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{text}: bad port '{p}'"))?,
-        };
-        Ok(Url {
-            host: host.to_owned(),
-            port,
-            path: path.to_owned(),
-        })
+        _ => return Err(format!("{text}: not an http:// URL")),
     }
-}
-
-impl std::fmt::Display for Url {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "http://[{}]:{}{}", self.host, self.port, self.path)
-        } else {
-            write!(f, "http://{}:{}{}", self.host, self.port, self.path)
-        }
+    if url.host_str().map_or(true, str::is_empty) {
+        return Err(format!("{text}: no host"));
     }
-}
-
-/// Decodes a `Transfer-Encoding: chunked` body.
-fn unchunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .ok_or("truncated chunked body")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).map_err(|_| "bad chunk size")?;
-        let size_text = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| "bad chunk size")?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if body.len() < size + 2 {
-            return Err("truncated chunked body".into());
-        }
-        out.extend_from_slice(&body[..size]);
-        body = &body[size + 2..];
+    if url.port() == Some(0) {
+        return Err(format!("{text}: bad port '0'"));
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("{text}: scrape endpoints take no user or password"));
+    }
+    // `http://host:port` (no path at all) reads `/metrics`; the URL type cannot tell it from
+    // `http://host:port/`, the text can.
+    let after_scheme = &text[text.find("://").map_or(0, |i| i + 3)..];
+    if !after_scheme.contains('/') && url.query().is_none() && url.fragment().is_none() {
+        url.set_path("/metrics");
+    }
+    Ok(url)
 }
 
-/// GETs `url` and returns the body of a 200 response.
+/// GETs `url` and returns the body of a 200 answer.
 pub fn fetch(url: &Url) -> Result<String, String> {
-    let addrs: Vec<_> = (url.host.as_str(), url.port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
-        .collect();
-    let mut last = String::from("no address");
-    let mut stream = None;
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, TIMEOUT) {
-            Ok(s) => {
-                stream = Some(s);
-                break;
-            }
-            Err(e) => last = format!("cannot connect to {addr}: {e}"),
-        }
-    }
-    let mut stream = stream.ok_or(last)?;
-    let io = |e: std::io::Error| format!("{url}: {e}");
-    stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
-    stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
-    let host = if url.host.contains(':') {
-        format!("[{}]", url.host)
-    } else {
-        url.host.clone()
-    };
-    // One write: a server may answer (and close) as soon as it has the request head.
-    let request = format!(
-        "GET {} HTTP/1.0\r\nHost: {host}:{}\r\nAccept: text/plain\r\nUser-Agent: nixl-telemetry-top\r\n\r\n",
-        url.path, url.port
-    );
-    stream.write_all(request.as_bytes()).map_err(io)?;
-    let mut response = Vec::new();
-    stream
-        .take(MAX_RESPONSE)
-        .read_to_end(&mut response)
-        .map_err(io)?;
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("{url}: not an HTTP response"))?;
-    let head = String::from_utf8_lossy(&response[..head_end]);
-    let mut lines = head.lines();
-    let status = lines.next().unwrap_or("");
-    let code = status.split_whitespace().nth(1).unwrap_or("");
-    if code != "200" {
-        return Err(format!("{url}: {}", status.trim()));
-    }
-    let chunked = lines.any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    let body = &response[head_end + 4..];
-    let body = if chunked {
-        unchunk(body).map_err(|e| format!("{url}: {e}"))?
-    } else {
-        body.to_vec()
-    };
+    let body = http::get(url, "text/plain", TIMEOUT, MAX_RESPONSE)?;
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
@@ -251,36 +140,39 @@ mod tests {
 
     #[test]
     fn urls() {
-        let u = Url::parse("http://127.0.0.1:9090/metrics").unwrap();
+        let u = parse_url("http://127.0.0.1:9090/metrics").unwrap();
         assert_eq!(
-            (u.host.as_str(), u.port, u.path.as_str()),
-            ("127.0.0.1", 9090, "/metrics")
+            (u.host_str(), u.port_or_known_default(), u.path()),
+            (Some("127.0.0.1"), Some(9090), "/metrics")
         );
-        let u = Url::parse("http://[::1]:9091").unwrap();
+        let u = parse_url("http://[::1]:9091").unwrap();
         assert_eq!(
-            (u.host.as_str(), u.port, u.path.as_str()),
-            ("::1", 9091, "/metrics")
+            (u.host_str(), u.port_or_known_default(), u.path()),
+            (Some("[::1]"), Some(9091), "/metrics")
         );
         assert_eq!(u.to_string(), "http://[::1]:9091/metrics");
-        assert_eq!(Url::parse("http://node-1").unwrap().port, 80);
-        for bad in [
-            "https://x/metrics",
-            "ftp://x",
-            "http://:9",
-            "http://x:0",
-            "http://x:99999",
-        ] {
-            assert!(Url::parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn chunked_bodies() {
+        let u = parse_url("http://node-1").unwrap();
         assert_eq!(
-            unchunk(b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n").unwrap(),
-            b"abcde"
+            (u.port_or_known_default(), u.path()),
+            (Some(80), "/metrics")
         );
-        assert!(unchunk(b"5\r\nab").is_err());
+        assert_eq!(parse_url("http://node-1/").unwrap().path(), "/");
+        assert_eq!(
+            parse_url("http://node-1:9/m?x=1").unwrap().as_str(),
+            "http://node-1:9/m?x=1"
+        );
+        for (bad, why) in [
+            ("https://x/metrics", "https is not supported"),
+            ("ftp://x", "not an http:// URL"),
+            ("http://:9", "not a URL"),
+            ("http://x:0", "bad port"),
+            ("http://x:99999", "not a URL"),
+            ("http://u:p@x:9", "no user or password"),
+            ("x:9/metrics", "not an http:// URL"),
+        ] {
+            let e = parse_url(bad).unwrap_err();
+            assert!(e.starts_with(bad) && e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

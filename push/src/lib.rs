@@ -5,14 +5,18 @@
 //! - [`target`]: the receiver ([`Target`]: URL, TLS roots, basic auth or bearer token read from
 //!   a file, extra headers, timeout), validated when the exporter is created, and the
 //!   [`Client`] that posts one body and classifies the answer ([`Outcome`]).
-//! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own that builds a body from the
-//!   current (cumulative) state every interval and posts it; failures that may pass are retried
+//! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own (a worker of the base crate,
+//!   with its panic policy: a panicking encoder is reported once and counted as a failed push,
+//!   and the loop goes on) that builds a body from the current (cumulative) state every
+//!   interval and posts it; failures that may pass are retried
 //!   with capped exponential backoff and jitter (honouring `Retry-After`), others wait for the
 //!   next interval; one body at a time is ever held, because the next snapshot supersedes an
 //!   unsent one; attempts, successes, failures and bytes are counted ([`PushStats`]) and pushed
 //!   as series of their own ([`PUSH_COUNTERS`]); dropping
 //!   the pusher makes one last push, waiting at most a bounded time.
 //!
+//! - [`http`]: the one HTTP client (the target's posts, and the GET with which the CLI reads
+//!   scrape endpoints).
 //! - [`remote_write`] and [`otlp`]: the two protocols' encoders, configurations and payloads,
 //!   shared by their plug-ins and `nixl-telemetry serve`.
 //! - [`rows`]: what is pushed (labelled snapshots) and the `local_rank` label.
@@ -22,6 +26,7 @@
 //! their lock-free series on the flush thread, and this loop reads them on its own thread.
 
 pub mod agent;
+pub mod http;
 pub mod otlp;
 pub mod pusher;
 pub mod remote_write;

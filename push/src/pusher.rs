@@ -1,5 +1,6 @@
 //! The push loop shared by the push exporters: a thread of its own posting the current state
-//! every interval (see the crate documentation for the guarantees).
+//! every interval (see the crate documentation for the guarantees). The thread is a
+//! [`Worker`] of the base crate, with its panic policy.
 //!
 //! Timing:
 //! - a push is made every `interval` (the first one an interval after the start);
@@ -13,13 +14,17 @@
 //! - dropping the [`Pusher`] makes the last push and waits for it at most `final_timeout`
 //!   (retrying within that time if the receiver asks for it); a push still in flight is
 //!   waited for within the same bound. A thread that could not finish in time is left to end
-//!   on its own (plug-ins are never unloaded).
+//!   on its own (plug-ins are never unloaded);
+//! - a push whose encoder panics is reported once (by the worker: later panics are not logged
+//!   again) and counted as an attempted and failed push; the next push is an interval later,
+//!   and dropping the pusher does not wait for a thread that is gone.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use nixl_telemetry_base::worker::{Task, Worker};
 
 use crate::target::{Body, Client, Outcome};
 
@@ -68,11 +73,12 @@ pub struct PushStats {
 /// [`PushStats`] at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PushStatsSnapshot {
-    /// Pushes attempted (requests started).
+    /// Pushes attempted (requests started, and pushes whose encoder panicked).
     pub attempts: u64,
     /// Pushes the receiver accepted.
     pub successes: u64,
-    /// Pushes that failed (retried or refused); the state they carried is in the next push.
+    /// Pushes that failed (retried, refused, or whose encoder panicked); the state they carried
+    /// is in the next push.
     pub failures: u64,
     /// Bytes of the bodies the receiver accepted.
     pub bytes: u64,
@@ -105,7 +111,7 @@ pub const PUSH_COUNTERS: [PushCounter; 4] = [
     },
     PushCounter {
         name: "nixl_telemetry_push_failures_total",
-        help: "Pushes that failed (their state was carried by a later push).",
+        help: "Pushes that failed, or whose encoder panicked (their state was carried by a later push).",
         value: |s| s.failures,
     },
     PushCounter {
@@ -127,58 +133,19 @@ impl PushStats {
     }
 }
 
-#[derive(Default)]
-struct State {
-    /// Set by drop: the last push must end by this time.
-    stop: Option<Instant>,
-    /// The thread has finished.
-    done: bool,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    changed: Condvar,
-    stats: PushStats,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Waits until `at` or a stop; returns the stop deadline if stopped.
-    fn wait_until(&self, at: Instant) -> Option<Instant> {
-        let mut state = self.lock();
-        loop {
-            if let Some(deadline) = state.stop {
-                return Some(deadline);
-            }
-            let now = Instant::now();
-            if now >= at {
-                return None;
-            }
-            state = self
-                .changed
-                .wait_timeout(state, at - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-    }
-}
-
 /// The push loop of one exporter; dropping it makes the last push.
 pub struct Pusher {
-    shared: Arc<Shared>,
+    worker: Worker,
+    stats: Arc<PushStats>,
     final_timeout: Duration,
     name: String,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Pusher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pusher")
             .field("name", &self.name)
-            .field("stats", &self.shared.stats.snapshot())
+            .field("stats", &self.stats.snapshot())
             .finish_non_exhaustive()
     }
 }
@@ -190,71 +157,44 @@ impl Pusher {
         payload: Box<dyn Payload>,
         config: PushConfig,
     ) -> std::io::Result<Pusher> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-            stats: PushStats::default(),
-        });
+        let stats = Arc::new(PushStats::default());
         let final_timeout = config.final_timeout;
         let name = config.name.clone();
-        let thread = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name(format!("nixl-push-{}", config.name))
-                .spawn(move || {
-                    Loop {
-                        shared: &shared,
-                        client,
-                        payload,
-                        config,
-                        logged: HashSet::new(),
-                        failures: 0,
-                        rng: seed(),
-                    }
-                    .run();
-                    shared.lock().done = true;
-                    shared.changed.notify_all();
-                })?
-        };
+        let worker = Worker::spawn_task(
+            &format!("nixl-push-{name}"),
+            format!("{name}: the push loop"),
+            config.interval,
+            Loop {
+                stats: stats.clone(),
+                client,
+                payload,
+                config,
+                logged: HashSet::new(),
+                failures: 0,
+                rng: seed(),
+                attempted: false,
+                settled: false,
+            },
+        )?;
         Ok(Pusher {
-            shared,
+            worker,
+            stats,
             final_timeout,
             name,
-            thread: Some(thread),
         })
     }
 
     /// The counters of this loop's pushes.
     pub fn stats(&self) -> PushStatsSnapshot {
-        self.shared.stats.snapshot()
+        self.stats.snapshot()
     }
 }
 
 impl Drop for Pusher {
     fn drop(&mut self) {
-        let deadline = Instant::now() + self.final_timeout;
-        let mut state = self.shared.lock();
-        state.stop = Some(deadline);
-        self.shared.changed.notify_all();
-        while !state.done {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        let done = state.done;
-        drop(state);
-        let s = self.shared.stats.snapshot();
+        let done = self.worker.stop_within(self.final_timeout);
+        let s = self.stats.snapshot();
         if done {
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
             log::info!(
                 "{}: stopped after {} pushes ({} accepted, {} failed, {} bytes accepted)",
                 self.name,
@@ -285,8 +225,8 @@ enum Next {
     Retry(Duration),
 }
 
-struct Loop<'a> {
-    shared: &'a Shared,
+struct Loop {
+    stats: Arc<PushStats>,
     client: Client,
     payload: Box<dyn Payload>,
     config: PushConfig,
@@ -295,22 +235,45 @@ struct Loop<'a> {
     /// Failures in a row.
     failures: u32,
     rng: u64,
+    /// The current push was counted as attempted.
+    attempted: bool,
+    /// The current push was counted as accepted or failed.
+    settled: bool,
 }
 
-impl Loop<'_> {
-    fn run(&mut self) {
-        let mut next = Instant::now() + self.config.interval;
-        let deadline = loop {
-            if let Some(deadline) = self.shared.wait_until(next) {
-                break deadline;
-            }
-            let wait = match self.push(self.config.timeout) {
-                Next::Interval => self.config.interval,
-                Next::Retry(backoff) => backoff,
-            };
-            next = Instant::now() + wait;
-        };
-        // The last push, within the deadline.
+impl Task for Loop {
+    fn step(&mut self) -> Duration {
+        match self.push(self.config.timeout) {
+            Next::Interval => self.config.interval,
+            Next::Retry(backoff) => backoff,
+        }
+    }
+
+    /// The encoder (or the answer's reader) panicked; the worker has reported it. The push
+    /// counts as attempted and failed (unless it was counted already), and the next one is an
+    /// interval later: a new body may not panic, but a retry storm would not help.
+    fn panicked(&mut self, _wait: Duration) -> Duration {
+        if !self.attempted {
+            self.stats.attempts.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.settled {
+            self.stats.failures.fetch_add(1, Ordering::Relaxed);
+            self.failures = self.failures.saturating_add(1);
+        }
+        self.attempted = true;
+        self.settled = true;
+        self.config.interval
+    }
+
+    fn finish(&mut self, deadline: Option<Instant>) {
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + self.config.final_timeout);
+        self.last_push(deadline);
+    }
+}
+
+impl Loop {
+    /// The last push, within `deadline` (retried within it if the receiver asks for it).
+    fn last_push(&mut self, deadline: Instant) {
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -338,10 +301,15 @@ impl Loop<'_> {
 
     /// One push: build, post, count and log.
     fn push(&mut self, timeout: Duration) -> Next {
-        let stats = &self.shared.stats;
+        let stats = self.stats.clone();
+        self.attempted = false;
+        self.settled = false;
         let body = self.payload.build(&stats.snapshot());
         stats.attempts.fetch_add(1, Ordering::Relaxed);
-        match self.client.post(&body, timeout) {
+        self.attempted = true;
+        let outcome = self.client.post(&body, timeout);
+        self.settled = true;
+        match outcome {
             Outcome::Sent { answer } => {
                 stats.successes.fetch_add(1, Ordering::Relaxed);
                 stats

@@ -12,8 +12,6 @@ use base64::Engine;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
-use crate::USER_AGENT;
-
 /// At most this much of a receiver's error answer is kept for the log.
 const MESSAGE_LIMIT: usize = 512;
 
@@ -244,11 +242,7 @@ impl Client {
             .map_err(|e| format!("TLS: {e}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let agent = ureq::AgentBuilder::new()
-            .tls_config(Arc::new(tls))
-            .redirects(0)
-            .user_agent(USER_AGENT)
-            .build();
+        let agent = crate::http::agent(Some(Arc::new(tls)), None);
         let authorization = target.auth.as_ref().map(Auth::header);
         Ok(Client {
             target,

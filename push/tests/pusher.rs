@@ -1,12 +1,14 @@
 //! The push loop against a scripted receiver on 127.0.0.1: intervals, the last push at drop,
-//! refused pushes (no retries), Retry-After, backoff while the receiver is down, and a receiver
-//! that never answers.
+//! refused pushes (no retries), Retry-After, backoff while the receiver is down, a receiver
+//! that never answers, and an encoder that panics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{mpsc, Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_push::{Body, Client, Payload, PushConfig, Pusher, Target};
+use nixl_telemetry_push::{
+    AgentPush, Body, Client, Payload, PushConfig, PushStatsSnapshot, Pusher, Target,
+};
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 
 /// Every log message of the process (each test names its exporter differently).
@@ -23,13 +25,26 @@ impl log::Log for TestLogger {
     fn flush(&self) {}
 }
 
-fn warnings(name: &str) -> Vec<String> {
+fn install_logger() {
+    static LOGGER: Once = Once::new();
+    LOGGER.call_once(|| {
+        let _ = log::set_logger(&TestLogger);
+        log::set_max_level(log::LevelFilter::Info);
+    });
+}
+
+/// The messages of exporter `name` at `level`.
+fn logged(level: log::Level, name: &str) -> Vec<String> {
     LOG.lock()
         .unwrap()
         .iter()
-        .filter(|(l, m)| *l == log::Level::Warn && m.starts_with(&format!("{name}:")))
+        .filter(|(l, m)| *l == level && m.starts_with(&format!("{name}:")))
         .map(|(_, m)| m.clone())
         .collect()
+}
+
+fn warnings(name: &str) -> Vec<String> {
+    logged(log::Level::Warn, name)
 }
 
 /// A payload whose body is the value of a shared counter (the "cumulative state"), recording
@@ -62,11 +77,7 @@ struct Setup {
 }
 
 fn start(name: &str, url: &str, interval_ms: u64, final_ms: u64) -> Setup {
-    static LOGGER: Once = Once::new();
-    LOGGER.call_once(|| {
-        let _ = log::set_logger(&TestLogger);
-        log::set_max_level(log::LevelFilter::Info);
-    });
+    install_logger();
     let mut target = Target::new(url.parse().unwrap(), Duration::from_millis(2000));
     target
         .headers
@@ -240,4 +251,92 @@ fn a_receiver_that_never_answers_bounds_the_drop() {
             .any(|m| m.contains("did not end") || m.contains("no time left")),
         "{w:?}"
     );
+}
+
+/// An encoder with a bug: its first push panics, its second is the loop's own counters as it
+/// was given them, every later one panics. Each build is announced before it panics.
+struct Scripted {
+    builds: u64,
+    announce: mpsc::Sender<u64>,
+}
+
+impl Payload for Scripted {
+    fn build(&mut self, pushes: &PushStatsSnapshot) -> Body {
+        self.builds += 1;
+        let _ = self.announce.send(self.builds);
+        if self.builds != 2 {
+            panic!("encoder bug #{}", self.builds);
+        }
+        Body {
+            bytes: format!("attempts={} failures={}", pushes.attempts, pushes.failures)
+                .into_bytes(),
+            content_type: "text/plain",
+            content_encoding: None,
+            headers: &[],
+        }
+    }
+}
+
+#[test]
+fn a_panicking_encoder_is_reported_once_counted_and_does_not_hold_up_destroy() {
+    install_logger();
+    const FINAL: Duration = Duration::from_secs(30);
+    let rx = Receiver::start(Answer::Status(204, String::new()));
+    let (announce, builds) = mpsc::channel();
+    let agent = AgentPush::start(
+        "agent-p",
+        "node-p",
+        true,
+        Target::new(rx.url("/w").parse().unwrap(), Duration::from_secs(2)),
+        PushConfig {
+            name: "panicking".into(),
+            interval: Duration::from_millis(50),
+            timeout: Duration::from_secs(2),
+            final_timeout: FINAL,
+        },
+        |_, _| {
+            Box::new(Scripted {
+                builds: 0,
+                announce,
+            })
+        },
+    )
+    .unwrap();
+    // The loop went on after the first push panicked, and counted it as a failed attempt in
+    // the counters it pushes.
+    let got = rx.wait_for(1, LONG);
+    assert_eq!(got[0].body, b"attempts=1 failures=1");
+    // Later pushes panic too: the loop still goes on, and only the first panic is reported.
+    while builds.recv_timeout(LONG).expect("the loop went on") < 4 {}
+    let errors = logged(log::Level::Error, "panicking");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("the push loop panicked") && errors[0].contains("encoder bug #1"),
+        "{errors:?}"
+    );
+    // Destroying the agent makes the last push (its encoder panics as well) and returns
+    // without waiting out the final-push timeout: the loop says it stopped, having counted
+    // every build as an attempt and every panic as a failure.
+    let start = Instant::now();
+    drop(agent);
+    let waited = start.elapsed();
+    let last = builds.iter().last().expect("the last push was built");
+    assert!(last > 4, "no push after the 4th build: {last}");
+    let stopped = logged(log::Level::Info, "panicking");
+    let expected = format!(
+        "panicking: stopped after {last} pushes (1 accepted, {} failed,",
+        last - 1
+    );
+    assert!(
+        stopped.iter().any(|m| m.starts_with(&expected)),
+        "{expected} in {stopped:?}"
+    );
+    assert!(
+        warnings("panicking").is_empty(),
+        "{:?}",
+        warnings("panicking")
+    );
+    assert_eq!(logged(log::Level::Error, "panicking").len(), 1);
+    // Far within the final-push timeout (it would have been waited out in full).
+    assert!(waited < FINAL / 2, "{waited:?}");
 }

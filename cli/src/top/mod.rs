@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::output::{self, CliError, CliResult};
 use crate::rings::{self, Mode, RingSet};
-use crate::scrape::Url;
+use crate::scrape;
 pub use frame::{Frame, Row};
 pub use rates::Rates;
 use screen::{is_tty, wait_for_quit, Screen};
@@ -58,7 +58,7 @@ fn sources(args: &[String]) -> Result<Vec<Source>, CliError> {
     let mut paths = Vec::new();
     for a in args {
         if a.contains("://") {
-            let url = Url::parse(a).map_err(CliError::Usage)?;
+            let url = scrape::parse_url(a).map_err(CliError::Usage)?;
             out.push(Source::url(url));
         } else {
             paths.push(PathBuf::from(a));

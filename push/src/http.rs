@@ -1,0 +1,169 @@
+//! The one HTTP client of the workspace (ureq, blocking, rustls for `https`): the push
+//! exporters post through an agent built by [`agent`], and the CLI reads scrape endpoints with
+//! [`get`]. Every request sends the `User-Agent` [`USER_AGENT`] and follows no redirect (a push
+//! or a scrape must reach the URL it was given, which the error then names).
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use url::Url;
+
+use crate::USER_AGENT;
+
+/// An agent with what every request shares (no redirect, the `User-Agent`), trusting `tls`'s
+/// roots for `https` (ureq's own roots when `None`), and waiting at most `timeout`, when given,
+/// for connecting and for each read and write.
+pub(crate) fn agent(
+    tls: Option<Arc<rustls::ClientConfig>>,
+    timeout: Option<Duration>,
+) -> ureq::Agent {
+    let mut builder = ureq::AgentBuilder::new()
+        .redirects(0)
+        .user_agent(USER_AGENT);
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls);
+    }
+    if let Some(timeout) = timeout {
+        builder = builder
+            .timeout_connect(timeout)
+            .timeout_read(timeout)
+            .timeout_write(timeout);
+    }
+    builder.build()
+}
+
+/// GETs `url` with `Accept: accept`, waiting at most `timeout` for connecting and for each
+/// read and write, and returns the body of a `200` answer (of at most `limit` bytes). Every
+/// error names the URL: a transport error (with its kind and cause), another status (a
+/// redirect says where to), or a body longer than `limit`.
+pub fn get(url: &Url, accept: &str, timeout: Duration, limit: u64) -> Result<Vec<u8>, String> {
+    let answer = agent(None, Some(timeout))
+        .request_url("GET", url)
+        .set("Accept", accept)
+        .call();
+    let resp = match answer {
+        Ok(resp) if resp.status() == 200 => resp,
+        Ok(resp) => {
+            let mut message = format!("{url}: HTTP {} {}", resp.status(), resp.status_text());
+            if let Some(to) = resp.header("Location") {
+                message += &format!(" (redirected to {to}: give the final URL)");
+            }
+            return Err(message);
+        }
+        Err(ureq::Error::Status(status, resp)) => {
+            return Err(format!("{url}: HTTP {status} {}", resp.status_text()))
+        }
+        Err(ureq::Error::Transport(t)) => return Err(t.to_string()),
+    };
+    let mut body = Vec::new();
+    resp.into_reader()
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut body)
+        .map_err(|e| format!("{url}: reading the answer: {e}"))?;
+    if body.len() as u64 > limit {
+        return Err(format!("{url}: the answer is longer than {limit} bytes"));
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A server on 127.0.0.1 that answers each of `answers` to one connection, in turn, after
+    /// reading the request head; returns its port and the heads it read.
+    fn serve(answers: Vec<String>) -> (u16, std::sync::mpsc::Receiver<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for answer in answers {
+                let Ok((mut s, _)) = listener.accept() else {
+                    return;
+                };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+                let _ = s.write_all(answer.as_bytes());
+            }
+        });
+        (port, rx)
+    }
+
+    fn url(port: u16) -> Url {
+        format!("http://127.0.0.1:{port}/metrics").parse().unwrap()
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn gets_plain_and_chunked_bodies_with_our_headers() {
+        let (port, heads) = serve(vec![
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".into(),
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+             3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
+                .into(),
+            "HTTP/1.0 200 OK\r\n\r\nuntil close".into(),
+        ]);
+        assert_eq!(
+            get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
+            b"hello"
+        );
+        let head = heads.recv().unwrap().to_ascii_lowercase();
+        assert!(head.starts_with("get /metrics http/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\naccept: text/plain\r\n"), "{head}");
+        assert!(head.contains(&format!(
+            "\r\nuser-agent: {}\r\n",
+            USER_AGENT.to_ascii_lowercase()
+        )));
+        assert_eq!(
+            get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
+            b"abcde"
+        );
+        assert_eq!(
+            get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
+            b"until close"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_url_and_what_went_wrong() {
+        let (port, _heads) = serve(vec![
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into(),
+            "HTTP/1.1 301 Moved Permanently\r\nLocation: http://elsewhere/m\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+                .into(),
+            "HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world".into(),
+        ]);
+        let u = url(port);
+        assert_eq!(
+            get(&u, "text/plain", TIMEOUT, 100).unwrap_err(),
+            format!("{u}: HTTP 404 Not Found")
+        );
+        let e = get(&u, "text/plain", TIMEOUT, 100).unwrap_err();
+        assert!(
+            e.starts_with(&format!("{u}: HTTP 301"))
+                && e.contains("redirected to http://elsewhere/m"),
+            "{e}"
+        );
+        let e = get(&u, "text/plain", TIMEOUT, 5).unwrap_err();
+        assert_eq!(e, format!("{u}: the answer is longer than 5 bytes"));
+        // Nothing listens any more on a port that was just free.
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = get(&url(closed), "text/plain", TIMEOUT, 100).unwrap_err();
+        assert!(
+            e.starts_with(&url(closed).to_string()) && e.contains("Connection Failed"),
+            "{e}"
+        );
+    }
+}
