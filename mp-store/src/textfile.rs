@@ -15,13 +15,20 @@
 //! would duplicate every series: one file per directory.
 //!
 //! Atomicity: the page is written to a temporary name in the same directory that the
-//! collector does not read (`.<name>.tmp.<pid>`, not ending in `.prom`), flushed, made readable
-//! by other users (node_exporter usually runs as its own user), then renamed over `PATH`, so
-//! the collector reads either the previous page or the new one, never a part.
+//! collector does not read (`.<name>.tmp.<pid>.<random>`, not ending in `.prom`), flushed, made
+//! readable by other users (node_exporter usually runs as its own user), then renamed over
+//! `PATH`, so the collector reads either the previous page or the new one, never a part.
+//!
+//! Safety in a directory other users can write (the batch-scheduler recipe lets job users write
+//! into node_exporter's directory, and `serve` may run as root): the temporary file is created
+//! new (`O_CREAT | O_EXCL | O_NOFOLLOW`), under a name nobody can predict, so a file or symbolic
+//! link planted by another user is never opened, truncated or written through; its mode is set
+//! through the descriptor (`fchmod`), never by path. The rename replaces `PATH` itself, even
+//! when `PATH` is a planted symbolic link, never the file such a link points to.
 
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The mode of the file: readable by node_exporter's user, writable by ours.
@@ -59,26 +66,55 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
-/// The temporary name `page` is written to before it becomes `path`.
+/// A fresh temporary name for `path`'s page, in its directory: `.<name>.tmp.<pid>.<random>`
+/// (64 random bits, so another user cannot plant a file or link there in advance).
 pub fn temporary_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
-    parent(path).join(format!(".{name}.tmp.{}", std::process::id()))
+    let mut random = [0u8; 8];
+    // SAFETY: getrandom writes at most `random.len()` bytes into the buffer.
+    let n = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+    let random = if n == random.len() as isize {
+        u64::from_ne_bytes(random)
+    } else {
+        // Without getrandom (a kernel before 3.17): the clock's nanoseconds. O_EXCL still
+        // refuses anything planted under the name; only the name is less of a secret.
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    parent(path).join(format!(".{name}.tmp.{}.{random:016x}", std::process::id()))
+}
+
+/// Creates `tmp` as a new file of ours: fails when anything (a file, a symbolic link) is
+/// already there, and never follows a link.
+fn create_new(tmp: &Path) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(tmp)
 }
 
 /// Writes `page` to `path` atomically (see the module documentation).
 pub fn write_atomically(path: &Path, page: &str) -> io::Result<()> {
-    let tmp = temporary_path(path);
+    write_atomically_via(path, &temporary_path(path), page)
+}
+
+/// [`write_atomically`] through the temporary name `tmp` (a test chooses it).
+fn write_atomically_via(path: &Path, tmp: &Path, page: &str) -> io::Result<()> {
+    // Created new, or nothing to clean up: a failed create leaves whatever was there alone.
+    let mut f = create_new(tmp)?;
     let written = (|| {
-        let mut f = fs::File::create(&tmp)?;
         f.write_all(page.as_bytes())?;
         f.set_permissions(fs::Permissions::from_mode(FILE_MODE))?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(tmp, path)
     })();
     if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(tmp);
     }
     written
 }
@@ -119,5 +155,34 @@ mod tests {
         fs::create_dir(&gone).unwrap();
         fs::remove_dir(&gone).unwrap();
         assert!(write_atomically(&gone.join("x.prom"), "c 3\n").is_err());
+    }
+
+    #[test]
+    fn temporary_names_differ_from_write_to_write() {
+        let path = Path::new("/d/nixl.prom");
+        assert_ne!(temporary_path(path), temporary_path(path));
+    }
+
+    #[test]
+    fn a_link_or_file_planted_at_the_temporary_name_is_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nixl.prom");
+        let secret = dir.path().join("secret");
+        fs::write(&secret, "root only\n").unwrap();
+        fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+        let tmp = temporary_path(&path);
+        std::os::unix::fs::symlink(&secret, &tmp).unwrap();
+        let e = write_atomically_via(&path, &tmp, "page 1\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "root only\n");
+        let mode = fs::metadata(&secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(fs::symlink_metadata(&tmp).unwrap().file_type().is_symlink());
+        assert!(!path.exists());
+        // A planted regular file is left alone too.
+        let tmp = temporary_path(&path);
+        fs::write(&tmp, "theirs\n").unwrap();
+        assert!(write_atomically_via(&path, &tmp, "page 2\n").is_err());
+        assert_eq!(fs::read_to_string(&tmp).unwrap(), "theirs\n");
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod forked;
 pub mod fuzz;
+pub mod other_user;
 pub mod prometheus;
 pub mod receiver;
 

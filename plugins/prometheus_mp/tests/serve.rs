@@ -350,3 +350,57 @@ fn serve_writes_a_textfile_that_node_exporter_serves() {
     assert_eq!(rest.trim(), "stopped");
     assert!(!file.exists());
 }
+
+/// `serve --textfile` in a directory another user can write, running as root: `nobody` plants
+/// symbolic links to a root-only file at every name the temporary file could have had before
+/// (`.<name>.tmp.<pid>`), once `serve` has written its first page. The file keeps its content
+/// and mode, and `serve` goes on writing its page (under names nobody can predict, created new,
+/// never followed). Needs root, to act as `nobody`; otherwise it says why and passes.
+#[test]
+fn serve_textfile_never_writes_through_a_link_another_user_planted() {
+    use nixl_telemetry_test_support::other_user::{other_user, run_as_other_user};
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(why) = other_user() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = scratch.path().join("mp");
+    std::fs::create_dir(&dir).unwrap();
+    let textfiles = scratch.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    // Writable by every user, as the batch-scheduler recipe makes node_exporter's directory.
+    std::fs::set_permissions(&textfiles, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let secret = scratch.path().join("root-only");
+    std::fs::write(&secret, "root's secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let file = textfiles.join("nixl.prom");
+    let mut serve = Command::new(&cli)
+        .args(["serve", "--dir"])
+        .arg(&dir)
+        .arg("--textfile")
+        .arg(&file)
+        .args(["--interval", "1"])
+        .env("NIXL_LOG_LEVEL", "WARN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = poll(Duration::from_secs(10), "the first page", || {
+        std::fs::metadata(&file).ok()?.modified().ok()
+    });
+    let link = textfiles.join(format!(".nixl.prom.tmp.{}", serve.id()));
+    run_as_other_user("ln", &["-s".as_ref(), secret.as_os_str(), link.as_os_str()]);
+    // Two more pages.
+    poll(Duration::from_secs(10), "two more pages", || {
+        let now = std::fs::metadata(&file).ok()?.modified().ok()?;
+        (now.duration_since(first).ok()? >= Duration::from_millis(1500)).then_some(())
+    });
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's secret\n");
+    let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the root-only file's mode changed");
+}

@@ -1,0 +1,40 @@
+//! Playing another user of a shared node: tests that need a second user (a file planted in a
+//! shared directory, a configuration file owned by someone else) run as root and act as
+//! `nobody` through [`other_user`].
+
+use std::ffi::CStr;
+
+/// The user id and group id of `nobody`, when this process can act as that user (it runs as
+/// root); `None` otherwise, with the reason, which a test that cannot run prints when it skips.
+pub fn other_user() -> Result<(u32, u32), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: cannot act as another user (nobody)".into());
+    }
+    let name: &CStr = c"nobody";
+    // SAFETY: a NUL-terminated name; getpwnam returns NULL or a pointer to static storage,
+    // read at once.
+    let entry = unsafe { libc::getpwnam(name.as_ptr()) };
+    // SAFETY: not NULL: a valid passwd record until the next getpw* call.
+    match unsafe { entry.as_ref() } {
+        Some(pw) => Ok((pw.pw_uid, pw.pw_gid)),
+        None => Err("this machine has no user nobody".into()),
+    }
+}
+
+/// Runs `program` with `args` as `nobody` (see [`other_user`]) and asserts that it succeeded.
+pub fn run_as_other_user(program: &str, args: &[&std::ffi::OsStr]) {
+    use std::os::unix::process::CommandExt;
+    let (uid, gid) = other_user().expect("another user");
+    let out = std::process::Command::new(program)
+        .args(args)
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} as nobody: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
