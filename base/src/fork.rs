@@ -117,6 +117,9 @@ pub enum LockOrder {
     ForkRegistry,
     /// The logging sink, then stderr: every message goes through them, under any other lock.
     Logging,
+    /// The read of NIXL's configuration file (taken under any lock above, even the logging
+    /// sink's, whose threshold is a setting; taking none, and logging nothing, while held).
+    ConfigFile,
 }
 
 /// Locks registered by [`hold_across_fork`], with their place in the order.

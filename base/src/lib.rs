@@ -26,6 +26,7 @@ pub mod owner_only;
 pub mod plugin;
 pub mod settings;
 pub mod sync;
+pub mod trusted_file;
 pub mod worker;
 
 pub use error::{Error, Result, Status};

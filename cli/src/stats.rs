@@ -184,6 +184,28 @@ struct Section {
     agent: String,
     source: String,
     summary: Summary,
+    /// For a ring: the events its writer could not put into it (its loss file; `None` when the
+    /// writer keeps no count, as NIXL's does not).
+    ring_lost: Option<u64>,
+}
+
+impl Section {
+    /// The ring-loss line of the text report, if this section is a ring whose writer counts.
+    fn write_ring_lost(&self, out: &mut impl Write) -> std::io::Result<()> {
+        match self.ring_lost {
+            Some(lost) => writeln!(
+                out,
+                "Events the writer could not put into this ring: {lost}{}",
+                if lost > 0 {
+                    " (its reader was behind, or a flush was larger than the ring; not in the \
+                     totals above)"
+                } else {
+                    ""
+                }
+            ),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Whether `path` is (or names) TRACE segments rather than a ring: a gzip file, or a prefix
@@ -245,6 +267,7 @@ fn read_segments(
                             agent: agent.to_owned(),
                             source: source.clone(),
                             summary: Summary::default(),
+                            ring_lost: None,
                         });
                         sections.len() - 1
                     }
@@ -295,6 +318,7 @@ pub fn run(args: &StatsArgs) -> CliResult {
                 agent: ring.name.clone(),
                 source: format!("ring {}", ring.path.display()),
                 summary,
+                ring_lost: ring.reader().and_then(|r| r.lost_events()),
             });
         }
     }
@@ -314,16 +338,21 @@ pub fn run(args: &StatsArgs) -> CliResult {
                 let mut a = s.summary.to_json(true);
                 a["agent"] = json!(s.agent);
                 a["source"] = json!(s.source);
+                if s.source.starts_with("ring ") {
+                    a["ring_lost"] = json!(s.ring_lost);
+                }
                 a
             })
             .collect();
         writeln!(out, "{doc}")?;
     } else if one {
         node.write_table(&mut out, true)?;
+        sections[0].write_ring_lost(&mut out)?;
     } else {
         for s in &sections {
             writeln!(out, "== {} ({}) ==", s.agent, s.source)?;
             s.summary.write_table(&mut out, true)?;
+            s.write_ring_lost(&mut out)?;
             writeln!(out)?;
         }
         writeln!(out, "== node total ({} agents) ==", sections.len())?;

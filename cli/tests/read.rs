@@ -71,9 +71,74 @@ fn read_reports_what_the_ring_lost_and_skips_its_loss_file_in_a_directory() {
         "the loss file is not a ring: {err}"
     );
     drop(c);
+    // The count outlives the agent, as its ring does: a look after the job still sees it, and
+    // `stats` reports it too (text and JSON).
+    let (text, _) = run_with_status(
+        &["read".as_ref(), "--peek".as_ref(), dir.path().as_os_str()],
+        0,
+    );
     assert!(
-        !dir.path().join(".lossy.lost").exists(),
-        "removed with its agent"
+        text.contains("Events the writer could not put into this ring: 4"),
+        "{text}"
+    );
+    let text = stdout_of(&["stats".as_ref(), dir.path().as_os_str()]);
+    assert!(
+        text.contains("Events the writer could not put into this ring: 4"),
+        "{text}"
+    );
+    let json = stdout_of(&["stats".as_ref(), "--json".as_ref(), dir.path().as_os_str()]);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["agents"][0]["ring_lost"], 4, "{json}");
+}
+
+/// In a ring directory other users can write, `nobody` replaces the ring's loss file with a link
+/// to a count of its own, then with a file of its own: readers believe neither. Needs root, to
+/// act as `nobody`; otherwise it says why and passes.
+#[test]
+fn a_loss_count_planted_by_another_user_is_not_reported() {
+    use nixl_telemetry_test_support::other_user::{other_user, run_as_other_user};
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = match other_user() {
+        Ok(ids) => ids,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = scratch.path().join("rings");
+    std::fs::create_dir(&dir).unwrap();
+    let c = nixl_telemetry::Collector::new(
+        "shared",
+        nixl_telemetry::Config {
+            buffer_size: 8,
+            run_interval: std::time::Duration::from_secs(3600),
+            exporter: nixl_telemetry::ExporterChoice::Buffer(dir.clone()),
+            enabled_metrics: nixl_telemetry::MetricMask::ALL,
+        },
+    )
+    .unwrap();
+    c.add_xfer_stats(10, true, 1, 2);
+    c.flush();
+    drop(c);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let lost = dir.join(".shared.lost");
+    let mut forged = std::fs::read(&lost).unwrap();
+    forged[16..24].copy_from_slice(&123_456_789u64.to_ne_bytes());
+    let theirs = scratch.path().join("theirs");
+    std::fs::write(&theirs, &forged).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(uid), Some(gid)).unwrap();
+    std::fs::remove_file(&lost).unwrap();
+    run_as_other_user("ln", &["-s".as_ref(), theirs.as_os_str(), lost.as_os_str()]);
+    let (text, _) = run_with_status(&["read".as_ref(), "--peek".as_ref(), dir.as_os_str()], 0);
+    assert!(!text.contains("123456789"), "a link was believed: {text}");
+    std::fs::remove_file(&lost).unwrap();
+    run_as_other_user("cp", &[theirs.as_os_str(), lost.as_os_str()]);
+    let (text, _) = run_with_status(&["read".as_ref(), "--peek".as_ref(), dir.as_os_str()], 0);
+    assert!(
+        !text.contains("123456789"),
+        "another user's file was believed: {text}"
     );
 }
 

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use nixl_telemetry_base::trusted_file::{
+    read_trusted, MAX_CONFIG_FILE_BYTES, MAX_SECRET_FILE_BYTES,
+};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
@@ -154,9 +157,14 @@ pub fn parse_headers(
 
 /// Reads a secret (a password or a token) from the file named by variable `var`: its content
 /// without the trailing newline. The error names the variable and the file, never the content.
+///
+/// The file is trusted only as OpenSSH trusts its own (`nixl_telemetry_base::trusted_file`): a
+/// regular file of this user or root, writable by nobody else, in a directory likewise, not a
+/// link, at most 64 KiB.
 pub fn read_secret(var: &str, path: &str) -> Result<String, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{var}='{path}' cannot be read: {e}"))?;
+    let bytes = read_trusted(Path::new(path), MAX_SECRET_FILE_BYTES)
+        .map_err(|why| format!("{var}='{path}' {why}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{var}='{path}' is not UTF-8"))?;
     let secret = text.trim_end_matches(['\n', '\r']).to_owned();
     if secret.is_empty() {
         return Err(format!("{var}='{path}' is empty"));
@@ -169,10 +177,13 @@ pub fn read_secret(var: &str, path: &str) -> Result<String, String> {
     Ok(secret)
 }
 
-/// Reads the PEM certificates of the CA file named by variable `var` (at least one).
+/// Reads the PEM certificates of the CA file named by variable `var` (at least one), trusted as
+/// [`read_secret`]'s file is (at most 1 MiB).
 pub fn read_ca_file(var: &str, path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(Path::new(path))
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+    let bytes = read_trusted(Path::new(path), MAX_CONFIG_FILE_BYTES)
+        .map_err(|why| format!("{var}='{path}' {why}"))?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{var}='{path}' is not a readable PEM certificate file: {e}"))?;
     if certs.is_empty() {
         return Err(format!("{var}='{path}' holds no PEM certificate"));
@@ -382,7 +393,7 @@ mod tests {
         let e = read_secret("P", two.to_str().unwrap()).unwrap_err();
         assert!(e.starts_with("P=") && !e.contains("s3cret"), "{e}");
         let e = read_secret("P", "/nonexistent/secret").unwrap_err();
-        assert!(e.contains("cannot be read"), "{e}");
+        assert!(e.contains("cannot be opened"), "{e}");
         let e = read_ca_file("C", good.to_str().unwrap()).unwrap_err();
         assert!(e.contains("no PEM certificate"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

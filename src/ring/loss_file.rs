@@ -5,13 +5,15 @@
 //!
 //! The `BUFFER` exporter creates it with each ring (count 0), rewrites the count (one `pwrite`
 //! of 8 bytes) after a flush that lost events, at most once per 10 ms (a later count is
-//! written by the next flush, idle ones included, so it is at most one run interval late), and
-//! removes it when the agent is destroyed
-//! (so the directory holds only what NIXL's writer leaves there: the ring). Readers (the C reader API, the
-//! Python package, the CLI) read it with `pread`, never through a mapping, and trust it only
-//! when its inode is the one of the ring they opened: a count left by an earlier ring under
-//! the same name is never reported for a new one. A ring written by NIXL has no such file, and
-//! its readers report the count as unknown.
+//! written by the next flush, idle ones included, so it is at most one run interval late). The
+//! file outlives the agent as the ring does, so a look after the job still sees what the ring
+//! lost; it is reset when the ring is created again. Readers (the C reader API, the Python
+//! package, the CLI) read it with `pread`, never through a mapping, and trust it only when it
+//! is a regular file (not a link: opened with `O_NOFOLLOW`) of the ring file's owner, of
+//! exactly [`SIZE`] bytes, whose inode field is the one of the ring they opened: a count left
+//! by an earlier ring under the same name, or planted by another user of a shared directory, is
+//! never reported. A ring written by NIXL has no such file, and its readers report the count as
+//! unknown.
 
 use std::fs::File;
 use std::io;
@@ -44,12 +46,10 @@ pub fn is_loss_file_name(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".lost")
 }
 
-/// The writer's handle on a ring's loss file; dropping it removes the file.
+/// The writer's handle on a ring's loss file (dropping it leaves the file, with its count).
 #[derive(Debug)]
 pub struct LossFile {
     file: File,
-    path: PathBuf,
-    ring_inode: u64,
     lost: u64,
     /// The count in the file.
     written: u64,
@@ -59,28 +59,6 @@ pub struct LossFile {
 
 /// The shortest time between two writes of the count.
 const WRITE_INTERVAL: Duration = Duration::from_millis(10);
-
-impl Drop for LossFile {
-    fn drop(&mut self) {
-        // Only if it is still ours: a newer writer of the same ring name may have reset it.
-        let ours = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .zip(self.file.metadata().ok())
-            .is_some_and(|(named, open)| {
-                use std::os::unix::fs::MetadataExt;
-                (named.dev(), named.ino()) == (open.dev(), open.ino())
-            });
-        let mut bytes = [0u8; 8];
-        // And still counting for our ring (a newer writer rewrites the inode).
-        let still_mine = self
-            .file
-            .read_exact_at(&mut bytes, INODE_OFFSET as u64)
-            .is_ok_and(|()| u64::from_ne_bytes(bytes) == self.ring_inode);
-        if ours && still_mine {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
 
 impl LossFile {
     /// Creates (or resets) the loss file of the ring at `ring`, whose inode is `ring_inode`,
@@ -96,8 +74,6 @@ impl LossFile {
         file.write_all_at(&bytes, 0)?;
         Ok(LossFile {
             file,
-            path,
-            ring_inode,
             lost: 0,
             written: 0,
             written_at: None,
@@ -140,10 +116,20 @@ impl LossFile {
     }
 }
 
-/// The loss count beside the ring at `ring`, whose inode is `ring_inode`: `None` when there is
-/// no loss file for that ring (a ring written by NIXL, or an earlier ring's file).
-pub fn read(ring: &Path, ring_inode: u64) -> Option<u64> {
-    let file = File::open(path_for(ring)).ok()?;
+/// The loss count beside the ring at `ring`, whose inode is `ring_inode` and owner
+/// `ring_owner`: `None` when there is no loss file for that ring that can be trusted (a ring
+/// written by NIXL, an earlier ring's file, a link, a file of another user or of another size).
+pub fn read(ring: &Path, ring_inode: u64, ring_owner: u32) -> Option<u64> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path_for(ring))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != ring_owner || meta.len() != SIZE as u64 {
+        return None;
+    }
     let mut bytes = [0u8; SIZE];
     file.read_exact_at(&mut bytes, 0).ok()?;
     let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
@@ -160,6 +146,8 @@ mod tests {
         let ring = dir.path().join("agent");
         assert_eq!(path_for(&ring), dir.path().join(".agent.lost"));
         assert!(is_loss_file_name(".agent.lost") && !is_loss_file_name("agent"));
+        let me = crate::owner_only::euid();
+        let read = |ring: &Path, inode: u64| read(ring, inode, me);
         assert_eq!(read(&ring, 7), None, "no file: unknown");
         let mut f = LossFile::create(&ring, 7).unwrap();
         assert_eq!(read(&ring, 7), Some(0));
@@ -188,8 +176,36 @@ mod tests {
             "the older writer leaves the newer one's file"
         );
         drop(newer);
-        assert!(!path_for(&ring).exists(), "removed with its writer");
+        assert_eq!(read(&ring, 8), Some(0), "the count outlives its writer");
+        std::fs::remove_file(path_for(&ring)).unwrap();
         std::fs::write(path_for(&ring), b"not a loss file at all!!").unwrap();
         assert_eq!(read(&ring, 8), None);
+    }
+
+    #[test]
+    fn a_link_a_file_of_another_size_or_owner_is_not_believed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = dir.path().join("agent");
+        let me = crate::owner_only::euid();
+        let elsewhere = dir.path().join("elsewhere");
+        let mut bytes = [0u8; SIZE];
+        bytes[..8].copy_from_slice(&MAGIC);
+        bytes[INODE_OFFSET..INODE_OFFSET + 8].copy_from_slice(&7u64.to_ne_bytes());
+        bytes[16..].copy_from_slice(&123_456_789u64.to_ne_bytes());
+        std::fs::write(&elsewhere, bytes).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, path_for(&ring)).unwrap();
+        assert_eq!(read(&ring, 7, me), None, "a link is not followed");
+        std::fs::remove_file(path_for(&ring)).unwrap();
+        std::fs::copy(&elsewhere, path_for(&ring)).unwrap();
+        assert_eq!(read(&ring, 7, me), Some(123_456_789));
+        assert_eq!(
+            read(&ring, 7, me.wrapping_add(1)),
+            None,
+            "not the ring's owner"
+        );
+        let mut longer = bytes.to_vec();
+        longer.push(0);
+        std::fs::write(path_for(&ring), longer).unwrap();
+        assert_eq!(read(&ring, 7, me), None, "not exactly 24 bytes");
     }
 }

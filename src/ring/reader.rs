@@ -243,7 +243,9 @@ impl RingReader {
     /// ([`super::loss_file`]); `None` when the writer keeps none for this ring (NIXL's writer,
     /// or a file left by an earlier ring). One `open` and one `pread`.
     pub fn lost_events(&self) -> Option<u64> {
-        super::loss_file::read(&self.path, self.file_id.1)
+        use std::os::unix::fs::MetadataExt;
+        let owner = self.file.metadata().ok()?.uid();
+        super::loss_file::read(&self.path, self.file_id.1, owner)
     }
 
     /// Whether the file shrank under this reader (every later read fails).

@@ -36,6 +36,12 @@
 //!   threshold. Only when the cut itself fails is the segment abandoned (a partial member is then
 //!   the last thing in that file) and the next batch starts a new one. A segment holding no
 //!   complete member when the writer leaves it (rolls, closes) is deleted.
+//! - **Deleted under the writer**: before writing into the open segment, and at most once per
+//!   second ([`PATH_CHECK_INTERVAL`]), the writer checks that the file is still the one at its
+//!   path. When the file or its directory was deleted, the rows counted as written into it are
+//!   moved from `rows_written` to `rows_lost` (they are on no disk anyone can read), a warning
+//!   says so, and writing goes on in a new segment (and a new directory, 0700), so the stats
+//!   never call a row written that is not in a file at its path for longer than that second.
 //! - **Row bound**: a row longer than [`MAX_ROW_BYTES`] (newline excluded), which the reader
 //!   would skip, is dropped instead, counted (`rows_too_long`) and warned about once per writer,
 //!   so everything written can be read back.
@@ -44,6 +50,7 @@
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,6 +156,9 @@ fn bump(a: &AtomicU64, by: u64) {
     a.fetch_add(by, Ordering::Relaxed);
 }
 
+/// How often the writer checks that its open segment is still at its path.
+pub const PATH_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The rolling gzip JSONL writer of one producer. Not thread-safe: one owner pushes rows;
 /// [`SegmentWriter::counters`] can be read from anywhere.
 pub struct SegmentWriter {
@@ -162,6 +172,10 @@ pub struct SegmentWriter {
     file: Option<File>,
     /// Bytes of the complete members in `file` (a failed write is cut back to this length).
     file_len: u64,
+    /// Rows in the complete members of `file`: counted as written while `file` is at its path.
+    file_rows: u64,
+    /// When `file` was last found at its path (see [`SegmentWriter::file_is_at_its_path`]).
+    checked_at: Duration,
     /// Uncompressed bytes and rows of the active segment: written and buffered, not lost.
     segment_bytes: u64,
     segment_rows: u64,
@@ -211,6 +225,8 @@ impl SegmentWriter {
             index,
             file: None,
             file_len: 0,
+            file_rows: 0,
+            checked_at: started,
             segment_bytes: 0,
             segment_rows: 0,
             line: Vec::with_capacity(1024),
@@ -329,6 +345,7 @@ impl SegmentWriter {
         self.compressed = compressed;
         match self.write_member() {
             Ok(()) => {
+                self.file_rows += rows;
                 bump(&self.counters.rows_written, rows);
                 bump(&self.counters.members_written, 1);
                 bump(&self.counters.bytes_written, self.compressed.len() as u64);
@@ -365,9 +382,16 @@ impl SegmentWriter {
     }
 
     fn write_member(&mut self) -> io::Result<()> {
+        if self.file.is_some() && !self.file_is_at_its_path() {
+            self.lose_unlinked_segment();
+        }
         if self.file.is_none() {
+            // The directory too may have been deleted: made again (0700) before the file.
+            create_dir_all(self.naming.dir())?;
             self.file = Some(self.create_segment()?);
             self.file_len = 0;
+            self.file_rows = 0;
+            self.checked_at = self.clock.monotonic();
         }
         let file = self.file.as_mut().expect("opened above");
         match file.write_all(&self.compressed) {
@@ -403,12 +427,56 @@ impl SegmentWriter {
         }
     }
 
+    /// Whether the open segment is still the file at its path, looked at most once per second
+    /// (as the ring writer looks at its own): someone may have deleted the file or its
+    /// directory, and rows written into an unlinked file are on no disk anyone can read.
+    fn file_is_at_its_path(&mut self) -> bool {
+        let now = self.clock.monotonic();
+        if now < self.checked_at + PATH_CHECK_INTERVAL {
+            return true;
+        }
+        self.checked_at = now;
+        let Some(file) = &self.file else {
+            return true;
+        };
+        let (Ok(open), Ok(at_path)) = (
+            file.metadata(),
+            fs::symlink_metadata(self.naming.path(self.index)),
+        ) else {
+            return false;
+        };
+        open.nlink() > 0 && open.dev() == at_path.dev() && open.ino() == at_path.ino()
+    }
+
+    /// The open segment is no longer at its path: the rows counted as written into it are
+    /// lost (and no longer counted as written), and the next member goes into a new segment.
+    fn lose_unlinked_segment(&mut self) {
+        let rows = std::mem::take(&mut self.file_rows);
+        self.counters
+            .rows_written
+            .fetch_sub(rows, Ordering::Relaxed);
+        bump(&self.counters.rows_lost, rows);
+        log::warn!(
+            "trace {}: segment {} was deleted (or its directory) while open; its {rows} rows are              lost; writing goes on in a new segment",
+            self.naming.prefix().display(),
+            self.index
+        );
+        // Nothing to delete: the file is gone; the next member starts the next segment.
+        self.file = None;
+        self.file_len = 0;
+        self.index = self.index.saturating_add(1);
+        self.segment_bytes = 0;
+        self.segment_rows = 0;
+        self.prune_pending = true;
+    }
+
     /// Leaves the active segment (if one is open): one holding no complete member is deleted.
     fn close_segment(&mut self) {
         if self.file.take().is_some() && self.file_len == 0 {
             let _ = fs::remove_file(self.naming.path(self.index));
         }
         self.file_len = 0;
+        self.file_rows = 0;
     }
 
     /// Starts a new segment: the next row goes into a new file.

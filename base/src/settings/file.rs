@@ -4,11 +4,19 @@
 //! [`crate::env`] take it unchanged. TOML types are strict: a value of the wrong type is an
 //! error naming the file, the key and the value, never a fallback.
 //!
+//! The file is trusted as OpenSSH trusts its own ([`crate::trusted_file`]): a regular file of
+//! this process's user or root, writable by nobody else, in a directory likewise, not a link,
+//! at most [`MAX_CONFIG_FILE_BYTES`]; anything else fails the creation with a message naming the
+//! file and the fix. Reading it once per process is safe across `fork`: the read holds a lock
+//! that the fork handlers take ([`crate::fork::LockOrder::ConfigFile`]), so a child never
+//! inherits a read that a thread of its parent had begun and will never finish.
+//!
 //! Nothing here logs: the logger's own threshold (`NIXL_LOG_LEVEL`) is read through this module.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
 
 use toml::value::Datetime;
 use toml::Value;
@@ -16,6 +24,9 @@ use toml::Value;
 use super::{Kind, Setting};
 use crate::env::unset_if_empty;
 use crate::error::{Error, Result};
+use crate::fork::{hold_across_fork, LockOrder};
+use crate::sync::LockUnpoisoned;
+pub use crate::trusted_file::MAX_CONFIG_FILE_BYTES;
 
 /// `NIXL_CONFIG_FILE`: the configuration file to read instead of searching.
 pub const CONFIG_FILE_VAR: &str = "NIXL_CONFIG_FILE";
@@ -84,8 +95,48 @@ impl Search {
 /// This process's configuration file, located and parsed on first use and remembered, error
 /// included, for the life of the process (as NIXL reads it once).
 pub fn process_file() -> &'static Result<Option<ConfigFile>> {
-    static FILE: OnceLock<Result<Option<ConfigFile>>> = OnceLock::new();
-    FILE.get_or_init(|| Search::of_process().load())
+    /// The file once read (a leaked box: it lives as long as the process).
+    static LOADED: AtomicPtr<Result<Option<ConfigFile>>> = AtomicPtr::new(std::ptr::null_mut());
+    /// Held while the file is read; the fork handlers take it too.
+    static READING: Mutex<()> = Mutex::new(());
+    // SAFETY: only ever set to a leaked, never freed box (below).
+    if let Some(loaded) = unsafe { LOADED.load(Ordering::Acquire).as_ref() } {
+        return loaded;
+    }
+    hold_across_fork(LockOrder::ConfigFile, &READING);
+    let _reading = READING.lock_unpoisoned();
+    // SAFETY: as above (another thread may have read it while this one waited).
+    if let Some(loaded) = unsafe { LOADED.load(Ordering::Acquire).as_ref() } {
+        return loaded;
+    }
+    #[cfg(any(test, feature = "test-util"))]
+    test_hooks::pause_while_reading();
+    let loaded: &'static Result<Option<ConfigFile>> =
+        Box::leak(Box::new(Search::of_process().load()));
+    LOADED.store(std::ptr::from_ref(loaded).cast_mut(), Ordering::Release);
+    loaded
+}
+
+/// A test hook (feature `test-util`): makes the first read of the process's file take longer,
+/// as a slow file system would, so a test can fork while it runs.
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_hooks {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    static PAUSE_MS: AtomicU64 = AtomicU64::new(0);
+
+    /// Every later first read of the configuration file pauses `pause` before it reads.
+    pub fn slow_reads(pause: Duration) {
+        PAUSE_MS.store(pause.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn pause_while_reading() {
+        let ms = PAUSE_MS.load(Ordering::Relaxed);
+        if ms > 0 {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
 }
 
 /// A parsed configuration file: top-level keys named like the variables they stand for.
@@ -98,10 +149,15 @@ pub struct ConfigFile {
 impl ConfigFile {
     /// Reads and parses the file at `path`. Errors name the file.
     pub fn read(path: &Path) -> Result<ConfigFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let bytes =
+            crate::trusted_file::read_trusted(path, MAX_CONFIG_FILE_BYTES).map_err(|why| {
+                Error::invalid(format!("the configuration file {} {why}", path.display()))
+            })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
             Error::invalid(format!(
-                "cannot read the configuration file {}: {e}",
-                path.display()
+                "the configuration file {} is not UTF-8 (at byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
             ))
         })?;
         ConfigFile::parse(path, &text)
@@ -449,7 +505,8 @@ mod tests {
         // A directory is not readable as a file.
         let e = place.search(Some("home")).load().unwrap_err();
         assert!(
-            e.message.starts_with("cannot read the configuration file"),
+            e.message.starts_with("the configuration file")
+                && e.message.ends_with("is a directory, not a regular file"),
             "{}",
             e.message
         );

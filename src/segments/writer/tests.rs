@@ -245,14 +245,17 @@ fn a_write_error_loses_only_that_batch_and_the_writer_keeps_going() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     fs::create_dir(&out).unwrap();
-    // The directory vanishes before the first segment is created: that batch is lost.
+    // A file takes the directory's place before the first segment is created: the directory
+    // cannot be made again, and that batch is lost.
     let mut w = writer(&out.join("fpm"), "p", 1 << 20, 10);
     fs::remove_dir_all(&out).unwrap();
+    fs::write(&out, "in the way").unwrap();
     w.push("lost");
     w.push("lost too");
     w.flush();
     let stats = w.stats();
     assert_eq!((stats.write_errors, stats.rows_lost), (1, 2));
+    fs::remove_file(&out).unwrap();
     fs::create_dir(&out).unwrap();
     w.push("kept");
     w.flush();
@@ -319,4 +322,82 @@ fn retention_goes_on_past_a_segment_it_cannot_delete() {
     let left: Vec<u64> = segment_sizes(d, "p").iter().map(|s| s.0).collect();
     assert_eq!(left, [0, 7, 8], "{stats:?}");
     assert_eq!(stats.segments_pruned, 6);
+}
+
+/// A writer of 1 GiB segments with prefix `<dir>/out/fpm`, on a manual clock.
+fn clocked_writer(dir: &std::path::Path) -> (SegmentWriter, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    let w = SegmentWriter::open(
+        SegmentNaming::new(&dir.join("out/fpm"), "p"),
+        WriterOptions {
+            roll_bytes: 1 << 30,
+            max_segments: 4,
+            buffer_bytes: 1 << 20,
+            flush_interval: Duration::from_secs(1),
+        },
+        clock.clone(),
+    )
+    .unwrap();
+    (w, clock)
+}
+
+/// Rows in every segment at its path in `<dir>/out`.
+fn rows_on_disk(dir: &std::path::Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir.join("out")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl.gz"))
+        .map(|e| rows(&e.path()).len())
+        .sum()
+}
+
+#[test]
+fn rows_of_a_deleted_segment_are_counted_lost_and_writing_goes_on_in_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (mut w, clock) = clocked_writer(dir.path());
+    for _ in 0..3 {
+        w.push("a");
+    }
+    w.flush();
+    fs::remove_file(segment(&out, "p", 0)).unwrap();
+    clock.advance_ms(1000);
+    w.push("b");
+    w.push("b");
+    w.flush();
+    let stats = w.stats();
+    assert_eq!((stats.rows_written, stats.rows_lost), (2, 3));
+    assert_eq!(rows_on_disk(dir.path()), 2, "written == on disk");
+    assert_eq!(rows(&segment(&out, "p", 1)).len(), 2);
+    w.close();
+}
+
+#[test]
+fn a_deleted_directory_is_made_again_and_its_rows_counted_lost() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, clock) = clocked_writer(dir.path());
+    w.push("a");
+    w.push("a");
+    w.flush();
+    fs::remove_dir_all(dir.path().join("out")).unwrap();
+    // Within the second: not looked at yet (the rows go into the unlinked file)...
+    w.push("b");
+    w.flush();
+    assert_eq!(w.stats().rows_lost, 0);
+    // ...and after it, all three are counted lost, and the directory is made again.
+    clock.advance_ms(1000);
+    w.push("c");
+    w.flush();
+    let stats = w.stats();
+    assert_eq!((stats.rows_written, stats.rows_lost), (1, 3));
+    assert_eq!(rows_on_disk(dir.path()), 1, "written == on disk");
+    let mode = fs::metadata(dir.path().join("out"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+    w.close();
 }

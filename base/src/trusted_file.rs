@@ -1,0 +1,184 @@
+//! Reading a file that a user's configuration names (NIXL's configuration file, and the
+//! password, token and CA files it or the environment point at), trusted as OpenSSH trusts
+//! `~/.ssh/config` and sudo its sudoers: only a regular file, owned by this process's user or
+//! by root, writable by nobody else, in a directory likewise (a root-owned directory with the
+//! sticky bit, such as `/tmp`, is accepted: nobody else can replace a file there), opened
+//! without following a symbolic link and without blocking (a FIFO or a device is refused before
+//! any read), and read up to a stated bound. Anything else is refused with a message naming the
+//! file and the fix.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use crate::owner_only::euid;
+
+/// The largest configuration file read: NIXL's file holds a few dozen settings.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
+/// The largest secret (password or token) file read.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
+
+/// Why a file is not trusted, or cannot be read: the text completes "<file> ..." (for example
+/// "is writable by group or others (mode 0666): run chmod go-w <file>").
+pub type Untrusted = String;
+
+/// Reads `path` as described in the module documentation, at most `limit` bytes.
+pub fn read_trusted(path: &Path, limit: u64) -> Result<Vec<u8>, Untrusted> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "is a symbolic link: name the file itself".to_owned(),
+            _ => format!("cannot be opened: {e}"),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    check_file(path, &meta)?;
+    check_directory(path)?;
+    read_bounded(file, limit)
+}
+
+/// The kind of a file that is not a regular file, in words.
+fn kind(meta: &Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether `meta`'s owner is this process's user or root.
+fn owner_trusted(meta: &Metadata) -> bool {
+    meta.uid() == euid() || meta.uid() == 0
+}
+
+fn check_file(path: &Path, meta: &Metadata) -> Result<(), Untrusted> {
+    if !meta.is_file() {
+        return Err(format!("is {}, not a regular file", kind(meta)));
+    }
+    if !owner_trusted(meta) {
+        return Err(format!(
+            "is owned by uid {}, neither this process's user (uid {}) nor root: a file another \
+             user controls is not trusted; use a file of your own",
+            meta.uid(),
+            euid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "is writable by group or others (mode {:04o}): run chmod go-w {}",
+            meta.mode() & 0o7777,
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+fn check_directory(path: &Path) -> Result<(), Untrusted> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        format!(
+            "is in directory {}, which cannot be read: {e}",
+            dir.display()
+        )
+    })?;
+    if !owner_trusted(&meta) {
+        return Err(format!(
+            "is in directory {}, owned by uid {}, neither this process's user nor root: \
+             another user could replace the file; move it",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    let sticky_root = meta.uid() == 0 && meta.mode() & 0o1000 != 0;
+    if meta.mode() & 0o022 != 0 && !sticky_root {
+        return Err(format!(
+            "is in directory {}, writable by group or others (mode {:04o}): another user could \
+             replace the file; run chmod go-w {} or move the file",
+            dir.display(),
+            meta.mode() & 0o7777,
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Untrusted> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("is larger than {limit} bytes, the most read"));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_private_regular_file_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "abc").unwrap();
+        chmod(&path, 0o644);
+        assert_eq!(read_trusted(&path, 3).unwrap(), b"abc");
+        let e = read_trusted(&path, 2).unwrap_err();
+        assert!(e.contains("larger than 2 bytes"), "{e}");
+    }
+
+    #[test]
+    fn links_fifos_devices_directories_and_writable_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        chmod(dir.path(), 0o700);
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_trusted(&link, 10)
+            .unwrap_err()
+            .contains("symbolic link"));
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Without a writer: refused at once, not waited on.
+        assert!(read_trusted(&fifo, 10).unwrap_err().contains("a FIFO"));
+        let e = read_trusted(Path::new("/dev/zero"), 10).unwrap_err();
+        assert!(e.contains("a device"), "{e}");
+        assert!(read_trusted(dir.path(), 10)
+            .unwrap_err()
+            .contains("a directory"));
+        chmod(&file, 0o666);
+        let e = read_trusted(&file, 10).unwrap_err();
+        assert!(e.contains("writable by group or others (mode 0666)"), "{e}");
+        assert!(e.contains("chmod go-w"), "{e}");
+        chmod(&file, 0o600);
+        chmod(dir.path(), 0o777);
+        let e = read_trusted(&file, 10).unwrap_err();
+        assert!(e.contains("in directory") && e.contains("mode 0777"), "{e}");
+        chmod(dir.path(), 0o700);
+        assert_eq!(read_trusted(&file, 10).unwrap(), b"x");
+    }
+}

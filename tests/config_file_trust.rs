@@ -1,0 +1,237 @@
+//! Whom NIXL's configuration file is trusted from, and what it may cost: each case runs in a
+//! child process (the file is read once per process) under a deadline, so a read that hangs
+//! fails the test instead of hanging it.
+//!
+//! - A FIFO without a writer, `/dev/zero`, and a valid file of 87 MB are refused at once with a
+//!   message naming the file (they hung, grew to gigabytes, or took seconds and a gigabyte).
+//! - A file owned by another user, or writable by others, is refused with the fix, and so is a
+//!   token file it names (as root, playing `nobody`).
+//! - A child forked while another thread of its parent reads the file does not wait forever on
+//!   a read nobody in it will finish.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nixl_telemetry_core::settings::{self, SETTINGS};
+use nixl_telemetry_core::Collector;
+use nixl_telemetry_test_support::other_user::other_user;
+
+const CASE: &str = "NIXL_TEST_TRUST_CASE";
+
+/// Runs `case` in a child with `NIXL_CONFIG_FILE` = `file` (or none), no other NIXL setting
+/// but `env`; fails if it has not ended within 30 s, and returns its stderr when it passed.
+fn run_child(case: &str, file: Option<&Path>, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(CASE, case)
+        .env_remove(settings::file::CONFIG_FILE_VAR)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for s in SETTINGS {
+        cmd.env_remove(s.name);
+    }
+    if let Some(file) = file {
+        cmd.env(settings::file::CONFIG_FILE_VAR, file);
+    }
+    let home = tempfile::tempdir().unwrap();
+    cmd.env("HOME", home.path()).envs(env.iter().copied());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("case {case} did not end within 30 s: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "case {case} failed:\n{out}\n{err}");
+    err
+}
+
+/// Creating a collector fails, and the message contains every one of `parts`.
+fn creation_fails_with(parts: &[&str]) {
+    let started = Instant::now();
+    let e = Collector::from_env("agent", true)
+        .err()
+        .expect("creation must fail");
+    for part in parts {
+        assert!(e.message.contains(part), "{part:?} not in: {}", e.message);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "refusing took {:?}",
+        started.elapsed()
+    );
+}
+
+/// The child's side of every case (does nothing in the parent).
+#[test]
+fn child() {
+    let Some(case) = std::env::var_os(CASE) else {
+        return;
+    };
+    let file = std::env::var(settings::file::CONFIG_FILE_VAR).unwrap_or_default();
+    match case.to_str().unwrap() {
+        "fifo" => creation_fails_with(&[&file, "is a FIFO, not a regular file"]),
+        "device" => creation_fails_with(&["/dev/zero", "is a device, not a regular file"]),
+        "huge" => creation_fails_with(&[&file, "is larger than 1048576 bytes"]),
+        "foreign" => creation_fails_with(&[&file, "is owned by uid", "use a file of your own"]),
+        "writable" => creation_fails_with(&[&file, "writable by group or others", "chmod go-w"]),
+        "foreign_token" => {
+            // The file itself is the user's; the token file it names is not.
+            let e = Collector::from_env("agent", true)
+                .err()
+                .expect("creation must fail");
+            assert!(
+                e.message
+                    .contains("NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE")
+                    && e.message.contains("is owned by uid"),
+                "{}",
+                e.message
+            );
+        }
+        "fork_during_read" => fork_during_read(),
+        other => panic!("unknown case {other}"),
+    }
+}
+
+#[test]
+fn a_fifo_a_device_or_a_huge_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("nixl.cfg");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    run_child("fifo", Some(&fifo), &[]);
+    run_child("device", Some(Path::new("/dev/zero")), &[]);
+    // 87 MB of valid TOML (comment lines).
+    let huge = dir.path().join("huge.cfg");
+    let line = format!("# {}\n", "x".repeat(86));
+    std::fs::write(&huge, line.repeat(87 * 1024 * 1024 / line.len())).unwrap();
+    run_child("huge", Some(&huge), &[]);
+}
+
+#[test]
+fn a_file_writable_by_others_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nixl.cfg");
+    std::fs::write(&file, "NIXL_TELEMETRY_EXPORTER = \"NOP\"\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    run_child("writable", Some(&file), &[]);
+}
+
+/// As root: a world-writable `~/.nixl.cfg` of `nobody` chose `remote_write`, an attacker's URL
+/// and root's token file, and root's token went to the attacker. Now the file is refused; and a
+/// file of root's own naming a token file of `nobody`'s is refused too.
+#[test]
+fn files_of_another_user_are_refused() {
+    let (uid, gid) = match other_user() {
+        Ok(ids) => ids,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nixl.cfg");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "root's token\n").unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "NIXL_TELEMETRY_EXPORTER = \"remote_write\"\n\
+             NIXL_TELEMETRY_REMOTE_WRITE_URL = \"http://127.0.0.1:9/api/v1/write\"\n\
+             NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE = \"{}\"\n",
+            token.display()
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&file, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    run_child("foreign", Some(&file), &[]);
+    // Root's own file, naming a token file that is nobody's.
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&token, Some(uid), Some(gid)).unwrap();
+    let plugins = nixl_telemetry_test_support::built_plugins(&["remote_write"]);
+    run_child(
+        "foreign_token",
+        Some(&file),
+        &[("NIXL_PLUGIN_DIR", plugins.to_str().unwrap())],
+    );
+}
+
+/// Another thread starts reading the file (slowly, as a slow file system would); the process
+/// forks meanwhile; the child creates a collector and ends. It hung in `Once::call` when the
+/// read-once cache was a `OnceLock`.
+fn fork_during_read() {
+    use nixl_telemetry_core::settings::file::test_hooks::slow_reads;
+    slow_reads(Duration::from_millis(600));
+    let reader = std::thread::spawn(|| settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE"));
+    std::thread::sleep(Duration::from_millis(150));
+    // SAFETY: the child calls only what a forked child of this library may: it creates its own
+    // collector, and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let code = match Collector::from_env("child", true) {
+            Ok(c) if c.stats().events_accepted == 0 => 0,
+            _ => 1,
+        };
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = 0;
+    loop {
+        // SAFETY: polls the child forked above.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: the child forked above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the child forked during the read hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert_eq!(
+        reader.join().unwrap().unwrap().as_deref(),
+        Some("64"),
+        "the parent's read still completes"
+    );
+}
+
+#[test]
+fn a_child_forked_during_the_read_never_waits_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nixl.cfg");
+    std::fs::write(
+        &file,
+        "NIXL_TELEMETRY_BUFFER_SIZE = 64\nNIXL_TELEMETRY_EXPORTER = \"NOP\"\n",
+    )
+    .unwrap();
+    run_child("fork_during_read", Some(&file), &[]);
+}
