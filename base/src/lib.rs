@@ -12,7 +12,9 @@
 //!   library they are this crate's own; in a plug-in loaded by a host, the host's, reached
 //!   through the host services of the plug-in ABI ([`plugin::host`]), so a plug-in reads the
 //!   host's configuration, joins the host's fork handlers and logs through the host.
-//! - **Shared helpers**: [`owner_only`] (owner-only files and the writer's `flock`), [`sync`]
+//! - **Shared helpers**: [`owner_only`] (owner-only files and the writer's `flock`),
+//!   [`trusted_file`] (reading files a configuration names), [`fault_guard`] (surviving a
+//!   mapped file truncated under its mapping), [`sync`]
 //!   (the poison-ignoring lock), [`worker`] (the one background loop), [`c_string`].
 
 pub mod c_string;
@@ -20,6 +22,7 @@ pub mod constants;
 pub mod env;
 pub mod error;
 pub mod event;
+pub mod fault_guard;
 pub mod fork;
 pub mod logging;
 pub mod owner_only;

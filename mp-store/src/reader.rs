@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
+use nixl_telemetry_base::fault_guard::{self, FaultGuard};
 use nixl_telemetry_series::{
     AgentSnapshot, Buckets, HistogramSnapshot, WorkloadLabels, HISTOGRAM_EVENTS,
 };
@@ -73,8 +74,13 @@ pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
 /// A store file mapped once and read at every scrape (the store scan keeps one per file
 /// between scrapes: no open, map and unmap per scrape); its labels extension, written before
 /// the store is published and never changed, is read once.
-#[derive(Debug)]
+///
+/// The mapping is guarded against SIGBUS (`nixl_telemetry_base::fault_guard`): a process of the
+/// same user that truncates the store while the serving process reads it cannot end that
+/// process; the read that faulted is discarded ([`OpenStore::read`] fails).
 pub struct OpenStore {
+    /// Declared before `map`, so it is unregistered before the map is unmapped.
+    guard: FaultGuard,
     map: MmapRaw,
     len: u64,
     /// The labels extension, once read.
@@ -91,16 +97,31 @@ impl OpenStore {
             ))));
         }
         let map = MmapOptions::new().len(STORE_SIZE).map_raw_read_only(file)?;
+        fault_guard::reassert();
         Ok(Ok(OpenStore {
+            guard: FaultGuard::new(map.as_ptr(), map.len()),
             map,
             len,
             labels: std::sync::OnceLock::new(),
         }))
     }
 
-    /// What the store holds now (`file` is the file it was mapped from, for its labels).
+    /// What the store holds now (`file` is the file it was mapped from, for its labels). An
+    /// error when the file was truncated under the mapping (the read saw zeros, not the store).
     pub fn read(&self, file: &File) -> io::Result<ReadOutcome> {
+        let truncated = || {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "it was truncated while it was read",
+            )
+        };
+        if self.guard.faulted() {
+            return Err(truncated());
+        }
         let outcome = decode(&self.words());
+        if self.guard.faulted() {
+            return Err(truncated());
+        }
         let ReadOutcome::Valid(mut view) = outcome else {
             return Ok(outcome);
         };
@@ -126,6 +147,16 @@ impl OpenStore {
     /// The mapping's words, read where a decode reads them.
     fn words(&self) -> MappedWords<'_> {
         MappedWords(&self.map)
+    }
+}
+
+impl std::fmt::Debug for OpenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStore")
+            .field("map", &self.map)
+            .field("len", &self.len)
+            .field("truncated", &self.guard.faulted())
+            .finish()
     }
 }
 

@@ -44,6 +44,19 @@ use nixl_telemetry_base::sync::LockUnpoisoned;
 /// Files a store scan remembers having warned about (NIXL's bound).
 const WARNED_PATHS: usize = 64;
 
+/// Files of other users a store scan remembers, by path and inode, so that each is warned
+/// about once for the life of the process and not opened again while it is the same file: 16,384
+/// paths (about 2 MB at most). Past that, the rest are opened at every scrape and summed up in
+/// one line per scrape.
+pub const MAX_REFUSED_FILES: usize = 16_384;
+
+/// What one scan does with files of other users: remember them, or count them when the memory
+/// is full.
+struct Foreign<'a> {
+    refused: &'a mut HashMap<PathBuf, (u64, u32)>,
+    unnamed: &'a mut usize,
+}
+
 /// The scan of one directory; shared with the scrape endpoint's thread.
 #[derive(Debug)]
 pub struct StoreScan {
@@ -54,6 +67,8 @@ pub struct StoreScan {
     warned_bounds: AtomicBool,
     /// The store files kept open and mapped, by path: (inode, file, mapping).
     open: Mutex<HashMap<PathBuf, (u64, File, OpenStore)>>,
+    /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
+    refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
     /// The last listing of the directory.
     listing: Mutex<Option<Listing>>,
 }
@@ -125,6 +140,7 @@ impl StoreScan {
             warned_dir: AtomicBool::new(false),
             warned_bounds: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
             listing: Mutex::new(None),
         }
     }
@@ -152,7 +168,17 @@ impl StoreScan {
     pub fn live_stores(&self) -> Vec<StoreView> {
         let dir = &self.config.dir;
         let files = match self.store_files() {
-            Ok(files) => {
+            Ok((files, listed)) => {
+                if listed {
+                    // The directory changed: a remembered file of another user may have been
+                    // replaced, even by one that reuses its inode (one `lstat` each).
+                    self.refused
+                        .lock_unpoisoned()
+                        .retain(|path, &mut (ino, uid)| {
+                            fs::symlink_metadata(path)
+                                .is_ok_and(|m| m.ino() == ino && m.uid() == uid)
+                        });
+                }
                 self.warned_dir.store(false, Ordering::Relaxed);
                 files
             }
@@ -170,27 +196,49 @@ impl StoreScan {
         let euid = sys::euid();
         let mut stores = Vec::new();
         let mut open = self.open.lock_unpoisoned();
+        let mut refused = self.refused.lock_unpoisoned();
+        let mut unnamed = 0;
         for (path, inode) in files.iter() {
-            if let Some(view) = self.read_one(&mut open, path, *inode, now, euid) {
+            if refused.get(path).is_some_and(|(ino, _)| ino == inode) {
+                // Another user's file, warned about already, and still the same file.
+                continue;
+            }
+            let foreign = Foreign {
+                refused: &mut refused,
+                unnamed: &mut unnamed,
+            };
+            if let Some(view) = self.read_one(&mut open, foreign, path, *inode, now, euid) {
                 stores.push(view);
             }
         }
-        // Files gone since the last scan: closed and unmapped.
-        open.retain(|path, _| files.iter().any(|(p, _)| p == path));
+        if unnamed > 0 {
+            log::warn!(
+                "prometheus_mp: skipping {unnamed} more files in {} owned by other users \
+                 (past the {MAX_REFUSED_FILES} named one by one)",
+                dir.display()
+            );
+        }
+        // Files gone since the last scan: closed and unmapped, or forgotten.
+        if !open.is_empty() || !refused.is_empty() {
+            let listed: std::collections::HashSet<&Path> =
+                files.iter().map(|(p, _)| p.as_path()).collect();
+            open.retain(|path, _| listed.contains(path.as_path()));
+            refused.retain(|path, _| listed.contains(path.as_path()));
+        }
         stores.sort_by_key(|s| (s.pid, s.instance));
         stores
     }
 
     /// The directory's store files (regular files with a store's name; a symbolic link is not
-    /// followed) and their inodes. The listing of the previous scan is reused while the
+    /// followed) and their inodes, and whether the directory was listed anew. The listing of the previous scan is reused while the
     /// directory is unchanged (see [`Listing`]): one `statx` instead of an `open`, the
     /// `getdents` and a `close`.
-    fn store_files(&self) -> std::io::Result<StoreFiles> {
+    fn store_files(&self) -> std::io::Result<(StoreFiles, bool)> {
         let dir = &self.config.dir;
         let stamp = DirStamp::of(&fs::metadata(dir)?);
         let mut listing = self.listing.lock_unpoisoned();
         if let Some(l) = listing.as_ref().filter(|l| l.still_valid(stamp)) {
-            return Ok(l.files.clone());
+            return Ok((l.files.clone(), false));
         }
         let started = std::time::SystemTime::now();
         let mut files = Vec::new();
@@ -210,7 +258,7 @@ impl StoreScan {
             local: sys::on_local_file_system(dir),
             files: files.clone(),
         });
-        Ok(files)
+        Ok((files, true))
     }
 
     /// One file: `Some` to serve it; removes it when it is stale or invalid and unheld. Keeps
@@ -218,6 +266,7 @@ impl StoreScan {
     fn read_one(
         &self,
         open: &mut HashMap<PathBuf, (u64, File, OpenStore)>,
+        foreign: Foreign<'_>,
         path: &Path,
         inode: u64,
         now: u64,
@@ -232,10 +281,18 @@ impl StoreScan {
             let file = sys::open_read_nofollow(path).ok()?;
             let meta = file.metadata().ok()?;
             if meta.uid() != euid {
-                self.warn_once(
-                    path,
-                    &format!("it is owned by uid {}, not by this user", meta.uid()),
-                );
+                if foreign.refused.len() < MAX_REFUSED_FILES {
+                    foreign
+                        .refused
+                        .insert(path.to_owned(), (meta.ino(), meta.uid()));
+                    log::warn!(
+                        "prometheus_mp: skipping {}: it is owned by uid {}, not by this user",
+                        path.display(),
+                        meta.uid()
+                    );
+                } else {
+                    *foreign.unnamed += 1;
+                }
                 return None;
             }
             match OpenStore::map(&file, meta.len()) {
@@ -254,6 +311,8 @@ impl StoreScan {
             Ok(o) => o,
             Err(e) => {
                 self.warn_once(path, &format!("it cannot be read ({e})"));
+                // Mapped again (and judged as it is now) at the next scan.
+                open.remove(path);
                 return None;
             }
         };
@@ -680,6 +739,56 @@ mod tests {
             warnings[0]
         );
         assert!(path.exists(), "never removed");
+    }
+
+    /// 5,000 files of another user with store names in a shared directory: each is warned about
+    /// once for the life of the scan (they gave 5,000 warnings at every scrape, each file
+    /// reopened), then skipped without being opened while it is the same file; a file replaced
+    /// under its name is looked at again. Needs root, to give files away; otherwise it says why.
+    #[test]
+    fn foreign_files_are_warned_about_once_each_and_not_reopened() {
+        if crate::sys::euid() != 0 {
+            eprintln!("skipped: not root, so files cannot be given to another user");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mine = writer(dir.path(), "mine", 1, "", &Buckets::default());
+        for i in 0..5000 {
+            let path = dir.path().join(format!("nixl.{}.1.0.mmap", 100_000 + i));
+            std::fs::write(&path, [0u8; 16]).unwrap();
+            std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
+        }
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
+        let (first, logged) = nixl_telemetry_base::logging::capture(|| scan.live_stores());
+        assert_eq!(first.len(), 1, "my store is served");
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 5000);
+        assert!(warnings.iter().all(|w| w.contains("owned by uid 12345")));
+        let (second, logged) =
+            nixl_telemetry_base::logging::capture(|| (scan.live_stores(), scan.live_stores()));
+        assert_eq!((second.0.len(), second.1.len()), (1, 1));
+        assert!(
+            nixl_telemetry_base::logging::warnings(&logged).is_empty(),
+            "warned again"
+        );
+        assert_eq!(scan.refused.lock_unpoisoned().len(), 5000);
+        // Replaced under the same name (a new inode): looked at, and warned about, again.
+        let replaced = dir.path().join("nixl.100000.1.0.mmap");
+        std::fs::remove_file(&replaced).unwrap();
+        std::fs::write(&replaced, [0u8; 16]).unwrap();
+        std::os::unix::fs::chown(&replaced, Some(12346), None).unwrap();
+        // A changed directory is listed again at once only when it is not too recent (see
+        // `Listing`): drop the listing, as a later scrape would.
+        *scan.listing.lock_unpoisoned() = None;
+        let (_, logged) = nixl_telemetry_base::logging::capture(|| scan.live_stores());
+        let warnings = nixl_telemetry_base::logging::warnings(&logged);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("owned by uid 12346"),
+            "{}",
+            warnings[0]
+        );
+        drop(mine);
     }
 
     #[test]

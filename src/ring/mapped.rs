@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
-use super::fault_guard::FaultGuard;
 use super::layout;
+use nixl_telemetry_base::fault_guard::FaultGuard;
 
 /// A mapped ring file with validated geometry, guarded against the file shrinking under it
-/// ([`super::fault_guard`]).
+/// ([`nixl_telemetry_base::fault_guard`]).
 pub(super) struct Mapped {
     /// Declared before `map`, so it is unregistered before the map is unmapped.
     pub(super) guard: FaultGuard,
@@ -23,7 +23,7 @@ impl Mapped {
     /// Guards `map`, a validated ring of `mask + 1` records (putting the guard's handler back
     /// on top first if the host replaced it).
     pub(super) fn new(map: MmapRaw, mask: u64) -> Mapped {
-        super::fault_guard::reassert();
+        nixl_telemetry_base::fault_guard::reassert();
         Mapped {
             guard: FaultGuard::new(map.as_ptr(), map.len()),
             map,

@@ -10,13 +10,12 @@
 //! - [`layout`]: the version-4 header and record layout, the one place for its constants.
 //! - `writer`: [`RingWriter`], creating the file and appending events.
 //! - `reader`: [`RingReader`], validating the file, popping and peeking events.
-//! - `mapped`: the mapping both share, typed views of its header words and records.
-//! - `fault_guard`: the SIGBUS protection of every ring mapping, so that a file truncated
-//!   under a writer or a reader is noticed instead of killing the process.
+//! - `mapped`: the mapping both share, typed views of its header words and records, guarded
+//!   against SIGBUS (`nixl_telemetry_base::fault_guard`), so that a file truncated under a
+//!   writer or a reader is noticed instead of killing the process.
 //! - [`loss_file`]: the writer's count of the events its ring could not take, in a file
 //!   beside the ring that NIXL's readers never open.
 
-mod fault_guard;
 pub mod layout;
 pub mod loss_file;
 mod mapped;

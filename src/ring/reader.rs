@@ -259,7 +259,7 @@ impl RingReader {
     /// caught a fault. [`RingReader::peek`] and the Python package check before every read;
     /// [`RingReader::try_pop`] (and the C API's pop) does not, to stay a few nanoseconds.
     pub fn check_file(&self) -> Result<()> {
-        super::fault_guard::reassert();
+        nixl_telemetry_base::fault_guard::reassert();
         if !self.mapped.covered_by(&self.file) {
             self.found_truncated.store(true, Ordering::Relaxed);
         }

@@ -177,13 +177,13 @@ impl RingWriter {
     }
 
     /// Puts the SIGBUS guard back on top if the host replaced it
-    /// ([`super::fault_guard::reassert`]: one `sigaction`), so a write into a file truncated by
+    /// ([`nixl_telemetry_base::fault_guard::reassert`]: one `sigaction`), so a write into a file truncated by
     /// another process faults into the guard ([`Self::faulted`]) whatever the host installed;
     /// with `check_size`, also checks that the file still covers the whole mapping (one
     /// `fstat`), so such a file is noticed without writing into it. False when the file is
     /// known to be truncated.
     pub fn ready_to_write(&self, check_size: bool) -> bool {
-        super::fault_guard::reassert();
+        nixl_telemetry_base::fault_guard::reassert();
         if self.faulted() {
             return false;
         }

@@ -1,9 +1,10 @@
 //! Surviving a shared mapping whose file shrinks under it.
 //!
-//! A ring file is mapped shared by its writer (inside the agent) and its readers. If any process
-//! truncates the file (`truncate`, `: > file`), touching the mapping past the new end raises
+//! A ring file is mapped shared by its writer (inside the agent) and its readers, and a
+//! `prometheus_mp` store by its writer and the process serving the node. If any process
+//! truncates such a file (`truncate`, `: > file`), touching the mapping past the new end raises
 //! SIGBUS, which by default kills the process: an inference server must not die because a
-//! telemetry file was truncated. So every ring mapping is registered here, and a SIGBUS handler
+//! telemetry file was truncated. So every such mapping is registered here, and a SIGBUS handler
 //! (installed once, with the previous handler kept and called for every fault that is not
 //! ours) maps anonymous zero pages over the rest of a registered mapping when the fault lies in
 //! it: the access completes (a write goes nowhere, a read sees zeros) and the mapping is flagged,
@@ -17,6 +18,10 @@
 //! (the same address faults 100 times in a row on the same thread), the default action is
 //! restored, so a fault that is not ours ends the process as it would have without us, never
 //! in an endless loop.
+//!
+//! A plug-in's copy of this crate (the `prometheus_mp` plug-in guards its stores) installs its
+//! own handler the first time it guards a mapping, on top of the host's, and passes every fault
+//! that is not in one of its mappings on to it, as it does to any host handler.
 //!
 //! Limits: the table holds [`MAX_GUARDED`] mappings (more are mapped unguarded, with one
 //! warning); between a host replacing our handler and the next [`reassert`], and for a file
@@ -64,13 +69,13 @@ unsafe impl Sync for Previous {}
 static PREVIOUS: Previous = Previous(UnsafeCell::new(MaybeUninit::uninit()));
 
 /// A registered mapping; unregistered when dropped (drop it before unmapping).
-pub(super) struct FaultGuard {
+pub struct FaultGuard {
     region: Option<&'static Region>,
 }
 
 impl FaultGuard {
     /// Guards the mapping of `len` bytes at `start` (installing the handler on first use).
-    pub(super) fn new(start: *const u8, len: usize) -> FaultGuard {
+    pub fn new(start: *const u8, len: usize) -> FaultGuard {
         install();
         let free = REGIONS.iter().find(|r| {
             r.used
@@ -80,8 +85,8 @@ impl FaultGuard {
         let Some(region) = free else {
             if !WARNED_FULL.swap(true, Ordering::Relaxed) {
                 log::warn!(
-                    "more than {MAX_GUARDED} telemetry rings are mapped: the newest are not \
-                     protected against a file truncated under them"
+                    "more than {MAX_GUARDED} telemetry files (rings, stores) are mapped: the \
+                     newest are not protected against a file truncated under them"
                 );
             }
             return FaultGuard { region: None };
@@ -97,7 +102,7 @@ impl FaultGuard {
     }
 
     /// Whether an access to the mapping faulted (its file shrank) since it was guarded.
-    pub(super) fn faulted(&self) -> bool {
+    pub fn faulted(&self) -> bool {
         self.region
             .is_some_and(|r| r.faulted.load(Ordering::Acquire))
     }
@@ -159,7 +164,7 @@ fn install() {
 /// Puts our SIGBUS handler back on top if the host replaced it since (see the module
 /// documentation); the host's handler is kept as the one other faults go to. One `sigaction`
 /// call when nothing changed.
-pub(super) fn reassert() {
+pub fn reassert() {
     install();
     static TOLD: AtomicBool = AtomicBool::new(false);
     if reassert_locked() && !TOLD.swap(true, Ordering::Relaxed) {
