@@ -109,6 +109,9 @@ mod threads;
 
 pub use budget::BLOCK_EVENTS;
 pub use queue::{StagingCounts, StagingQueue, MAX_CAPACITY};
+#[cfg(loom)]
+#[doc(hidden)]
+pub use threads::loom_thread_exit;
 pub use threads::FastPath;
 
 #[cfg(test)]

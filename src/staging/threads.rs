@@ -11,8 +11,8 @@ use super::lane::Lane;
 use super::sync::{AtomicPtr, AtomicUsize, Ordering};
 use crate::event::Event;
 
-/// Slots of [`ThreadSlots`] per queue.
-const THREAD_SLOTS: usize = 64;
+/// Slots of [`ThreadSlots`] per queue (2 in the loom model check: fewer objects to model).
+const THREAD_SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
 
 /// The producer fast path's way from a thread to its lane without a thread-local access (which
 /// in a shared library is a call to `__tls_get_addr`, and in any case makes the compiler save
@@ -168,15 +168,22 @@ fn thread_pointer() -> Option<usize> {
     }
 }
 
-/// The model thread's "thread pointer" under loom, whose threads all run on one OS thread: the
-/// address of a thread-local of its own, unique among live model threads and, as a real thread
-/// pointer, free for a later thread once it exits. `None` while its thread-locals are destroyed.
+/// The model thread's "thread pointer" under loom, whose threads all run on one OS thread: a
+/// number from its loom thread id, unique among the model's threads, and one that the first
+/// slot's hash takes (the model's few threads all meet in one slot: one holds it, the others
+/// take the thread-local way, and the next claims it when its holder gives it back at exit).
+/// Not reused: a real thread pointer is reused only after its thread's exit, which happens
+/// before the next thread's start through the C library, a chain loom does not see.
 #[cfg(loom)]
 fn thread_pointer() -> Option<usize> {
-    loom::thread_local! {
-        static ME: u64 = 0;
-    }
-    ME.try_with(|me| ptr::from_ref(me) as usize).ok()
+    let id = format!("{:?}", loom::thread::current().id());
+    let id: usize = id
+        .trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse()
+        .ok()?;
+    // (2 x id + 1) x 4 KiB hashes to slot 0 for every id loom can have (0..=4).
+    Some((2 * id + 1) * 0x1000)
 }
 
 /// A lane of this thread's cache: its queue's id, and the thread slot (with the queue's slots)
@@ -289,13 +296,26 @@ impl LaneCache {
 impl Drop for LaneCache {
     /// Returns the thread's lanes: a later thread reuses them, events still staged included.
     fn drop(&mut self) {
-        // Calls from later thread-local destructors take the shared lane. (`LAST_LANE` has no
-        // destructor, so it is still there; a loom model's thread-locals go all at once.)
-        let _ = LAST_LANE.try_with(|last| last.queue.set(0));
-        for mut cached in self.lanes.get_mut().drain(..) {
-            cached.release();
-        }
+        release_lanes(self.lanes.get_mut());
     }
+}
+
+/// Lets every lane of a thread's cache go, as it exits.
+fn release_lanes(lanes: &mut Vec<CachedLane>) {
+    // Calls from later thread-local destructors take the shared lane. (`LAST_LANE` has no
+    // destructor, so it is still there; a loom model's thread-locals go all at once.)
+    let _ = LAST_LANE.try_with(|last| last.queue.set(0));
+    for mut cached in lanes.drain(..) {
+        cached.release();
+    }
+}
+
+/// Under loom, what the calling thread's exit does here: its lanes are let go. A model's
+/// thread calls it last, because loom's `join` returns before the thread's thread-locals are
+/// destroyed, where std's waits for it.
+#[cfg(loom)]
+pub fn loom_thread_exit() {
+    let _ = LANES.try_with(|cache| release_lanes(&mut cache.lanes.borrow_mut()));
 }
 
 #[cfg(not(loom))]
