@@ -39,8 +39,9 @@
 //! * **Threads.** A thread finds its lane through a thread-local cache (the last queue used is
 //!   one compare away; several collectors in a process are a short search), and the C entry
 //!   points' fast path ([`FastPath::try_push_in_place`]) finds it without a thread-local
-//!   access, in the queue's slots keyed by the thread pointer ([`ThreadSlots`]: in a shared
-//!   library a thread-local access is a call to `__tls_get_addr`). Its first call
+//!   access, in the queue's slots keyed by the thread pointer
+//!   ([`ThreadSlots`](threads::ThreadSlots): in a shared library a thread-local access is a
+//!   call to `__tls_get_addr`). Its first call
 //!   claims a lane left by an exited thread or links a new one into the queue's lock-free list
 //!   of lanes. When a thread exits it gives back its credit and its lane, with what is still
 //!   staged in it (the next flush drains it), so 10,000 short-lived threads reuse one lane.

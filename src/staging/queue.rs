@@ -6,6 +6,8 @@ use std::ptr;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::sync::Arc;
 
+#[cfg(doc)]
+use super::budget::BLOCK_EVENTS;
 use super::budget::{slots_accessed, slots_of, Block, BlockPool, Budget, Padded};
 use super::lane::Lane;
 use super::spin_lock::SpinLock;
