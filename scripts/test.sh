@@ -24,6 +24,13 @@ echo "== cargo test"
 # c-api/tests/install.rs also builds the shipped packages as scripts/install.sh does, apart in
 # target/install-check (without the test hooks that this build of the library has).
 cargo test --workspace
+echo "== loom model check of the staging queue"
+# The staging queue's atomics protocol under every interleaving loom explores
+# (tests/loom_staging.rs). `--cfg loom` rebuilds the library with loom's atomics, apart in
+# target/loom so that the builds above stay valid; the `loom` profile (Cargo.toml) optimises
+# what runs, as loom runs each model thousands of times.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test --profile loom -p nixl-telemetry --test loom_staging
 echo "== python reader tests"
 python3 -m pytest examples/python -q
 echo "== python package (pip wheel ./python, installed into target/python-package/site)"
