@@ -12,21 +12,22 @@ use crate::filter::MetricMask;
 use crate::settings::{self, process_settings};
 
 /// `NIXL_TELEMETRY_ENABLE`: request telemetry (boolean word).
-pub const ENV_ENABLE: &str = "NIXL_TELEMETRY_ENABLE";
+pub const ENV_ENABLE: &str = settings::ENABLE.name;
 /// `NIXL_TELEMETRY_BUFFER_SIZE`: staging-queue capacity and ring size in events.
-pub const ENV_BUFFER_SIZE: &str = "NIXL_TELEMETRY_BUFFER_SIZE";
+pub const ENV_BUFFER_SIZE: &str = settings::BUFFER_SIZE.name;
 /// `NIXL_TELEMETRY_RUN_INTERVAL`: flush period in milliseconds.
-pub const ENV_RUN_INTERVAL: &str = "NIXL_TELEMETRY_RUN_INTERVAL";
+pub const ENV_RUN_INTERVAL: &str = settings::RUN_INTERVAL.name;
 /// `NIXL_TELEMETRY_ENABLED_METRICS`: comma-separated glob allowlist of event names.
-pub const ENV_ENABLED_METRICS: &str = "NIXL_TELEMETRY_ENABLED_METRICS";
+pub const ENV_ENABLED_METRICS: &str = settings::ENABLED_METRICS.name;
 
 /// Default staging-queue capacity and ring size, in events.
-pub const DEFAULT_BUFFER_SIZE: usize = 4096;
+pub const DEFAULT_BUFFER_SIZE: usize = settings::BUFFER_SIZE.default_u64() as usize;
 /// Largest accepted buffer size, in events (2^24 events = 256 MiB per buffer): larger values
 /// are refused with an error rather than risking an allocation failure inside the agent.
 pub const MAX_BUFFER_SIZE: usize = 1 << 24;
 /// Default flush period.
-pub const DEFAULT_RUN_INTERVAL: Duration = Duration::from_millis(100);
+pub const DEFAULT_RUN_INTERVAL: Duration =
+    Duration::from_millis(settings::RUN_INTERVAL.default_u64());
 
 /// Whether telemetry is requested, given `NIXL_TELEMETRY_ENABLE` and the agent's
 /// `capture_telemetry` flag: the variable decides when it is set; the flag decides otherwise.

@@ -1,9 +1,8 @@
 //! NIXL's configuration file as collectors read it: each case runs in a child process (the
 //! file is read once per process, from the process's `HOME` and `NIXL_CONFIG_FILE`) with a
-//! temporary `HOME` and no other NIXL setting in its environment. Also: the table of settings
-//! lists every `NIXL_TELEMETRY_*` variable the sources read.
+//! temporary `HOME` and no other NIXL setting in its environment. (That every
+//! `NIXL_TELEMETRY_*` name of the repository is declared is checked by `settings_declared.rs`.)
 
-use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -310,85 +309,4 @@ fn an_exporter_plugin_reads_the_file_too() {
         ),
     );
     home.run("plugin_reads_the_file", &[]);
-}
-
-/// Names that look like settings but are not read through the settings table: test hooks and
-/// the test plug-ins' own variables.
-const NOT_SETTINGS: &[&str] = &[
-    // Test hooks of this repository's tests.
-    "NIXL_TELEMETRY_BLESS",
-    "NIXL_TELEMETRY_FIXTURES",
-    "NIXL_TELEMETRY_LIB_DIR",
-    "NIXL_TELEMETRY_REQUIRE_TMUX",
-    // Not a variable: the symbol that marks a build with the test hooks (src/lib.rs), which
-    // c-api/tests/install.rs looks for in an installed library.
-    "NIXL_TELEMETRY_TEST_UTIL",
-    // Made-up names in unit tests.
-    "NIXL_TELEMETRY_A",
-    "NIXL_TELEMETRY_X",
-    "NIXL_TELEMETRY_ENV_RS_UNIT_TEST",
-    // The C test plug-ins' output directory (read with getenv by the test plug-ins).
-    "NIXL_TELEMETRY_CSV_DIR",
-    // The example plug-in's output directory (read from the environment, as a third-party
-    // plug-in would).
-    "NIXL_TELEMETRY_EXAMPLE_RUST_DIR",
-];
-
-/// Every `"NIXL_TELEMETRY_*"` string literal in the repository's sources.
-fn quoted_names(dir: &Path, found: &mut BTreeSet<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap_or("");
-        if path.is_dir() {
-            if !matches!(name, "target" | ".git" | "build" | "__pycache__")
-                && !name.starts_with('.')
-            {
-                quoted_names(&path, found);
-            }
-            continue;
-        }
-        let source = ["rs", "c", "cpp", "h", "hpp", "py", "pyi", "sh"]
-            .iter()
-            .any(|ext| path.extension() == Some(OsStr::new(ext)));
-        let Some(text) = source
-            .then(|| std::fs::read_to_string(&path).ok())
-            .flatten()
-        else {
-            continue;
-        };
-        for (at, _) in text.match_indices("\"NIXL_TELEMETRY_") {
-            let rest = &text[at + 1..];
-            let len = rest
-                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
-                .unwrap_or(rest.len());
-            if len > "NIXL_TELEMETRY_".len() && rest[len..].starts_with('"') {
-                found.insert(rest[..len].to_owned());
-            }
-        }
-    }
-}
-
-#[test]
-fn the_settings_table_lists_every_variable_the_sources_read() {
-    let mut found = BTreeSet::new();
-    quoted_names(Path::new(env!("CARGO_MANIFEST_DIR")), &mut found);
-    assert!(found.contains("NIXL_TELEMETRY_DIR"), "{found:?}");
-    let missing: Vec<&String> = found
-        .iter()
-        .filter(|n| settings::find(n).is_none() && !NOT_SETTINGS.contains(&n.as_str()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "variables read somewhere but missing from nixl_telemetry_core::settings::SETTINGS (add \
-         them there, or to NOT_SETTINGS if they are test hooks): {missing:?}"
-    );
-    let stale: Vec<&str> = NOT_SETTINGS
-        .iter()
-        .copied()
-        .filter(|n| !found.contains(*n) || settings::find(n).is_some())
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "NOT_SETTINGS entries no longer needed: {stale:?}"
-    );
 }

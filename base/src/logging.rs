@@ -74,23 +74,24 @@ fn threshold() -> LevelFilter {
     *THRESHOLD.get_or_init(|| {
         // The environment, else NIXL's configuration file; a file that cannot be read is
         // reported here once (and again by whatever reads a setting from it).
-        let raw = crate::settings::process_settings("NIXL_LOG_LEVEL").unwrap_or_else(|e| {
+        let setting = crate::settings::LOG_LEVEL;
+        let raw = crate::settings::process_settings(setting.name).unwrap_or_else(|e| {
             eprintln!("[WARN nixl_telemetry] {}; using WARN", e.message);
             None
         });
-        match raw.as_deref().map(str::to_ascii_uppercase).as_deref() {
-            None => LevelFilter::Warn,
-            Some("TRACE") => LevelFilter::Trace,
-            Some("DEBUG") => LevelFilter::Debug,
-            Some("INFO") => LevelFilter::Info,
-            Some("WARN") | Some("WARNING") => LevelFilter::Warn,
-            Some("ERROR") => LevelFilter::Error,
-            Some("FATAL") => LevelFilter::Off,
-            Some(_) => {
+        let level = raw.as_deref().unwrap_or(setting.default_str());
+        match level.to_ascii_uppercase().as_str() {
+            "TRACE" => LevelFilter::Trace,
+            "DEBUG" => LevelFilter::Debug,
+            "INFO" => LevelFilter::Info,
+            "WARN" | "WARNING" => LevelFilter::Warn,
+            "ERROR" => LevelFilter::Error,
+            "FATAL" => LevelFilter::Off,
+            _ => {
                 eprintln!(
                     "[WARN nixl_telemetry] NIXL_LOG_LEVEL={:?} is not one of TRACE, DEBUG, INFO, \
                      WARN, ERROR, FATAL; using WARN",
-                    raw.unwrap_or_default()
+                    level
                 );
                 LevelFilter::Warn
             }

@@ -28,9 +28,12 @@ no port, so the values only a plug-in checks when it starts (port ranges, histog
 whether the plug-in loads are not checked.")]
 pub struct ConfigArgs {
     /// Print one JSON document: {"file": path or null, "settings": [{"name", "kind", "value",
-    /// "origin", "reader"}]}.
+    /// "origin", "reader", "doc"}]}.
     #[arg(long, conflicts_with = "check")]
     json: bool,
+    /// Print, above each setting, a comment line saying what it does and who reads it.
+    #[arg(long, conflicts_with_all = ["check", "json"])]
+    doc: bool,
     /// Validate the configuration instead of printing it: exit status 1 with the error a
     /// collector's creation would give.
     #[arg(long)]
@@ -68,7 +71,8 @@ pub fn run(args: &ConfigArgs) -> CliResult {
                     "kind": e.setting.kind.name(),
                     "value": e.value,
                     "origin": e.origin.to_string(),
-                    "reader": e.setting.reader,
+                    "reader": e.setting.readers_text(),
+                    "doc": e.setting.doc,
                 })
             })
             .collect();
@@ -96,6 +100,9 @@ pub fn run(args: &ConfigArgs) -> CliResult {
         .max()
         .unwrap_or(0);
     for e in &effective {
+        if args.doc {
+            writeln!(out, "# {} ({})", e.setting.doc, e.setting.readers_text())?;
+        }
         writeln!(out, "{:<width$}  {}", e.origin.to_string(), assignment(e))?;
     }
     Ok(())

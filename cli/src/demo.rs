@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nixl_telemetry::settings;
 use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
 
 use crate::output::{self, CliError, CliResult};
@@ -410,10 +411,10 @@ fn add_plugin_dirs() {
 }
 
 fn run_prometheus(args: &DemoArgs) -> CliResult {
-    let port = args.port.unwrap_or(9090);
+    let port = args.port.unwrap_or(settings::PROMETHEUS_PORT.default_u16());
     // Read by the plug-in when the collector is created; no other thread runs yet.
-    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", port.to_string());
-    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "1");
+    std::env::set_var(settings::PROMETHEUS_PORT.name, port.to_string());
+    std::env::set_var(settings::PROMETHEUS_LOCAL.name, "1");
     add_plugin_dirs();
     let agent =
         Agent::start(args, ExporterChoice::Plugin("prometheus".into())).map_err(|e| match e {

@@ -28,9 +28,13 @@ pub struct PushArgs {
     /// http://collector:4318/v1/metrics).
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
-    /// Milliseconds between pushes [default: each protocol's variable, else 15000 for
-    /// remote-write, 60000 for OTLP]; must be shorter than the stale TTL.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Milliseconds between pushes; must be shorter than the stale TTL.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..),
+          help = format!(
+              "Milliseconds between pushes [default: each protocol's variable, else {} for \
+               remote-write, 60000 for OTLP]; must be shorter than the stale TTL",
+              nixl_telemetry::settings::REMOTE_WRITE_INTERVAL_MS.default_str()
+          ))]
     pub push_interval_ms: Option<u64>,
     /// An extra header of every push, NAME=VALUE (repeatable; e.g. X-Scope-OrgID=team).
     #[arg(long = "push-header", value_name = "NAME=VALUE")]

@@ -18,7 +18,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::settings::process_settings;
+use nixl_telemetry::settings::{self as declared, process_settings, Setting};
 use nixl_telemetry_mp_store::config::{self, Aggregate, ScanConfig};
 use nixl_telemetry_mp_store::election::{Role, RETRY};
 use nixl_telemetry_mp_store::store_scan::StoreScan;
@@ -31,25 +31,38 @@ fn failure(message: String) -> CliError {
     nixl_telemetry::Error::invalid(message).into()
 }
 
+/// `[default: NAME, else DEFAULT]`, for the help of an option whose default is the setting
+/// `setting` the ranks read: both taken from its declaration.
+pub(crate) fn default_from(setting: &Setting) -> String {
+    format!(
+        "[default: {}, else {}]",
+        setting.name,
+        setting.default_str()
+    )
+}
+
 /// `serve`'s options; each defaults to the variable the ranks read.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// The store directory (the ranks' NIXL_TELEMETRY_MULTIPROC_DIR); created 0700 if missing.
     #[arg(long, value_name = "DIR")]
     dir: PathBuf,
-    /// TCP port [default: NIXL_TELEMETRY_PROMETHEUS_PORT, else 9090].
-    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    /// TCP port.
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..),
+          help = format!("TCP port {}", default_from(&declared::PROMETHEUS_PORT)))]
     port: Option<u16>,
     /// Bind 127.0.0.1 only [default: NIXL_TELEMETRY_PROMETHEUS_LOCAL, else 0.0.0.0].
     #[arg(long)]
     local: bool,
-    /// Seconds a departed rank's store is still served [default: NIXL_TELEMETRY_MP_STALE_TTL,
-    /// else 30].
-    #[arg(long, value_name = "SECONDS")]
+    /// Seconds a departed rank's store is still served.
+    #[arg(long, value_name = "SECONDS",
+          help = format!("Seconds a departed rank's store is still served {}",
+                         default_from(&declared::MP_STALE_TTL)))]
     stale_ttl: Option<u64>,
-    /// `sum` adds node totals beside the per-rank series, `none` does not
-    /// [default: NIXL_TELEMETRY_MP_AGGREGATE, else none].
-    #[arg(long, value_name = "MODE")]
+    /// `sum` adds node totals beside the per-rank series, `none` does not.
+    #[arg(long, value_name = "MODE",
+          help = format!("`sum` adds node totals beside the per-rank series, `none` does not {}",
+                         default_from(&declared::MP_AGGREGATE)))]
     aggregate: Option<String>,
     /// Write the page to this file (ending in .prom, in node_exporter's
     /// --collector.textfile.directory) every --interval seconds instead of serving a port.

@@ -138,6 +138,7 @@ fn config_json_and_the_search_order() {
         &serde_json::json!({
             "name": "NIXL_TELEMETRY_EXPORTER", "kind": "string", "value": "NOP",
             "origin": format!("file:{named}"), "reader": "core",
+            "doc": nixl_telemetry::settings::EXPORTER.doc,
         })
     );
     // No file at all.
@@ -149,6 +150,26 @@ fn config_json_and_the_search_order() {
         .unwrap()
         .iter()
         .all(|s| s["origin"] == "default"));
+}
+
+#[test]
+fn config_doc_puts_each_doc_line_above_its_setting() {
+    let home = Home::new();
+    let text = home.stdout(&["--doc"], &[]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2 * SETTINGS.len() + 1, "{text}");
+    for (s, pair) in SETTINGS.iter().zip(lines[1..].chunks(2)) {
+        assert_eq!(pair[0], format!("# {} ({})", s.doc, s.readers_text()));
+        assert_eq!(
+            pair[1]
+                .split_whitespace()
+                .nth(1)
+                .map(|n| n.split('=').next()),
+            Some(Some(s.name))
+        );
+    }
+    let port = nixl_telemetry::settings::PROMETHEUS_PORT;
+    assert!(text.contains(&format!("# {} (prometheus, prometheus_mp)\n", port.doc)));
 }
 
 #[test]

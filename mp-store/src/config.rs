@@ -7,31 +7,32 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nixl_telemetry_base::env::{parse_u64, read_bool, Lookup};
+use nixl_telemetry_base::settings;
 use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
 use crate::layout::{truncate_str, LOCAL_RANK_LEN, MAX_BUCKETS};
 
 /// `NIXL_TELEMETRY_MULTIPROC_DIR`: the directory of the store files (required).
-pub const ENV_MULTIPROC_DIR: &str = "NIXL_TELEMETRY_MULTIPROC_DIR";
+pub const ENV_MULTIPROC_DIR: &str = settings::MULTIPROC_DIR.name;
 /// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port, as for the `prometheus` exporter.
-pub const ENV_PORT: &str = "NIXL_TELEMETRY_PROMETHEUS_PORT";
+pub const ENV_PORT: &str = settings::PROMETHEUS_PORT.name;
 /// `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: bind 127.0.0.1 only.
-pub const ENV_LOCAL: &str = "NIXL_TELEMETRY_PROMETHEUS_LOCAL";
+pub const ENV_LOCAL: &str = settings::PROMETHEUS_LOCAL.name;
 /// The default scrape port.
-pub const DEFAULT_PORT: u16 = 9090;
+pub const DEFAULT_PORT: u16 = settings::PROMETHEUS_PORT.default_u16();
 /// `NIXL_TELEMETRY_RANK_ENV`: the name of the variable whose value is the `local_rank` label.
-pub const ENV_RANK_ENV: &str = "NIXL_TELEMETRY_RANK_ENV";
+pub const ENV_RANK_ENV: &str = settings::RANK_ENV.name;
 /// The rank variable when `NIXL_TELEMETRY_RANK_ENV` is unset.
-pub const DEFAULT_RANK_ENV: &str = "LOCAL_RANK";
+pub const DEFAULT_RANK_ENV: &str = settings::RANK_ENV.default_str();
 /// `NIXL_TELEMETRY_MP_STALE_TTL`: seconds a departed process's store is still served.
-pub const ENV_STALE_TTL: &str = "NIXL_TELEMETRY_MP_STALE_TTL";
+pub const ENV_STALE_TTL: &str = settings::MP_STALE_TTL.name;
 /// The default stale TTL, in seconds.
-pub const DEFAULT_STALE_TTL_SECS: u64 = 30;
+pub const DEFAULT_STALE_TTL_SECS: u64 = settings::MP_STALE_TTL.default_u64();
 /// `NIXL_TELEMETRY_MP_SERVE`: boolean, default true; false makes this process write its
 /// store without ever taking part in the election (a `nixl-telemetry serve` sidecar serves).
-pub const ENV_SERVE: &str = "NIXL_TELEMETRY_MP_SERVE";
+pub const ENV_SERVE: &str = settings::MP_SERVE.name;
 /// `NIXL_TELEMETRY_MP_AGGREGATE`: `sum` adds node totals beside the per-rank series.
-pub const ENV_AGGREGATE: &str = "NIXL_TELEMETRY_MP_AGGREGATE";
+pub const ENV_AGGREGATE: &str = settings::MP_AGGREGATE.name;
 
 /// Whether a scrape adds per-node totals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,7 +107,7 @@ pub fn stale_ttl_from(env: Lookup) -> Result<Duration, String> {
 /// Reads the aggregation variable through `env` (default none).
 pub fn aggregate_from(env: Lookup) -> Result<Aggregate, String> {
     match env(ENV_AGGREGATE).map_err(|e| e.message)? {
-        None => Ok(Aggregate::None),
+        None => Aggregate::parse(ENV_AGGREGATE, settings::MP_AGGREGATE.default_str()),
         Some(v) => Aggregate::parse(ENV_AGGREGATE, &v),
     }
 }
@@ -162,7 +163,7 @@ impl MpConfig {
             buckets,
             serve: read_bool(env, ENV_SERVE)
                 .map_err(|e| e.message)?
-                .unwrap_or(true),
+                .unwrap_or(settings::MP_SERVE.default_bool()),
             labels: WorkloadLabels::from_lookup(env)?,
         })
     }

@@ -12,33 +12,34 @@ use crate::pusher::{Payload, PushConfig, PushStatsSnapshot, PUSH_COUNTERS};
 use crate::rows::{Labels, Source};
 use crate::target::{millis, Body, Target, TargetVars};
 use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings;
 use nixl_telemetry_series::{families, for_each_sample, AgentSnapshot};
 use prost::Message;
 
 pub mod proto;
 
 /// `NIXL_TELEMETRY_REMOTE_WRITE_URL`.
-pub const ENV_URL: &str = "NIXL_TELEMETRY_REMOTE_WRITE_URL";
+pub const ENV_URL: &str = settings::REMOTE_WRITE_URL.name;
 /// `NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS`.
-pub const ENV_INTERVAL_MS: &str = "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS";
+pub const ENV_INTERVAL_MS: &str = settings::REMOTE_WRITE_INTERVAL_MS.name;
 /// `NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS`.
-pub const ENV_FINAL_PUSH_MS: &str = "NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS";
+pub const ENV_FINAL_PUSH_MS: &str = settings::REMOTE_WRITE_FINAL_PUSH_MS.name;
 /// The variables of the receiver.
 pub const TARGET_VARS: TargetVars = TargetVars {
     url: ENV_URL,
-    headers: "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS",
-    basic_auth_user: "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER",
-    basic_auth_password_file: "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE",
-    bearer_token_file: "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE",
-    ca_file: "NIXL_TELEMETRY_REMOTE_WRITE_CA_FILE",
-    timeout_ms: "NIXL_TELEMETRY_REMOTE_WRITE_TIMEOUT_MS",
+    headers: settings::REMOTE_WRITE_HEADERS.name,
+    basic_auth_user: settings::REMOTE_WRITE_BASIC_AUTH_USER.name,
+    basic_auth_password_file: settings::REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE.name,
+    bearer_token_file: settings::REMOTE_WRITE_BEARER_TOKEN_FILE.name,
+    ca_file: settings::REMOTE_WRITE_CA_FILE.name,
+    timeout_ms: settings::REMOTE_WRITE_TIMEOUT_MS.name,
 };
 /// Default push interval (Prometheus' own default for scraping and remote-write batches).
-pub const DEFAULT_INTERVAL_MS: u64 = 15_000;
+pub const DEFAULT_INTERVAL_MS: u64 = settings::REMOTE_WRITE_INTERVAL_MS.default_u64();
 /// Default timeout of one push.
-pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_TIMEOUT_MS: u64 = settings::REMOTE_WRITE_TIMEOUT_MS.default_u64();
 /// Default bound of the last push.
-pub const DEFAULT_FINAL_PUSH_MS: u64 = 5_000;
+pub const DEFAULT_FINAL_PUSH_MS: u64 = settings::REMOTE_WRITE_FINAL_PUSH_MS.default_u64();
 
 /// The protocol's headers.
 pub const HEADERS: &[(&str, &str)] = &[("X-Prometheus-Remote-Write-Version", "0.1.0")];

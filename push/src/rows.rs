@@ -2,6 +2,7 @@
 //! label this process adds (`local_rank`).
 
 use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings;
 use nixl_telemetry_series::AgentSnapshot;
 
 /// Label (or attribute) names and values of one set of series.
@@ -14,13 +15,13 @@ pub type Source = Box<dyn FnMut() -> Vec<(AgentSnapshot, Labels)> + Send>;
 /// `NIXL_TELEMETRY_RANK_ENV`: the name of the variable whose value is the `local_rank` label
 /// (default `LOCAL_RANK`), as for the multi-process Prometheus exporter. (Hook: when the
 /// series crate gains shared workload labels, the push exporters take theirs from there.)
-pub const ENV_RANK_ENV: &str = "NIXL_TELEMETRY_RANK_ENV";
+pub const ENV_RANK_ENV: &str = settings::RANK_ENV.name;
 
 /// The `local_rank` label of this process, if its rank variable is set: `(name, value)`.
 pub fn rank_label(settings: Lookup) -> Result<Option<(String, String)>, String> {
     let var = settings(ENV_RANK_ENV)
         .map_err(|e| e.message)?
-        .unwrap_or_else(|| "LOCAL_RANK".to_owned());
+        .unwrap_or_else(|| settings::RANK_ENV.default_str().to_owned());
     let value = nixl_telemetry_base::env::environment(&var).map_err(|e| e.message)?;
     Ok(value
         .filter(|v| !v.is_empty())

@@ -7,17 +7,14 @@ use std::sync::Arc;
 
 use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_base::error::{Error, Result};
-use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::settings::{self, process_settings};
 
 /// `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`: comma-separated, strictly increasing, positive
 /// microsecond upper bounds of the transfer-time histogram buckets.
-pub const ENV_HISTOGRAM_BUCKETS_US: &str = "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US";
+pub const ENV_HISTOGRAM_BUCKETS_US: &str = settings::HISTOGRAM_BUCKETS_US.name;
 
 /// NIXL's default upper bounds in microseconds (~10 µs .. 10 s); `+Inf` is implicit.
-pub const DEFAULT_BUCKETS_US: [f64; 18] = [
-    10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 25000.0, 50000.0,
-    100000.0, 250000.0, 500000.0, 1000000.0, 5000000.0, 10000000.0,
-];
+pub const DEFAULT_BUCKETS_US: [f64; 18] = settings::HISTOGRAM_BUCKETS_US.default_list();
 
 /// The finite upper bounds of a histogram (strictly increasing, positive, finite); an event
 /// value goes in the first bucket whose bound is `>=` the value, or in the implicit `+Inf`

@@ -22,12 +22,12 @@
 use std::sync::Arc;
 
 use nixl_telemetry_base::env::Lookup;
-use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::settings::{self, process_settings};
 
 /// `NIXL_TELEMETRY_LABELS`: explicit workload labels, `key=value,...`.
-pub const ENV_LABELS: &str = "NIXL_TELEMETRY_LABELS";
+pub const ENV_LABELS: &str = settings::LABELS.name;
 /// `NIXL_TELEMETRY_LABELS_FROM`: comma list of [`SOURCES`] to take labels from.
-pub const ENV_LABELS_FROM: &str = "NIXL_TELEMETRY_LABELS_FROM";
+pub const ENV_LABELS_FROM: &str = settings::LABELS_FROM.name;
 /// The most workload labels a process may set (each one multiplies nothing, but every series
 /// carries all of them: the bound keeps pages and the scraper's index small).
 pub const MAX_LABELS: usize = 16;

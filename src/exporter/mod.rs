@@ -22,9 +22,9 @@ pub use plugin::PluginExporter;
 pub use trace::{TraceExporter, TraceExporterConfig};
 
 /// `NIXL_TELEMETRY_EXPORTER`: exporter name (`BUFFER`, `NOP`, `TRACE` or a plug-in name).
-pub const ENV_EXPORTER: &str = "NIXL_TELEMETRY_EXPORTER";
+pub const ENV_EXPORTER: &str = crate::settings::EXPORTER.name;
 /// `NIXL_TELEMETRY_DIR`: directory of the BUFFER ring files.
-pub const ENV_DIR: &str = "NIXL_TELEMETRY_DIR";
+pub const ENV_DIR: &str = crate::settings::DIR.name;
 
 /// What one flush of a collector did, returned once by [`Exporter::export_flush`]: how many of
 /// its events the exporter kept, why the rest were lost, and how many events that earlier

@@ -42,11 +42,12 @@ use crate::env::{parse_u64, Lookup};
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::exporter::{export_joined, Exporter, FlushOutcome};
-use crate::segments::writer::{WriterCounters, DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
+use crate::segments::writer::WriterCounters;
 use crate::segments::{
     Clock, GuardError, PrefixGuard, SegmentNaming, SegmentWriter, SystemClock, WriterOptions,
     WriterStats,
 };
+use crate::settings;
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
 
@@ -54,13 +55,17 @@ use crate::worker::Worker;
 const FLUSH_CHECK: Duration = Duration::from_millis(250);
 
 /// `NIXL_TELEMETRY_TRACE_PATH`: output prefix of the TRACE exporter.
-pub const ENV_TRACE_PATH: &str = "NIXL_TELEMETRY_TRACE_PATH";
+pub const ENV_TRACE_PATH: &str = settings::TRACE_PATH.name;
 /// `NIXL_TELEMETRY_TRACE_ROLL_BYTES`: roll threshold in uncompressed bytes.
-pub const ENV_TRACE_ROLL_BYTES: &str = "NIXL_TELEMETRY_TRACE_ROLL_BYTES";
+pub const ENV_TRACE_ROLL_BYTES: &str = settings::TRACE_ROLL_BYTES.name;
 /// `NIXL_TELEMETRY_TRACE_MAX_SEGMENTS`: segments kept per agent.
-pub const ENV_TRACE_MAX_SEGMENTS: &str = "NIXL_TELEMETRY_TRACE_MAX_SEGMENTS";
+pub const ENV_TRACE_MAX_SEGMENTS: &str = settings::TRACE_MAX_SEGMENTS.name;
 /// Default output prefix of the TRACE exporter.
-pub const DEFAULT_TRACE_PATH: &str = "/tmp/nixl-telemetry";
+pub const DEFAULT_TRACE_PATH: &str = settings::TRACE_PATH.default_str();
+/// Default roll threshold of the TRACE exporter, in uncompressed bytes.
+pub const DEFAULT_TRACE_ROLL_BYTES: u64 = settings::TRACE_ROLL_BYTES.default_u64();
+/// Default number of TRACE segments kept per agent.
+pub const DEFAULT_TRACE_MAX_SEGMENTS: usize = settings::TRACE_MAX_SEGMENTS.default_u64() as usize;
 /// Schema name of the exporter's rows.
 pub const NIXL_EVENT_SCHEMA: &str = "nixl.telemetry.event.v1";
 
@@ -79,8 +84,8 @@ impl Default for TraceExporterConfig {
     fn default() -> Self {
         TraceExporterConfig {
             path: PathBuf::from(DEFAULT_TRACE_PATH),
-            roll_bytes: DEFAULT_ROLL_BYTES,
-            max_segments: DEFAULT_MAX_SEGMENTS,
+            roll_bytes: DEFAULT_TRACE_ROLL_BYTES,
+            max_segments: DEFAULT_TRACE_MAX_SEGMENTS,
         }
     }
 }

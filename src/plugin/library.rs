@@ -44,7 +44,7 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
 /// (see [`crate::plugin::trust`]).
 pub fn search_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = extra_dirs().clone();
-    match crate::settings::lookup_os("NIXL_PLUGIN_DIR")? {
+    match crate::settings::lookup_os(crate::settings::PLUGIN_DIR.name)? {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);
             trust::check_plugin_dir_var(&d)?;

@@ -58,7 +58,8 @@ pub(crate) fn check_plugin_dir_var(dir: &Path) -> Result<()> {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "NIXL_PLUGIN_DIR={} is a relative path: set it to an absolute directory",
+            "{}={} is a relative path: set it to an absolute directory",
+            crate::settings::PLUGIN_DIR.name,
             dir.display()
         )))
     }

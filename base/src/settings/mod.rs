@@ -56,7 +56,57 @@ impl Kind {
     }
 }
 
-/// One setting: its variable (and file key), kind, default and reader.
+/// Who reads a setting: the core library, its built-in TRACE exporter, or an exporter plug-in
+/// (with the CLI's `serve` and `push`, which share the plug-ins' configuration code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Consumer {
+    /// The core library (the collector's settings and the exporter choice).
+    Core,
+    /// The built-in `TRACE` exporter.
+    Trace,
+    /// The `prometheus` plug-in.
+    Prometheus,
+    /// The `prometheus_mp` plug-in (and `nixl-telemetry serve`).
+    PrometheusMp,
+    /// The `doca` plug-in.
+    Doca,
+    /// The `remote_write` plug-in (and `nixl-telemetry serve --remote-write`, `push`).
+    RemoteWrite,
+    /// The `otlp` plug-in (and `nixl-telemetry serve --otlp`, `push`).
+    Otlp,
+}
+
+impl Consumer {
+    /// The name `nixl-telemetry config` and the docs show: `core`, `TRACE` or the plug-in's.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Consumer::Core => "core",
+            Consumer::Trace => "TRACE",
+            Consumer::Prometheus => "prometheus",
+            Consumer::PrometheusMp => "prometheus_mp",
+            Consumer::Doca => "doca",
+            Consumer::RemoteWrite => "remote_write",
+            Consumer::Otlp => "otlp",
+        }
+    }
+
+    /// The page of the book (relative to `docs/`) that describes this consumer's settings.
+    pub const fn page(self) -> &'static str {
+        match self {
+            Consumer::Core => "configuration.md#the-cores-variables",
+            Consumer::Trace => "exporters/builtin.md#trace",
+            Consumer::Prometheus => "exporters/prometheus.md",
+            Consumer::PrometheusMp => "exporters/prometheus-mp.md#settings",
+            Consumer::Doca => "exporters/doca.md#settings",
+            Consumer::RemoteWrite => "exporters/push.md#remote_write",
+            Consumer::Otlp => "exporters/push.md#otlp",
+        }
+    }
+}
+
+/// One setting's declaration: its variable (and file key), kind, default, readers and one
+/// line of documentation. Each is a named constant of this module ([`PROMETHEUS_PORT`], ...),
+/// which its readers use for the name and the default; [`SETTINGS`] lists them all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Setting {
     /// The variable's name, which is also its key in the configuration file.
@@ -66,211 +116,463 @@ pub struct Setting {
     /// The value that applies when no source sets it (`None`: unset, the reader's behaviour
     /// without it).
     pub default: Option<&'static str>,
-    /// Who reads it: `core`, `TRACE` or an exporter plug-in.
-    pub reader: &'static str,
+    /// Who reads it.
+    pub readers: &'static [Consumer],
+    /// What it does, in one line.
+    pub doc: &'static str,
 }
 
-const fn setting(
-    name: &'static str,
-    kind: Kind,
-    default: Option<&'static str>,
-    reader: &'static str,
-) -> Setting {
-    Setting {
-        name,
-        kind,
-        default,
-        reader,
+impl Setting {
+    /// The readers' names joined with `, ` (`prometheus, prometheus_mp`).
+    pub fn readers_text(&self) -> String {
+        let names: Vec<&str> = self.readers.iter().map(|c| c.name()).collect();
+        names.join(", ")
+    }
+
+    /// The default as text; a compile-time error (in a `const`) when the setting has none.
+    pub const fn default_str(&self) -> &'static str {
+        match self.default {
+            Some(d) => d,
+            None => panic!("this setting has no default"),
+        }
+    }
+
+    /// The default as an unsigned decimal integer; a compile-time error (in a `const`) when
+    /// there is none or it is not one.
+    pub const fn default_u64(&self) -> u64 {
+        let (n, end) = decimal(self.default_str().as_bytes(), 0);
+        assert!(
+            end == self.default_str().len(),
+            "the default is not a decimal integer"
+        );
+        n
+    }
+
+    /// [`Setting::default_u64`] as a port number (it must fit).
+    pub const fn default_u16(&self) -> u16 {
+        let n = self.default_u64();
+        assert!(n <= u16::MAX as u64, "the default does not fit in 16 bits");
+        n as u16
+    }
+
+    /// The default as a boolean (`true` or `false`); a compile-time error otherwise.
+    pub const fn default_bool(&self) -> bool {
+        match self.default_str().as_bytes() {
+            b"true" => true,
+            b"false" => false,
+            _ => panic!("the default is not true or false"),
+        }
+    }
+
+    /// The default as a comma list of exactly `N` decimal integers, as floating-point numbers
+    /// (the histogram bounds); a compile-time error otherwise.
+    pub const fn default_list<const N: usize>(&self) -> [f64; N] {
+        let text = self.default_str().as_bytes();
+        let mut out = [0.0; N];
+        let (mut i, mut at) = (0, 0);
+        while i < N {
+            let (n, end) = decimal(text, at);
+            assert!(end > at, "a list item is not a decimal integer");
+            out[i] = n as f64;
+            i += 1;
+            if i < N {
+                assert!(end < text.len() && text[end] == b',', "too few list items");
+                at = end + 1;
+            } else {
+                assert!(end == text.len(), "too many list items");
+            }
+        }
+        out
     }
 }
 
-/// Every setting read by this library and its exporter plug-ins (a test keeps it complete).
+/// The decimal integer at `text[at..]`: its value and the index after its last digit.
+const fn decimal(text: &[u8], at: usize) -> (u64, usize) {
+    let (mut n, mut i) = (0u64, at);
+    while i < text.len() && text[i].is_ascii_digit() {
+        n = n * 10 + (text[i] - b'0') as u64;
+        i += 1;
+    }
+    (n, i)
+}
+
+use Consumer::{Core, Doca, Otlp, Prometheus, PrometheusMp, RemoteWrite, Trace};
+
+/// Declares one setting: `declare!(CONST, "NAME", Kind, default, [readers], "doc")`.
+macro_rules! declare {
+    ($(#[$attr:meta])* $id:ident, $name:literal, $kind:ident, $default:expr, [$($r:ident),+], $doc:literal) => {
+        $(#[$attr])*
+        #[doc = concat!("`", $name, "`: ", $doc)]
+        pub const $id: Setting = Setting {
+            name: $name,
+            kind: Kind::$kind,
+            default: $default,
+            readers: &[$($r),+],
+            doc: $doc,
+        };
+    };
+}
+
+declare!(
+    ENABLE,
+    "NIXL_TELEMETRY_ENABLE",
+    Bool,
+    None,
+    [Core],
+    "Turns telemetry on or off; unset, the capture_telemetry argument decides."
+);
+declare!(
+    BUFFER_SIZE,
+    "NIXL_TELEMETRY_BUFFER_SIZE",
+    Unsigned,
+    Some("4096"),
+    [Core],
+    "Staging capacity per producer thread and ring size, in events (1..16777216)."
+);
+declare!(
+    RUN_INTERVAL,
+    "NIXL_TELEMETRY_RUN_INTERVAL",
+    Millis,
+    Some("100"),
+    [Core],
+    "Flush period in milliseconds (at least 1)."
+);
+declare!(
+    EXPORTER,
+    "NIXL_TELEMETRY_EXPORTER",
+    Text,
+    None,
+    [Core],
+    "BUFFER, NOP, TRACE or a plug-in name; unset, BUFFER if NIXL_TELEMETRY_DIR is set, else NOP."
+);
+declare!(
+    DIR,
+    "NIXL_TELEMETRY_DIR",
+    Text,
+    None,
+    [Core],
+    "Existing directory of the ring files, one per agent; selects BUFFER."
+);
+declare!(
+    ENABLED_METRICS,
+    "NIXL_TELEMETRY_ENABLED_METRICS",
+    Text,
+    None,
+    [Core],
+    "Comma list of globs over the event names to record; unset, all."
+);
+declare!(
+    PLUGIN_DIR,
+    "NIXL_PLUGIN_DIR",
+    Text,
+    None,
+    [Core],
+    "A directory searched for exporter plug-ins (absolute)."
+);
+declare!(
+    LOG_LEVEL,
+    "NIXL_LOG_LEVEL",
+    Text,
+    Some("WARN"),
+    [Core],
+    "TRACE, DEBUG, INFO, WARN, ERROR or FATAL: the least severe message logged."
+);
+declare!(
+    TRACE_PATH,
+    "NIXL_TELEMETRY_TRACE_PATH",
+    Text,
+    Some("/tmp/nixl-telemetry"),
+    [Trace],
+    "Path prefix of the TRACE exporter's gzip segments."
+);
+declare!(
+    TRACE_ROLL_BYTES,
+    "NIXL_TELEMETRY_TRACE_ROLL_BYTES",
+    Unsigned,
+    Some("268435456"),
+    [Trace],
+    "Uncompressed bytes after which a TRACE segment is closed and the next begun."
+);
+declare!(
+    TRACE_MAX_SEGMENTS,
+    "NIXL_TELEMETRY_TRACE_MAX_SEGMENTS",
+    Unsigned,
+    Some("4"),
+    [Trace],
+    "TRACE segments kept per agent, the active one included; older ones are deleted."
+);
+declare!(
+    HISTOGRAM_BUCKETS_US,
+    "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
+    Text,
+    Some(
+        "10,25,50,100,250,500,1000,2500,5000,10000,25000,50000,100000,250000,500000,1000000,\
+          5000000,10000000"
+    ),
+    [Prometheus, PrometheusMp, Doca, RemoteWrite, Otlp],
+    "Upper bounds (µs) of the transfer-time histograms: strictly increasing positive numbers."
+);
+declare!(
+    LABELS,
+    "NIXL_TELEMETRY_LABELS",
+    Text,
+    None,
+    [Prometheus, PrometheusMp, Doca],
+    "Workload labels on every series: name=value,name=value."
+);
+declare!(
+    LABELS_FROM,
+    "NIXL_TELEMETRY_LABELS_FROM",
+    Text,
+    None,
+    [Prometheus, PrometheusMp, Doca],
+    "Workload labels from a scheduler's variables (environment only): slurm, kubernetes."
+);
+declare!(
+    PROMETHEUS_PORT,
+    "NIXL_TELEMETRY_PROMETHEUS_PORT",
+    Unsigned,
+    Some("9090"),
+    [Prometheus, PrometheusMp],
+    "TCP port of GET /metrics (1..65535)."
+);
+declare!(
+    PROMETHEUS_LOCAL,
+    "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
+    Bool,
+    Some("false"),
+    [Prometheus, PrometheusMp],
+    "True binds 127.0.0.1 only, false 0.0.0.0."
+);
+declare!(
+    MULTIPROC_DIR,
+    "NIXL_TELEMETRY_MULTIPROC_DIR",
+    Text,
+    None,
+    [PrometheusMp],
+    "Directory of the per-process store files (required)."
+);
+declare!(
+    RANK_ENV,
+    "NIXL_TELEMETRY_RANK_ENV",
+    Text,
+    Some("LOCAL_RANK"),
+    [PrometheusMp, RemoteWrite, Otlp],
+    "Name of the variable whose value is the local_rank label (read from the environment)."
+);
+declare!(
+    MP_STALE_TTL,
+    "NIXL_TELEMETRY_MP_STALE_TTL",
+    Unsigned,
+    Some("30"),
+    [PrometheusMp],
+    "Seconds a departed process's store is still served."
+);
+declare!(
+    MP_SERVE,
+    "NIXL_TELEMETRY_MP_SERVE",
+    Bool,
+    Some("true"),
+    [PrometheusMp],
+    "False: write the store only, never serve (a nixl-telemetry serve sidecar serves)."
+);
+declare!(
+    MP_AGGREGATE,
+    "NIXL_TELEMETRY_MP_AGGREGATE",
+    Text,
+    Some("none"),
+    [PrometheusMp],
+    "sum adds node totals beside the per-rank series; none does not."
+);
+declare!(
+    DOCA_BACKENDS,
+    "NIXL_TELEMETRY_DOCA_BACKENDS",
+    Text,
+    Some("scrape"),
+    [Doca],
+    "Comma list of DOCA backends: scrape, ipc."
+);
+declare!(
+    DOCA_PROMETHEUS_PORT,
+    "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT",
+    Unsigned,
+    Some("9091"),
+    [Doca],
+    "TCP port of the doca scrape backend (1..65535)."
+);
+declare!(
+    DOCA_PROMETHEUS_LOCAL,
+    "NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL",
+    Bool,
+    Some("false"),
+    [Doca],
+    "True binds the doca scrape backend to 127.0.0.1 only."
+);
+declare!(
+    DOCA_IPC_SOCKETS_DIR,
+    "NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR",
+    Text,
+    None,
+    [Doca],
+    "ipc: the directory of DTS's IPC sockets; unset, DOCA's own."
+);
+declare!(
+    DOCA_LIB_DIR,
+    "NIXL_TELEMETRY_DOCA_LIB_DIR",
+    Text,
+    None,
+    [Doca],
+    "ipc: the only directory searched for DOCA's libraries; unset, the loader's path."
+);
+declare!(
+    REMOTE_WRITE_URL,
+    "NIXL_TELEMETRY_REMOTE_WRITE_URL",
+    Text,
+    None,
+    [RemoteWrite],
+    "The receiver's remote-write URL (required)."
+);
+declare!(
+    REMOTE_WRITE_INTERVAL_MS,
+    "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
+    Millis,
+    Some("15000"),
+    [RemoteWrite],
+    "Milliseconds between pushes (at least 1)."
+);
+declare!(
+    REMOTE_WRITE_TIMEOUT_MS,
+    "NIXL_TELEMETRY_REMOTE_WRITE_TIMEOUT_MS",
+    Millis,
+    Some("10000"),
+    [RemoteWrite],
+    "Timeout of one push, in milliseconds."
+);
+declare!(
+    REMOTE_WRITE_FINAL_PUSH_MS,
+    "NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS",
+    Millis,
+    Some("5000"),
+    [RemoteWrite],
+    "How long destroying an agent waits for the last push."
+);
+declare!(
+    REMOTE_WRITE_HEADERS,
+    "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS",
+    Text,
+    None,
+    [RemoteWrite],
+    "Extra request headers: name=value,name=value."
+);
+declare!(
+    REMOTE_WRITE_BASIC_AUTH_USER,
+    "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER",
+    Text,
+    None,
+    [RemoteWrite],
+    "Basic authentication user (with the password file)."
+);
+declare!(
+    REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE,
+    "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE",
+    Text,
+    None,
+    [RemoteWrite],
+    "File holding the basic authentication password."
+);
+declare!(
+    REMOTE_WRITE_BEARER_TOKEN_FILE,
+    "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE",
+    Text,
+    None,
+    [RemoteWrite],
+    "File holding a bearer token."
+);
+declare!(
+    REMOTE_WRITE_CA_FILE,
+    "NIXL_TELEMETRY_REMOTE_WRITE_CA_FILE",
+    Text,
+    None,
+    [RemoteWrite],
+    "PEM file of the CA certificates an https receiver is checked against."
+);
+declare!(
+    OTLP_FINAL_PUSH_MS,
+    "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
+    Millis,
+    Some("5000"),
+    [Otlp],
+    "How long destroying an agent waits for the last push."
+);
+
+/// Every setting read by this library and its exporter plug-ins, in the order
+/// `nixl-telemetry config` and the docs list them (a test keeps it complete).
 pub const SETTINGS: &[Setting] = &[
-    setting("NIXL_TELEMETRY_ENABLE", Kind::Bool, None, "core"),
-    setting(
-        "NIXL_TELEMETRY_BUFFER_SIZE",
-        Kind::Unsigned,
-        Some("4096"),
-        "core",
-    ),
-    setting(
-        "NIXL_TELEMETRY_RUN_INTERVAL",
-        Kind::Millis,
-        Some("100"),
-        "core",
-    ),
-    setting("NIXL_TELEMETRY_EXPORTER", Kind::Text, None, "core"),
-    setting("NIXL_TELEMETRY_DIR", Kind::Text, None, "core"),
-    setting("NIXL_TELEMETRY_ENABLED_METRICS", Kind::Text, None, "core"),
-    setting("NIXL_PLUGIN_DIR", Kind::Text, None, "core"),
-    setting("NIXL_LOG_LEVEL", Kind::Text, Some("WARN"), "core"),
-    setting(
-        "NIXL_TELEMETRY_TRACE_PATH",
-        Kind::Text,
-        Some("/tmp/nixl-telemetry"),
-        "TRACE",
-    ),
-    setting(
-        "NIXL_TELEMETRY_TRACE_ROLL_BYTES",
-        Kind::Unsigned,
-        Some("268435456"),
-        "TRACE",
-    ),
-    setting(
-        "NIXL_TELEMETRY_TRACE_MAX_SEGMENTS",
-        Kind::Unsigned,
-        Some("4"),
-        "TRACE",
-    ),
-    setting(
-        "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
-        Kind::Text,
-        Some(
-            "10,25,50,100,250,500,1000,2500,5000,10000,25000,50000,100000,250000,500000,\
-             1000000,5000000,10000000",
-        ),
-        "prometheus, prometheus_mp, doca, remote_write, otlp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_LABELS",
-        Kind::Text,
-        None,
-        "prometheus, prometheus_mp, doca",
-    ),
-    setting(
-        "NIXL_TELEMETRY_LABELS_FROM",
-        Kind::Text,
-        None,
-        "prometheus, prometheus_mp, doca",
-    ),
-    setting(
-        "NIXL_TELEMETRY_PROMETHEUS_PORT",
-        Kind::Unsigned,
-        Some("9090"),
-        "prometheus, prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
-        Kind::Bool,
-        Some("false"),
-        "prometheus, prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_MULTIPROC_DIR",
-        Kind::Text,
-        None,
-        "prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_RANK_ENV",
-        Kind::Text,
-        Some("LOCAL_RANK"),
-        "prometheus_mp, remote_write, otlp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_MP_STALE_TTL",
-        Kind::Unsigned,
-        Some("30"),
-        "prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_MP_SERVE",
-        Kind::Bool,
-        Some("true"),
-        "prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_MP_AGGREGATE",
-        Kind::Text,
-        Some("none"),
-        "prometheus_mp",
-    ),
-    setting(
-        "NIXL_TELEMETRY_DOCA_BACKENDS",
-        Kind::Text,
-        Some("scrape"),
-        "doca",
-    ),
-    setting(
-        "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT",
-        Kind::Unsigned,
-        Some("9091"),
-        "doca",
-    ),
-    setting(
-        "NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL",
-        Kind::Bool,
-        Some("false"),
-        "doca",
-    ),
-    setting(
-        "NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR",
-        Kind::Text,
-        None,
-        "doca",
-    ),
-    setting("NIXL_TELEMETRY_DOCA_LIB_DIR", Kind::Text, None, "doca"),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_URL",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
-        Kind::Millis,
-        Some("15000"),
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_TIMEOUT_MS",
-        Kind::Millis,
-        Some("10000"),
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS",
-        Kind::Millis,
-        Some("5000"),
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_REMOTE_WRITE_CA_FILE",
-        Kind::Text,
-        None,
-        "remote_write",
-    ),
-    setting(
-        "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
-        Kind::Millis,
-        Some("5000"),
-        "otlp",
-    ),
+    ENABLE,
+    BUFFER_SIZE,
+    RUN_INTERVAL,
+    EXPORTER,
+    DIR,
+    ENABLED_METRICS,
+    PLUGIN_DIR,
+    LOG_LEVEL,
+    TRACE_PATH,
+    TRACE_ROLL_BYTES,
+    TRACE_MAX_SEGMENTS,
+    HISTOGRAM_BUCKETS_US,
+    LABELS,
+    LABELS_FROM,
+    PROMETHEUS_PORT,
+    PROMETHEUS_LOCAL,
+    MULTIPROC_DIR,
+    RANK_ENV,
+    MP_STALE_TTL,
+    MP_SERVE,
+    MP_AGGREGATE,
+    DOCA_BACKENDS,
+    DOCA_PROMETHEUS_PORT,
+    DOCA_PROMETHEUS_LOCAL,
+    DOCA_IPC_SOCKETS_DIR,
+    DOCA_LIB_DIR,
+    REMOTE_WRITE_URL,
+    REMOTE_WRITE_INTERVAL_MS,
+    REMOTE_WRITE_TIMEOUT_MS,
+    REMOTE_WRITE_FINAL_PUSH_MS,
+    REMOTE_WRITE_HEADERS,
+    REMOTE_WRITE_BASIC_AUTH_USER,
+    REMOTE_WRITE_BASIC_AUTH_PASSWORD_FILE,
+    REMOTE_WRITE_BEARER_TOKEN_FILE,
+    REMOTE_WRITE_CA_FILE,
+    OTLP_FINAL_PUSH_MS,
 ];
+
+/// The Markdown table of `settings` that the docs hold (`docs/configuration-file.md`,
+/// `docs/configuration.md`), generated here so that it cannot go stale: one row per setting
+/// with its kind, default, readers (each linked to its page, relative to `docs/`) and doc line.
+pub fn markdown_table<'a>(settings: impl IntoIterator<Item = &'a Setting>) -> String {
+    let mut out = String::from(
+        "| Setting | Kind | Default | Read by | What it does |\n|---|---|---|---|---|\n",
+    );
+    for s in settings {
+        let default = match s.default {
+            Some(d) => format!("`{d}`"),
+            None => "unset".to_owned(),
+        };
+        let readers: Vec<String> = s
+            .readers
+            .iter()
+            .map(|r| format!("[{}]({})", r.name(), r.page()))
+            .collect();
+        out.push_str(&format!(
+            "| `{}` | {} | {default} | {} | {} |\n",
+            s.name,
+            s.kind.name(),
+            readers.join(", "),
+            s.doc
+        ));
+    }
+    out
+}
 
 /// The setting named `name`, if this library knows it.
 pub fn find(name: &str) -> Option<&'static Setting> {
@@ -595,6 +897,64 @@ mod tests {
             "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT",
             "NIXL_TELEMETRY_PROMETHEUS_PORT"
         ));
+    }
+
+    #[test]
+    fn typed_defaults_are_read_from_the_declarations() {
+        assert_eq!(PROMETHEUS_PORT.default_u16(), 9090);
+        assert_eq!(TRACE_ROLL_BYTES.default_u64(), 1 << 28);
+        assert!(MP_SERVE.default_bool());
+        assert!(!PROMETHEUS_LOCAL.default_bool());
+        assert_eq!(RANK_ENV.default_str(), "LOCAL_RANK");
+        let bounds: [f64; 18] = HISTOGRAM_BUCKETS_US.default_list();
+        assert_eq!((bounds[0], bounds[17]), (10.0, 10_000_000.0));
+        let two = Setting {
+            default: Some("3,12"),
+            ..HISTOGRAM_BUCKETS_US
+        };
+        assert_eq!(two.default_list::<2>(), [3.0, 12.0]);
+        for (bad, n) in [("3,12", 3), ("3,12", 1), ("3,x", 2), ("3,,4", 3)] {
+            let s = Setting {
+                default: Some(bad),
+                ..HISTOGRAM_BUCKETS_US
+            };
+            let caught = std::panic::catch_unwind(|| match n {
+                1 => s.default_list::<1>().len(),
+                2 => s.default_list::<2>().len(),
+                _ => s.default_list::<3>().len(),
+            });
+            assert!(caught.is_err(), "{bad} as {n} items");
+        }
+        let not_a_number = Setting {
+            default: Some("9090x"),
+            ..PROMETHEUS_PORT
+        };
+        assert!(std::panic::catch_unwind(|| not_a_number.default_u64()).is_err());
+        assert!(std::panic::catch_unwind(|| DIR.default_str()).is_err());
+    }
+
+    #[test]
+    fn every_declaration_has_readers_and_one_line_of_doc() {
+        for s in SETTINGS {
+            assert!(!s.readers.is_empty(), "{}", s.name);
+            assert!(
+                !s.doc.is_empty() && !s.doc.contains(['\n', '|']) && s.doc.ends_with('.'),
+                "{}: {:?}",
+                s.name,
+                s.doc
+            );
+        }
+        assert_eq!(RANK_ENV.readers_text(), "prometheus_mp, remote_write, otlp");
+        let table = markdown_table([&BUFFER_SIZE, &DIR]);
+        assert_eq!(
+            table.lines().nth(2),
+            Some(
+                "| `NIXL_TELEMETRY_BUFFER_SIZE` | unsigned | `4096` | \
+                 [core](configuration.md#the-cores-variables) | \
+                 Staging capacity per producer thread and ring size, in events (1..16777216). |"
+            )
+        );
+        assert!(table.lines().nth(3).unwrap().contains("| unset |"));
     }
 
     #[test]

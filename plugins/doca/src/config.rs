@@ -6,25 +6,26 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings;
 use nixl_telemetry_series::endpoint::address_from_env;
 use nixl_telemetry_series::{Buckets, WorkloadLabels};
 
 /// `NIXL_TELEMETRY_DOCA_BACKENDS`: comma list of `scrape` and/or `ipc` (default `scrape`).
-pub const ENV_BACKENDS: &str = "NIXL_TELEMETRY_DOCA_BACKENDS";
+pub const ENV_BACKENDS: &str = settings::DOCA_BACKENDS.name;
 /// `NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT`: TCP port of the `scrape` backend (default 9091).
-pub const ENV_PORT: &str = "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT";
+pub const ENV_PORT: &str = settings::DOCA_PROMETHEUS_PORT.name;
 /// `NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL`: the `scrape` backend binds 127.0.0.1 only.
-pub const ENV_LOCAL: &str = "NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL";
+pub const ENV_LOCAL: &str = settings::DOCA_PROMETHEUS_LOCAL.name;
 /// `NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR`: the DTS IPC sockets directory (default: DOCA's,
 /// `/opt/mellanox/doca/services/telemetry/ipc_sockets`).
-pub const ENV_IPC_SOCKETS_DIR: &str = "NIXL_TELEMETRY_DOCA_IPC_SOCKETS_DIR";
+pub const ENV_IPC_SOCKETS_DIR: &str = settings::DOCA_IPC_SOCKETS_DIR.name;
 /// `NIXL_TELEMETRY_DOCA_LIB_DIR`: the directory holding NVIDIA's DOCA libraries
 /// (`libdoca_telemetry_exporter.so*`, `libdoca_common.so*`). When set, only this directory is
 /// searched; unset or empty, the dynamic loader's search path and then DOCA's default
 /// installation directory are.
-pub const ENV_LIB_DIR: &str = "NIXL_TELEMETRY_DOCA_LIB_DIR";
+pub const ENV_LIB_DIR: &str = settings::DOCA_LIB_DIR.name;
 /// The default port of the `scrape` backend.
-pub const DEFAULT_PORT: u16 = 9091;
+pub const DEFAULT_PORT: u16 = settings::DOCA_PROMETHEUS_PORT.default_u16();
 
 /// The delivery backends an agent asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +120,7 @@ impl DocaConfig {
     /// Reads every setting through `env`. Errors name the variable and the value.
     pub fn from_lookup(env: Lookup) -> Result<DocaConfig, String> {
         let backends = match env(ENV_BACKENDS).map_err(|e| e.message)? {
-            None => Backends::SCRAPE,
+            None => Backends::parse(settings::DOCA_BACKENDS.default_str())?,
             Some(v) => Backends::parse(&v)?,
         };
         let address = address_from_env(env, ENV_PORT, ENV_LOCAL, DEFAULT_PORT)?;

@@ -20,17 +20,17 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_base::Event;
 use nixl_telemetry_series::endpoint::{address_from_env, Membership, SharedEndpoint};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets, WorkloadLabels};
 
 /// `NIXL_TELEMETRY_PROMETHEUS_PORT`: the scrape port.
-pub const ENV_PORT: &str = "NIXL_TELEMETRY_PROMETHEUS_PORT";
+pub const ENV_PORT: &str = settings::PROMETHEUS_PORT.name;
 /// `NIXL_TELEMETRY_PROMETHEUS_LOCAL`: bind to 127.0.0.1 only.
-pub const ENV_LOCAL: &str = "NIXL_TELEMETRY_PROMETHEUS_LOCAL";
+pub const ENV_LOCAL: &str = settings::PROMETHEUS_LOCAL.name;
 /// The default scrape port.
-pub const DEFAULT_PORT: u16 = 9090;
+pub const DEFAULT_PORT: u16 = settings::PROMETHEUS_PORT.default_u16();
 
 /// The process's endpoint, shared by every agent using this plug-in.
 static ENDPOINT: SharedEndpoint = SharedEndpoint::new("Prometheus");

@@ -25,9 +25,12 @@ use std::time::Duration;
 use crate::pusher::PushConfig;
 use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
 use nixl_telemetry_base::env::{parse_u64, Lookup};
+use nixl_telemetry_base::settings;
 
 /// `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS`: how long destroying an agent waits for the last push.
-pub const ENV_FINAL_PUSH_MS: &str = "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS";
+pub const ENV_FINAL_PUSH_MS: &str = settings::OTLP_FINAL_PUSH_MS.name;
+/// The default bound of the last push, in milliseconds.
+pub const DEFAULT_FINAL_PUSH_MS: u64 = settings::OTLP_FINAL_PUSH_MS.default_u64();
 /// The default endpoint (OTLP/HTTP's port on this host).
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 /// The default `service.name`.
@@ -137,7 +140,8 @@ impl OtlpConfig {
         };
         resource.retain(|(k, _)| k != "service.name");
         resource.insert(0, ("service.name".to_owned(), service));
-        let final_timeout = setting_millis(settings, ENV_FINAL_PUSH_MS, 5_000, false)?;
+        let final_timeout =
+            setting_millis(settings, ENV_FINAL_PUSH_MS, DEFAULT_FINAL_PUSH_MS, false)?;
         Ok(OtlpConfig {
             push: PushConfig {
                 name: "otlp".into(),
