@@ -871,3 +871,123 @@ fn only_the_c_abi_crate_defines_c_symbols() {
         "the base crate defines C symbols beyond the plug-in entry point's macro"
     );
 }
+
+/// The package name of the crate whose manifest is `manifest`.
+fn package_name(manifest: &Path) -> String {
+    let text = std::fs::read_to_string(manifest).unwrap();
+    let table: toml::Table = text.parse().unwrap();
+    table["package"]["name"].as_str().unwrap().to_owned()
+}
+
+/// The workspace crates the crate at `crate_dir` depends on in its `[dependencies]` (not the
+/// tests' nor the build script's), by package name, sorted.
+fn normal_workspace_dependencies(root: &Path, crate_dir: &Path) -> Vec<String> {
+    let manifest = crate_dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let table: toml::Table = text.parse().unwrap();
+    let workspace: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let workspace_deps = workspace["workspace"]["dependencies"].as_table().unwrap();
+    let mut found = Vec::new();
+    for (name, dep) in table
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .into_iter()
+        .flatten()
+    {
+        let from_workspace = dep.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+        let (base, entry) = match from_workspace {
+            true => (root, workspace_deps.get(name)),
+            false => (crate_dir, Some(dep)),
+        };
+        if let Some(path) = entry
+            .and_then(|e| e.get("path"))
+            .and_then(toml::Value::as_str)
+        {
+            found.push(package_name(&base.join(path).join("Cargo.toml")));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The crate table of `docs/dev/architecture.md`: (crate, directory, dependencies) per row.
+fn documented_crates(root: &Path) -> Vec<(String, String, Vec<String>)> {
+    let text = std::fs::read_to_string(root.join("docs/dev/architecture.md")).unwrap();
+    let section = text
+        .split("\n## The crates\n")
+        .nth(1)
+        .expect("docs/dev/architecture.md has a section \"The crates\"");
+    let code = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| Crate |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let name = code(cells[0]).remove(0);
+            let dir = code(cells[1]).remove(0);
+            let mut deps = code(cells[cells.len() - 1]);
+            deps.sort();
+            (name, dir, deps)
+        })
+        .collect()
+}
+
+/// The crate graph in the architecture docs is the one the manifests declare, and lists every
+/// crate of the workspace.
+#[test]
+fn the_documented_crate_graph_is_the_manifests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let documented = documented_crates(root);
+    let workspace: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut members: Vec<String> = workspace["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| package_name(&root.join(m.as_str().unwrap()).join("Cargo.toml")))
+        .collect();
+    members.sort();
+    let mut listed: Vec<String> = documented.iter().map(|(n, ..)| n.clone()).collect();
+    listed.sort();
+    assert_eq!(listed, members, "the table's crates are not the workspace's members");
+    for (name, dir, deps) in &documented {
+        let crate_dir = root.join(dir.trim_end_matches("(src/)").trim());
+        assert_eq!(package_name(&crate_dir.join("Cargo.toml")), *name, "{dir}");
+        assert_eq!(
+            &normal_workspace_dependencies(root, &crate_dir),
+            deps,
+            "{name}: its [dependencies] differ from docs/dev/architecture.md"
+        );
+    }
+    // The rules the table keeps.
+    let deps_of = |n: &str| &documented.iter().find(|(name, ..)| name == n).unwrap().2;
+    assert!(deps_of("nixl-telemetry-base").is_empty());
+    assert_eq!(deps_of("nixl-telemetry"), &["nixl-telemetry-base"]);
+    for (name, dir, deps) in &documented {
+        if dir.starts_with("plugins/") {
+            assert!(
+                !deps.iter().any(|d| d == "nixl-telemetry"),
+                "plug-in {name} links the core: it would carry a second copy of it"
+            );
+        }
+        if name != "nixl-telemetry-test-support" {
+            assert!(
+                !deps.iter().any(|d| d == "nixl-telemetry-c-api"),
+                "{name} depends on the C ABI crate, the top layer"
+            );
+        }
+    }
+}
