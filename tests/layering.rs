@@ -962,7 +962,10 @@ fn the_documented_crate_graph_is_the_manifests() {
     members.sort();
     let mut listed: Vec<String> = documented.iter().map(|(n, ..)| n.clone()).collect();
     listed.sort();
-    assert_eq!(listed, members, "the table's crates are not the workspace's members");
+    assert_eq!(
+        listed, members,
+        "the table's crates are not the workspace's members"
+    );
     for (name, dir, deps) in &documented {
         let crate_dir = root.join(dir.trim_end_matches("(src/)").trim());
         assert_eq!(package_name(&crate_dir.join("Cargo.toml")), *name, "{dir}");
