@@ -285,7 +285,8 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
                 let most = ring.capacity() as usize;
                 ring.by_ref().take(most).collect()
             }
-            Mode::Peek => match ring.peek(cursor, usize::MAX) {
+            // `demo` reads with Consume or Peek only.
+            Mode::Peek | Mode::Look => match ring.peek(cursor, usize::MAX) {
                 Ok(p) => {
                     cursor = Some(p.next);
                     p.events

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::filter::EventFilter;
-use crate::output::{self, CliResult, Format};
+use crate::output::{self, CliError, CliResult, Format};
 use crate::rings::{Mode, RingSet, Tracked};
 
 /// How long to sleep when every ring is empty in `--follow` mode (as NIXL's readers do).
@@ -42,7 +42,7 @@ pub struct ReadArgs {
 }
 
 /// What was read from one ring.
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 struct Counts {
     printed: u64,
     skipped: u64,
@@ -77,9 +77,13 @@ pub fn run(args: &ReadArgs) -> CliResult {
             // cannot keep this going.
             let limit = ring.pending();
             let name = ring.name.clone();
-            ring.take_batches(mode, limit, false, |events| {
-                Ok(reader.print(&mut out, &name, events, counts)?)
-            })?;
+            if mode == Mode::Consume {
+                consume_printing(ring, &mut reader, &mut out, counts, limit, false)?;
+            } else {
+                ring.take_batches(mode, limit, false, |events| {
+                    Ok(reader.print(&mut out, &name, events, counts)?)
+                })?;
+            }
             if text {
                 totals(&mut out, ring, counts, args.peek)?;
             }
@@ -96,6 +100,12 @@ pub fn run(args: &ReadArgs) -> CliResult {
         while !output::interrupted() {
             let mut any = false;
             for (ring, counts) in set.rings.iter_mut().zip(&mut counts) {
+                if mode == Mode::Consume {
+                    any |=
+                        consume_printing(ring, &mut reader, &mut out, counts, FOLLOW_BATCH, true)?
+                            > 0;
+                    continue;
+                }
                 let events = ring.poll(mode, FOLLOW_BATCH, true)?;
                 any |= !events.is_empty();
                 reader.print(&mut out, &ring.name, &events, counts)?;
@@ -129,6 +139,55 @@ pub fn run(args: &ReadArgs) -> CliResult {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Events printed and consumed per write: a closed output (`read ring | head`) leaves at most
+/// this many printed events in the ring (shown again by the next read), and consumes none that
+/// were not printed.
+const CONSUME_CHUNK: usize = 256;
+
+/// Consumes at most `limit` events of `ring`, printing them first: each chunk is written and
+/// flushed before it is consumed, so a write that fails (the output was closed) consumes
+/// nothing more, and says on stderr how many events were printed. Returns how many were
+/// consumed.
+fn consume_printing(
+    ring: &mut Tracked,
+    printer: &mut Printer,
+    out: &mut impl Write,
+    counts: &mut Counts,
+    limit: usize,
+    follow: bool,
+) -> Result<usize, CliError> {
+    let mut consumed = 0;
+    while consumed < limit {
+        let mut chunk = Vec::new();
+        let mut printed = *counts;
+        let name = ring.name.clone();
+        let taken = ring.take_delivered(CONSUME_CHUNK.min(limit - consumed), follow, |events| {
+            printer.print(&mut chunk, &name, events, &mut printed)?;
+            out.write_all(&chunk)?;
+            out.flush()
+        });
+        match taken {
+            Ok(0) => break,
+            Ok(n) => {
+                *counts = printed;
+                consumed += n;
+            }
+            Err(e) => {
+                if output::is_broken_pipe(&e) {
+                    eprintln!(
+                        "nixl-telemetry read: the output was closed after {} events of {} were \
+                         printed; the events not printed are left in the ring",
+                        counts.printed,
+                        ring.path.display()
+                    );
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(consumed)
 }
 
 /// Prints events as they are read.

@@ -19,6 +19,9 @@ pub enum Mode {
     Consume,
     /// Leave `read_pos` alone: another reader still gets every event.
     Peek,
+    /// Leave `read_pos` alone, reading from it each time (what [`Tracked::take_delivered`]
+    /// reads before it consumes what was delivered).
+    Look,
 }
 
 /// Where notes go instead of stderr while a full-screen view owns the terminal.
@@ -135,6 +138,10 @@ impl Tracked {
                 }
                 Err(e) => failed = Some(e),
             },
+            Mode::Look => match ring.peek(None, max) {
+                Ok(p) => events = p.events,
+                Err(e) => failed = Some(e),
+            },
         }
         if let Some(e) = failed {
             if !follow {
@@ -174,6 +181,37 @@ impl Tracked {
             }
             taken += batch.len();
             each(&batch)?;
+        }
+        Ok(taken)
+    }
+
+    /// A destructive read that loses nothing to a closed output: hands `deliver` at most `max`
+    /// events at the read position without consuming them, and consumes them only when
+    /// `deliver` succeeds (they reached the output). Returns how many were consumed; an error
+    /// from `deliver` (a closed pipe) consumes nothing. Failures otherwise as for
+    /// [`Tracked::poll`].
+    pub fn take_delivered(
+        &mut self,
+        max: usize,
+        follow: bool,
+        deliver: impl FnOnce(&[Event]) -> std::io::Result<()>,
+    ) -> Result<usize, CliError> {
+        let events = self.poll(Mode::Look, max, follow)?;
+        if events.is_empty() {
+            return Ok(0);
+        }
+        deliver(&events)?;
+        let Some(ring) = self.reader.as_mut() else {
+            return Ok(0);
+        };
+        let mut taken = 0;
+        for seen in &events {
+            match ring.try_pop() {
+                // The same event: nothing but this reader consumes the ring.
+                Ok(Some(e)) if e == *seen => taken += 1,
+                // Another reader took it meanwhile, or the ring changed: stop here.
+                _ => break,
+            }
         }
         Ok(taken)
     }

@@ -483,3 +483,47 @@ fn read_follow_peek_leaves_the_events() {
     assert_eq!(values(&text), [1, 2], "each event once");
     assert_eq!(ring.len(), 2, "nothing consumed");
 }
+
+/// `read ring | head -5` consumed every event of the ring (12,000 here) and said nothing:
+/// a destructive read now consumes only what it wrote before the output was closed (what the
+/// pipe took: at most its buffer and one chunk of events), says so, and leaves the rest.
+#[test]
+fn a_destructive_read_into_a_closed_pipe_leaves_what_it_did_not_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = RingWriter::create(dir.path(), "big", 16384).unwrap();
+    let events: Vec<Event> = (0..12_000)
+        .map(|i| Event::new(EventType::AgentTxBytes, i))
+        .collect();
+    assert_eq!(ring.push_batch(&events), events.len());
+    let bin = assert_cmd::cargo::cargo_bin("nixl-telemetry");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' read '{}' | head -5",
+            bin.display(),
+            dir.path().join("big").display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the output was closed after"), "{err}");
+    assert!(
+        err.contains("the events not printed are left in the ring"),
+        "{err}"
+    );
+    let left = stdout_of(&[
+        "read".as_ref(),
+        "--peek".as_ref(),
+        dir.path().join("big").as_os_str(),
+    ]);
+    let left: u64 = left
+        .lines()
+        .find_map(|l| l.strip_prefix("Total events read: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // A 64 KiB pipe holds a few hundred printed events, and one chunk is 256.
+    assert!(left >= 10_000, "only {left} of 12000 events left");
+    drop(ring);
+}

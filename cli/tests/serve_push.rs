@@ -151,7 +151,7 @@ fn bad_push_options_fail_naming_the_option() {
                 "--push-password-file",
                 "/nonexistent/pw",
             ],
-            "--push-password-file='/nonexistent/pw' cannot be read",
+            "--push-password-file='/nonexistent/pw' cannot be opened",
         ),
     ] {
         let out = Command::cargo_bin("nixl-telemetry")
