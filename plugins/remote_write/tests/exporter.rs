@@ -195,7 +195,7 @@ fn bad_configurations_fail_creation_naming_the_variable_and_send_nothing() {
                 "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE",
                 "/nonexistent/token",
             )],
-            "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE='/nonexistent/token' cannot be read",
+            "NIXL_TELEMETRY_REMOTE_WRITE_BEARER_TOKEN_FILE='/nonexistent/token' cannot be opened",
         ),
         (
             &[("NIXL_TELEMETRY_REMOTE_WRITE_BASIC_AUTH_USER", "u")],
