@@ -89,8 +89,10 @@ fn rows_lost_to_a_write_error_count_as_lost_not_exported() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let collector = Collector::new("agent-0", trace_config(out.join("nixl"))).unwrap();
-    // Every write of the exporter fails from now on: its directory is gone.
+    // Every write of the exporter fails from now on: a file took its directory's place (a
+    // deleted directory alone would be made again).
     std::fs::remove_dir_all(&out).unwrap();
+    std::fs::write(&out, "in the way").unwrap();
     for i in 0..5 {
         collector.add_xfer_stats(120, true, 4096 + i, 8);
     }
@@ -134,6 +136,7 @@ fn trace_losses_show_in_nixl_telemetry_get_stats() {
             NIXL_TELEMETRY_SUCCESS
         );
         std::fs::remove_dir_all(&out).unwrap();
+        std::fs::write(&out, "in the way").unwrap();
         assert_eq!(
             nixl_telemetry_add_xfer_stats(t, 120, true, 4096, 8),
             NIXL_TELEMETRY_SUCCESS
