@@ -1496,7 +1496,7 @@ mod tests {
                             assert_eq!(e.event_type as u64, (p * 7 + i) % 21, "torn slot");
                             assert!(seen.insert(e.value), "event read twice");
                             let prev = last[p as usize].replace(i);
-                            assert!(prev.map_or(true, |prev| i > prev), "order");
+                            assert!(prev.is_none_or(|prev| i > prev), "order");
                         }
                     });
                     if finished {

@@ -146,7 +146,7 @@ fn fuzz_the_environment_parsers() {
         round += 1;
         let var = CORE[round % CORE.len()];
         let pairs = [(var, value.as_ref()), (ENV_EXPORTER, "TRACE")];
-        let pairs = if round % 2 == 0 {
+        let pairs = if round.is_multiple_of(2) {
             &pairs[..1]
         } else {
             &pairs[..]
