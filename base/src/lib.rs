@@ -13,10 +13,12 @@
 //!   through the host services of the plug-in ABI ([`plugin::host`]), so a plug-in reads the
 //!   host's configuration, joins the host's fork handlers and logs through the host.
 //! - **Shared helpers**: [`owner_only`] (owner-only files and the writer's `flock`), [`sync`]
-//!   (the poison-ignoring lock), [`worker`] (the one background loop), [`c_string`].
+//!   (the poison-ignoring lock), [`worker`] (the one background loop), [`c_string`], [`dl`] (`dlopen`
+//!   and `dlsym`, for the core's plug-in loader and the plug-ins that load a library).
 
 pub mod c_string;
 pub mod constants;
+pub mod dl;
 pub mod env;
 pub mod error;
 pub mod event;
