@@ -313,6 +313,7 @@ const NOT_SETTINGS: &[&str] = &[
     "NIXL_TELEMETRY_FIXTURES",
     "NIXL_TELEMETRY_LIB_DIR",
     "NIXL_TELEMETRY_REQUIRE_TMUX",
+    "NIXL_TELEMETRY_REQUIRE_PYDATA",
     // Not a variable: the symbol that marks a build with the test hooks (src/lib.rs), which
     // c-api/tests/install.rs looks for in an installed library.
     "NIXL_TELEMETRY_TEST_UTIL",
