@@ -164,6 +164,8 @@ def test_fixture_events_exact(name, tmp_path):
 def test_fixture_wrapped_read_pos_advances_in_file(tmp_path):
     name = "nixl-ring-v4-cap16-wrapped.bin"
     if name not in expected_fixtures():
+        if FIXTURES_REQUIRED:
+            pytest.fail("%s is not listed in %s" % (name, EXPECTED_JSON))
         pytest.skip("wrapped fixture not listed")
     path = copy_fixture(name, tmp_path)
     original = path.read_bytes()
