@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # What the tests need (cmake, g++, gcc, promtool/prometheus, tmux, pytest), installed if missing.
 bash scripts/install-test-deps.sh
-# Installed now: the terminal test of `top` must not skip.
+# Installed now: the terminal test of `top` and the FPM page's pandas/DuckDB test must not skip.
 export NIXL_TELEMETRY_REQUIRE_TMUX=1
+export NIXL_TELEMETRY_REQUIRE_PYDATA=1
 export NIXL_TELEMETRY_FIXTURES="${NIXL_TELEMETRY_FIXTURES:-$PWD/tests/fixtures}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 

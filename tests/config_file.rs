@@ -5,14 +5,14 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use nixl_telemetry_core::config::Options;
 use nixl_telemetry_core::settings::{self, Origin, SETTINGS};
 use nixl_telemetry_core::{Collector, EventType, RingReader, Status};
+use nixl_telemetry_test_support::child;
 
 /// The variable that tells the child which case to run.
-const CASE: &str = "NIXL_TEST_CHILD";
+const CASE: &str = child::CHILD_VAR;
 
 /// A temporary `HOME` (with `rings/` and `opts/` directories) for one child.
 struct Home {
@@ -42,22 +42,15 @@ impl Home {
 
     /// Runs `case` in a child with this `HOME`, no NIXL setting but `env`, and asserts it passed.
     fn run(&self, case: &str, env: &[(&str, &OsStr)]) {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-            .env(CASE, case)
+        let mut cmd = child::test("child");
+        cmd.env(CASE, case)
             .env("HOME", self.dir.path())
             .env_remove(settings::file::CONFIG_FILE_VAR);
         for s in SETTINGS {
             cmd.env_remove(s.name);
         }
         cmd.envs(env.iter().copied());
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "case {case} failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        child::output_ok(&mut cmd, &format!("case {case}"));
     }
 }
 

@@ -472,11 +472,11 @@ fn the_same_source_opened_twice_shares_one_writer_until_the_last_close() {
 fn traces_left_open_are_written_at_process_exit() {
     let test = "traces_left_open_are_written_at_process_exit";
     let dir_of = |pid: u32| std::env::temp_dir().join(format!("nixl-fpm-exit-{pid}"));
-    if std::env::var_os("NIXL_TEST_CHILD").is_none() {
+    if std::env::var_os(nixl_telemetry_test_support::child::CHILD_VAR).is_none() {
         let dir = dir_of(std::process::id());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
-        nixl_telemetry_test_support::in_child(test);
+        nixl_telemetry_test_support::child::in_child(test);
         let (full, sampled) = (events_of(&dir, "full"), events_of(&dir, "sampled"));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(rank_counter(&full), [(0, 1), (0, 2), (0, 3)]);

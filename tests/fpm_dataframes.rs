@@ -1,7 +1,8 @@
 //! The FPM page's pandas and DuckDB examples (`docs/fpm.md`, "Reading traces with pandas or
 //! DuckDB"), run as written on segments the library wrote, with outer timestamps past the point
 //! where pandas' `read_json` turns them into dates; and that claim itself. Skipped, with a
-//! note, when `python3` lacks pandas or duckdb (`scripts/install-test-deps.sh` installs them).
+//! note, when `python3` lacks pandas or duckdb (`scripts/install-test-deps.sh` installs them),
+//! unless `NIXL_TELEMETRY_REQUIRE_PYDATA` is set (as `scripts/test.sh` does): then it fails.
 
 use std::path::Path;
 use std::process::Command;
@@ -72,6 +73,11 @@ const HEADING: &str = "## Reading traces with pandas or DuckDB";
 #[test]
 fn the_pandas_and_duckdb_examples_read_the_segments_and_keep_timestamps_numbers() {
     if !python_has_pandas_and_duckdb() {
+        assert!(
+            std::env::var_os("NIXL_TELEMETRY_REQUIRE_PYDATA").is_none(),
+            "python3 lacks pandas or duckdb (pip install pandas duckdb); scripts/test.sh installs \
+             them (scripts/install-test-deps.sh)"
+        );
         eprintln!(
             "skipping: python3 lacks pandas or duckdb (pip install pandas duckdb; \
              scripts/install-test-deps.sh installs them)"

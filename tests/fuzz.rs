@@ -28,15 +28,20 @@ fn fuzz_the_ring_reader_on_corrupt_files() {
         );
         seeds.push(std::fs::read(dir.path().join(&name)).unwrap());
     }
-    if let Ok(fixtures) = std::env::var("NIXL_TELEMETRY_FIXTURES") {
-        for f in [
-            "nixl-ring-v4-cap8-full.bin",
-            "nixl-ring-v4-cap16-wrapped.bin",
-        ] {
-            if let Ok(bytes) = std::fs::read(std::path::Path::new(&fixtures).join(f)) {
-                seeds.push(bytes);
-            }
-        }
+    // NIXL's own ring files too: `$NIXL_TELEMETRY_FIXTURES` (scripts/test.sh sets it), else the
+    // repository's copies; a missing one fails rather than leaving the fuzzer without them.
+    let fixtures = std::env::var_os("NIXL_TELEMETRY_FIXTURES").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+        std::path::PathBuf::from,
+    );
+    for f in [
+        "nixl-ring-v4-cap8-full.bin",
+        "nixl-ring-v4-cap16-wrapped.bin",
+    ] {
+        let path = fixtures.join(f);
+        seeds.push(
+            std::fs::read(&path).unwrap_or_else(|e| panic!("NIXL fixture {}: {e}", path.display())),
+        );
     }
     let path = dir.path().join("fuzzed");
     fuzz::run("ring_reader", &seeds, |bytes| {
@@ -146,7 +151,7 @@ fn fuzz_the_environment_parsers() {
         round += 1;
         let var = CORE[round % CORE.len()];
         let pairs = [(var, value.as_ref()), (ENV_EXPORTER, "TRACE")];
-        let pairs = if round % 2 == 0 {
+        let pairs = if round.is_multiple_of(2) {
             &pairs[..1]
         } else {
             &pairs[..]

@@ -89,7 +89,7 @@ fn strip_comments_and_strings(source: &str) -> String {
                 continue;
             }
             let close: Vec<u8> = std::iter::once(b'"')
-                .chain(std::iter::repeat(b'#').take(hashes))
+                .chain(std::iter::repeat_n(b'#', hashes))
                 .collect();
             i += 2 + hashes;
             while i < b.len() && !b[i..].starts_with(&close) {
@@ -145,7 +145,7 @@ fn strip_test_modules(code: &str) -> String {
         let trimmed = after.trim_start();
         let is_mod = trimmed.starts_with("mod ") || trimmed.starts_with("pub(crate) mod ");
         match (is_mod, trimmed.find('{'), trimmed.find(';')) {
-            (true, Some(open), semi) if semi.map_or(true, |s| s > open) => {
+            (true, Some(open), semi) if semi.is_none_or(|s| s > open) => {
                 let start = after.len() - trimmed.len() + open;
                 let mut depth = 0;
                 let mut end = after.len();

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use loom::thread;
-use nixl_telemetry::event::{Event, EventType};
-use nixl_telemetry::staging::{loom_thread_exit, StagingQueue, BLOCK_EVENTS};
+use nixl_telemetry_core::event::{Event, EventType};
+use nixl_telemetry_core::staging::{loom_thread_exit, StagingQueue, BLOCK_EVENTS};
 
 /// Runs `f` under loom with a bound on the preemptions per execution (each model finishes in
 /// seconds with 2; `LOOM_MAX_PREEMPTIONS` overrides it).

@@ -20,7 +20,7 @@ use nixl_telemetry_core::segments::testing::{
     event_of_row_len, member_of, names, rows, segment, segment_sizes, writer,
 };
 use nixl_telemetry_core::segments::{ManualClock, SegmentReader, SegmentWriter};
-use nixl_telemetry_test_support::in_child;
+use nixl_telemetry_test_support::child::in_child;
 use nixl_telemetry_test_support::manual_fpm_trace;
 
 #[test]
@@ -329,7 +329,7 @@ impl Drop for RemoveOnDrop {
 /// needs root). In the child: the directory, still as root.
 fn in_sticky_dir_as_root_then_victim(test: &str) -> Option<Sticky> {
     use std::os::unix::fs::PermissionsExt;
-    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
+    if std::env::var_os(nixl_telemetry_test_support::child::CHILD_VAR).is_some() {
         // SAFETY: getppid has no preconditions.
         let parent = unsafe { libc::getppid() } as u32;
         return Some(Sticky {

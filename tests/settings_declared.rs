@@ -114,6 +114,7 @@ const NOT_SETTINGS: &[&str] = &[
     // variable too, so derived).
     "NIXL_TELEMETRY_BLESS",
     "NIXL_TELEMETRY_REQUIRE_TMUX",
+    "NIXL_TELEMETRY_REQUIRE_PYDATA",
     // Not a variable: the symbol that marks a build with the test hooks (src/lib.rs), which
     // c-api/tests/install.rs looks for in an installed library.
     "NIXL_TELEMETRY_TEST_UTIL",

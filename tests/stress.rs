@@ -26,7 +26,7 @@ fn whole_transfers_in_order(read: &[Event]) -> (u64, u64) {
         }
         let quad = &read[i..i + 4];
         let id = quad[0].value;
-        let tx = (id >> 32) % 2 == 0;
+        let tx = (id >> 32).is_multiple_of(2);
         let kinds: Vec<u32> = quad.iter().map(|e| e.event_type).collect();
         assert_eq!(
             kinds,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nixl_telemetry_core::exporter::TraceExporterConfig;
 use nixl_telemetry_core::segments::{segments_of, SegmentReader};
 use nixl_telemetry_core::{Collector, Config, EventType, ExporterChoice, Status};
-use nixl_telemetry_test_support::in_child;
+use nixl_telemetry_test_support::child::in_child;
 
 #[test]
 fn a_collector_with_the_trace_exporter_persists_its_events() {

@@ -14,7 +14,7 @@ use nixl_telemetry_core::logging;
 use nixl_telemetry_core::{
     Collector, Config, Event, EventType, ExporterChoice, MetricMask, RingReader, RingWriter, Status,
 };
-use nixl_telemetry_test_support::in_child;
+use nixl_telemetry_test_support::child::{self, in_child};
 
 fn truncate(path: &std::path::Path, len: u64) {
     OpenOptions::new()
@@ -265,13 +265,7 @@ fn child_faulting_outside_rings_under_a_returning_host_handler() {
 #[test]
 fn a_fault_outside_rings_goes_to_the_host_and_ends_the_process_instead_of_looping() {
     use std::os::unix::process::ExitStatusExt;
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_faulting_outside_rings_under_a_returning_host_handler",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = child::test("child_faulting_outside_rings_under_a_returning_host_handler")
         .env("NIXL_TEST_FOREIGN_FAULT", "1")
         .output()
         .unwrap();

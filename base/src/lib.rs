@@ -14,11 +14,13 @@
 //!   host's configuration, joins the host's fork handlers and logs through the host.
 //! - **Shared helpers**: [`owner_only`] (owner-only files and the writer's `flock`),
 //!   [`trusted_file`] (reading files a configuration names), [`fault_guard`] (surviving a
-//!   mapped file truncated under its mapping), [`sync`]
-//!   (the poison-ignoring lock), [`worker`] (the one background loop), [`c_string`].
+//!   mapped file truncated under its mapping), [`dl`] (`dlopen` and `dlsym`, for the core's
+//!   plug-in loader and the plug-ins that load a library), [`sync`] (the poison-ignoring lock),
+//!   [`worker`] (the one background loop), [`c_string`].
 
 pub mod c_string;
 pub mod constants;
+pub mod dl;
 pub mod env;
 pub mod error;
 pub mod event;

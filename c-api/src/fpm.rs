@@ -207,7 +207,7 @@ mod tests {
                 NIXL_TELEMETRY_ERR_INVALID_PARAM
             );
             assert!(last_error().contains("'out' is NULL"));
-            let mut t = 1 as *mut nixl_telemetry_fpm_trace_t;
+            let mut t = std::ptr::dangling_mut::<nixl_telemetry_fpm_trace_t>();
             assert_eq!(
                 nixl_telemetry_fpm_trace_open(
                     c"n".as_ptr(),

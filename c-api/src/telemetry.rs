@@ -625,7 +625,7 @@ mod tests {
                 NIXL_TELEMETRY_ERR_INVALID_PARAM
             );
             assert!(last_error().contains("'out' is NULL"));
-            let mut t = 1 as *mut nixl_telemetry_t;
+            let mut t = std::ptr::dangling_mut::<nixl_telemetry_t>();
             assert_eq!(
                 nixl_telemetry_create(std::ptr::null(), true, &mut t),
                 NIXL_TELEMETRY_ERR_INVALID_PARAM

@@ -72,7 +72,7 @@ fn open_record_stats_close_through_the_c_abi() {
         );
         nixl_telemetry_fpm_trace_close(second);
         // A producer id that sanitizes to the same file prefix is refused.
-        let mut again: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+        let mut again: *mut nixl_telemetry_fpm_trace_t = std::ptr::dangling_mut();
         assert_eq!(
             nixl_telemetry_fpm_trace_open(
                 c"default".as_ptr(),

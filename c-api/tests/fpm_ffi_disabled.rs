@@ -16,7 +16,7 @@ fn an_invalid_master_switch_disables_tracing_with_one_warning() {
             .iter()
             .map(|producer| {
                 let producer = std::ffi::CString::new(*producer).unwrap();
-                let mut t: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+                let mut t: *mut nixl_telemetry_fpm_trace_t = std::ptr::dangling_mut();
                 // SAFETY: static C strings, a live CString and a local out-parameter.
                 let s = unsafe {
                     nixl_telemetry_fpm_trace_open(

@@ -17,7 +17,7 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
     std::env::set_var("DYN_FPM_TRACE", "1");
     std::env::set_var("DYN_FPM_OUTPUT_PATH", dir.path().join("blocker/fpm"));
     let (status, logged) = logging::capture(|| {
-        let mut t: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+        let mut t: *mut nixl_telemetry_fpm_trace_t = std::ptr::dangling_mut();
         // SAFETY: static C strings, a live CString and a local out-parameter.
         let s = unsafe {
             nixl_telemetry_fpm_trace_open(c"ns".as_ptr(), c"c".as_ptr(), c"7".as_ptr(), &mut t)
@@ -42,7 +42,7 @@ fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {
     // The warning is given once per producer per process, whatever the number of opens.
     let open = |producer: &CStr| {
         logging::capture(|| {
-            let mut t: *mut nixl_telemetry_fpm_trace_t = 1 as *mut _;
+            let mut t: *mut nixl_telemetry_fpm_trace_t = std::ptr::dangling_mut();
             // SAFETY: static C strings, a live CString and a local out-parameter.
             let s = unsafe {
                 nixl_telemetry_fpm_trace_open(

@@ -374,7 +374,7 @@ fn accounting(
     )?;
     let balanced = stats.events_exported + stats.events_lost
         == stats.events_accepted + stats.drop_reports
-        && read.map_or(true, |r| r == stats.events_exported);
+        && read.is_none_or(|r| r == stats.events_exported);
     let verdict = if balanced {
         "every event accounted for"
     } else {

@@ -113,7 +113,7 @@ pub fn run(args: &ReadArgs) -> CliResult {
             out.flush()?;
             if !any {
                 idle_polls += 1;
-                if idle_polls % 4 == 0 {
+                if idle_polls.is_multiple_of(4) {
                     set.rescan();
                     counts.resize_with(set.rings.len(), Counts::default);
                 }

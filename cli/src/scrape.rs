@@ -30,7 +30,7 @@ pub fn parse_url(text: &str) -> Result<Url, String> {
         }
         _ => return Err(format!("{text}: not an http:// URL")),
     }
-    if url.host_str().map_or(true, str::is_empty) {
+    if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("{text}: no host"));
     }
     if url.port() == Some(0) {

@@ -4,7 +4,9 @@ Run from the repository root with ``python3 -m pytest examples/python -q``.
 
 The NIXL-written fixtures are read-only and shared: every test copies them
 to ``tmp_path`` before reading, because reading advances ``read_pos``.
-They are found via ``$NIXL_TELEMETRY_FIXTURES`` or ``<repo>/../shared/fixtures``.
+They are found via ``$NIXL_TELEMETRY_FIXTURES`` or ``<repo>/../shared/fixtures``; when
+``$NIXL_TELEMETRY_FIXTURES`` is set (scripts/test.sh sets it), missing fixtures fail the tests
+instead of skipping them.
 """
 
 import json
@@ -33,8 +35,12 @@ FIXTURES = Path(
 )
 EXPECTED_JSON = FIXTURES / "nixl-rings.expected.json"
 
+#: Named by ``$NIXL_TELEMETRY_FIXTURES``: the fixtures must be there (no skip).
+FIXTURES_REQUIRED = bool(os.environ.get("NIXL_TELEMETRY_FIXTURES"))
+
 needs_fixtures = pytest.mark.skipif(
-    not EXPECTED_JSON.is_file(), reason="NIXL fixtures not found at %s" % FIXTURES
+    not EXPECTED_JSON.is_file() and not FIXTURES_REQUIRED,
+    reason="NIXL fixtures not found at %s" % FIXTURES,
 )
 
 SEPARATOR = "=" * 27
@@ -112,7 +118,7 @@ def run_cli(*args, timeout=30):
 
 
 def expected_fixtures():
-    if not EXPECTED_JSON.is_file():
+    if not EXPECTED_JSON.is_file() and not FIXTURES_REQUIRED:
         return {}
     return json.loads(EXPECTED_JSON.read_text())
 
@@ -158,6 +164,8 @@ def test_fixture_events_exact(name, tmp_path):
 def test_fixture_wrapped_read_pos_advances_in_file(tmp_path):
     name = "nixl-ring-v4-cap16-wrapped.bin"
     if name not in expected_fixtures():
+        if FIXTURES_REQUIRED:
+            pytest.fail("%s is not listed in %s" % (name, EXPECTED_JSON))
         pytest.skip("wrapped fixture not listed")
     path = copy_fixture(name, tmp_path)
     original = path.read_bytes()

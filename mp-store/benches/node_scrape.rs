@@ -21,7 +21,7 @@
 
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::settings::process_settings;
@@ -168,7 +168,7 @@ fn main() {
     let port = nixl_telemetry_test_support::free_port();
     let mut ranks: Vec<Child> = (0..RANKS)
         .map(|r| {
-            Command::new(std::env::current_exe().unwrap())
+            nixl_telemetry_test_support::child::this_binary()
                 .env(ROLE, r.to_string())
                 .env("LOCAL_RANK", r.to_string())
                 .env("NIXL_TELEMETRY_MULTIPROC_DIR", dir.path())

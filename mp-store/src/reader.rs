@@ -168,7 +168,10 @@ struct MappedWords<'a>(&'a MmapRaw);
 
 impl StoreWords for MappedWords<'_> {
     fn u64_at(&self, off: usize) -> u64 {
-        assert!(off % 8 == 0 && off < STORE_SIZE, "store word at {off}");
+        assert!(
+            off.is_multiple_of(8) && off < STORE_SIZE,
+            "store word at {off}"
+        );
         let order = if off == OFF_MAGIC {
             Ordering::Acquire
         } else {

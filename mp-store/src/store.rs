@@ -218,7 +218,7 @@ fn add(word: &AtomicU64, value: u64) {
 
 /// The word at byte offset `off` of a store mapping.
 fn word_of(map: &MmapRaw, off: usize) -> &AtomicU64 {
-    assert!(off % 8 == 0 && off + 8 <= STORE_SIZE && map.len() >= STORE_SIZE);
+    assert!(off.is_multiple_of(8) && off + 8 <= STORE_SIZE && map.len() >= STORE_SIZE);
     // SAFETY: `map` is a live shared mapping of at least STORE_SIZE bytes (asserted), whose
     // base is page-aligned, so `off` (a multiple of 8 below STORE_SIZE - 7) addresses an
     // aligned, in-bounds u64 that stays mapped as long as `map` is borrowed. Other processes

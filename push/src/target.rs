@@ -105,7 +105,7 @@ pub fn parse_url(var: &str, value: &str) -> Result<url::Url, String> {
             url.scheme()
         ));
     }
-    if url.host_str().map_or(true, str::is_empty) {
+    if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("{var}='{value}' has no host"));
     }
     if !url.username().is_empty() || url.password().is_some() {

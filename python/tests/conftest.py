@@ -44,6 +44,8 @@ EXPECTED = FIXTURES / "nixl-rings.expected.json"
 def nixl_rings() -> dict[str, Any]:
     """The NIXL-written ring fixtures' expected contents (``nixl-rings.expected.json``)."""
     if not EXPECTED.is_file():
+        if os.environ.get("NIXL_TELEMETRY_FIXTURES"):
+            pytest.fail(f"NIXL_TELEMETRY_FIXTURES={FIXTURES} holds no nixl-rings.expected.json")
         pytest.skip(f"NIXL ring fixtures not found at {FIXTURES}")
     return json.loads(EXPECTED.read_text())
 

@@ -14,6 +14,7 @@ use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_series::endpoint::server::MetricsFn;
 use nixl_telemetry_series::endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
 use nixl_telemetry_series::{AgentSeries, Buckets};
+use nixl_telemetry_test_support::child;
 
 const CT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -316,16 +317,9 @@ fn sigpipe_child() {
 
 #[test]
 fn a_vanishing_client_does_not_raise_sigpipe() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sigpipe_child", "--nocapture"])
-        .env("SCRAPE_SIGPIPE_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "child failed ({:?}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout)
+    child::output_ok(
+        child::test("sigpipe_child").env("SCRAPE_SIGPIPE_CHILD", "1"),
+        "sigpipe_child",
     );
 }
 

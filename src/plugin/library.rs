@@ -9,6 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nixl_telemetry_base::dl::{self, Library};
+
 use super::trust;
 use crate::error::{Error, Result, Status};
 use crate::sync::LockUnpoisoned;
@@ -114,18 +116,6 @@ pub(crate) fn first_that_opens<T>(
     Err(problems)
 }
 
-pub(crate) fn dl_error() -> String {
-    // SAFETY: dlerror returns NULL or a thread-local NUL-terminated message.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dynamic loader error".into()
-    } else {
-        // SAFETY: not NULL: a NUL-terminated message owned by the loader, valid until the next
-        // dlerror call on this thread.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
 /// What must hold before the shared library at `path` may be opened: it and its directory are
 /// trusted ([`trust`]: owned by this user or root, not writable by others) and its dynamic
 /// symbol table defines `entry` (`what` names the kind of library in messages). Used by the
@@ -161,23 +151,14 @@ pub fn check_trusted(path: &Path, entry: &CStr, what: &str) -> Result<()> {
 
 /// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
 /// table defines `entry` (nothing of it runs before both are known); never closed.
-pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<*mut c_void> {
+pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<Library> {
     let shown = path.display();
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
     check_trusted(path, entry, what)?;
-    // SAFETY: dlopen of a path; the handle is deliberately never closed.
-    let handle = unsafe {
-        libc::dlopen(
-            c_path.as_ptr(),
-            libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE,
-        )
-    };
-    if handle.is_null() {
-        return Err(Error::new(
-            Status::Backend,
-            format!("cannot load {what} {shown}: {}", dl_error()),
-        ));
-    }
-    Ok(handle)
+    // SAFETY: loading runs the library's initialisers: that trust is placed in a file that
+    // passed `check_trusted` (its owner and mode, and its symbol table defining `entry`); the
+    // handle is never closed.
+    unsafe { Library::open(&c_path, dl::NOW_LOCAL_NODELETE) }
+        .map_err(|e| Error::new(Status::Backend, format!("cannot load {what} {shown}: {e}")))
 }

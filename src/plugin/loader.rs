@@ -148,19 +148,17 @@ fn not_a_plugin(path: &Path) -> Error {
 
 fn open(path: &Path) -> Result<LoadedPlugin> {
     let shown = path.display();
-    let handle = open_trusted(path, INIT_SYMBOL, "telemetry exporter plug-in")?;
-    // SAFETY: looking up a symbol in a handle we own.
-    let init = unsafe { libc::dlsym(handle, INIT_SYMBOL.as_ptr()) };
-    if init.is_null() {
+    let library = open_trusted(path, INIT_SYMBOL, "telemetry exporter plug-in")?;
+    let Ok(init) = library.symbol(INIT_SYMBOL) else {
         return Err(not_a_plugin(path));
-    }
+    };
     // SAFETY: the symbol has the documented signature. Called as "C-unwind": a C plug-in never
     // unwinds, but a C++ one (API version 2, same symbol) might throw from its init, and a
     // foreign exception must not cross a frame the compiler assumed cannot unwind (with
     // "C-unwind" it aborts the process at the next Rust boundary, a defined outcome; NIXL's own
     // loader lets it end the process too).
     let init: unsafe extern "C-unwind" fn() -> *const nixl_telemetry_plugin_desc_t =
-        unsafe { std::mem::transmute::<*mut c_void, _>(init) };
+        unsafe { std::mem::transmute::<*mut c_void, _>(init.as_ptr()) };
     // SAFETY: calling the plug-in's entry point.
     let descriptor = unsafe { init() };
     if descriptor.is_null() {

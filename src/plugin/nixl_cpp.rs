@@ -16,6 +16,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use nixl_telemetry_base::dl::Library;
+
 use super::library::{first_that_opens, open_trusted, own_library_dir, search_dirs};
 use crate::c_string::text_in_c_buffer;
 use crate::constants::NIXL_TELEMETRY_SUCCESS;
@@ -102,29 +104,27 @@ fn bridge_dirs() -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-fn symbol(handle: *mut c_void, name: &CStr, path: &Path) -> Result<*mut c_void> {
-    // SAFETY: looking up a symbol in a handle we own.
-    let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    if f.is_null() {
-        return Err(Error::new(
+fn symbol(library: &Library, name: &CStr, path: &Path) -> Result<*mut c_void> {
+    match library.symbol(name) {
+        Ok(f) => Ok(f.as_ptr()),
+        Err(_) => Err(Error::new(
             Status::Mismatch,
             format!(
                 "{} lacks {}: not this library's C++ bridge",
                 path.display(),
                 name.to_string_lossy()
             ),
-        ));
+        )),
     }
-    Ok(f)
 }
 
 fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
-    let handle = open_trusted(
+    let library = open_trusted(
         path,
         c"nixl_telemetry_cpp_bridge_abi",
         "nixl-telemetry C++ bridge",
     )?;
-    let abi = symbol(handle, c"nixl_telemetry_cpp_bridge_abi", path)?;
+    let abi = symbol(&library, c"nixl_telemetry_cpp_bridge_abi", path)?;
     // SAFETY: the symbol is `uint32_t nixl_telemetry_cpp_bridge_abi(void)`.
     let abi: unsafe extern "C" fn() -> u32 = unsafe { std::mem::transmute(abi) };
     // SAFETY: calling the bridge's version function (no arguments, cannot fail).
@@ -139,10 +139,10 @@ fn open_bridge(path: &Path) -> Result<&'static CppBridge> {
             ),
         ));
     }
-    let inspect = symbol(handle, c"nixl_telemetry_cpp_bridge_inspect", path)?;
-    let create = symbol(handle, c"nixl_telemetry_cpp_bridge_create", path)?;
-    let export = symbol(handle, c"nixl_telemetry_cpp_bridge_export", path)?;
-    let destroy = symbol(handle, c"nixl_telemetry_cpp_bridge_destroy", path)?;
+    let inspect = symbol(&library, c"nixl_telemetry_cpp_bridge_inspect", path)?;
+    let create = symbol(&library, c"nixl_telemetry_cpp_bridge_create", path)?;
+    let export = symbol(&library, c"nixl_telemetry_cpp_bridge_export", path)?;
+    let destroy = symbol(&library, c"nixl_telemetry_cpp_bridge_destroy", path)?;
     // SAFETY: a bridge of ABI 1 defines each symbol with the signature declared in
     // nixl_telemetry_cpp_bridge.h, which the fields' types repeat (an event record is the
     // 16-byte `Event`).

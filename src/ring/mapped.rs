@@ -47,7 +47,7 @@ impl Mapped {
 
     /// The header's u64 word at `offset`.
     pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset % 8 == 0);
+        debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset.is_multiple_of(8));
         // SAFETY: the map is page-aligned and at least HEADER_SIZE bytes long; `offset` is a
         // multiple of 8 inside the header. Other processes only access these words atomically
         // (or with aligned 8-byte loads and stores), so an atomic view is sound.

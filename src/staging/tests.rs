@@ -298,7 +298,7 @@ fn concurrent_singles_are_never_read_before_written() {
                         assert_eq!(e.event_type as u64, (p * 7 + i) % 21, "torn slot");
                         assert!(seen.insert(e.value), "event read twice");
                         let prev = last[p as usize].replace(i);
-                        assert!(prev.map_or(true, |prev| i > prev), "order");
+                        assert!(prev.is_none_or(|prev| i > prev), "order");
                     }
                 });
                 if finished {

@@ -1,9 +1,10 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
-//! and plug-ins, a free loopback port, the C ABI's last-error message, and forked children
-//! ([`forked`]). It depends on
+//! and plug-ins, a free loopback port, the C ABI's last-error message, a test run again in a child
+//! process ([`child`]) and forked children ([`forked`]). It depends on
 //! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
+pub mod child;
 pub mod forked;
 pub mod fuzz;
 pub mod other_user;
@@ -99,26 +100,6 @@ pub fn serial(vars: &'static [&'static str]) -> Serial {
         vars,
         _guard: guard,
     }
-}
-
-/// Runs the test `name` of this binary again in a child process with `NIXL_TEST_CHILD=1` (for
-/// process-wide settings such as a file-size limit); true in the child.
-pub fn in_child(name: &str) -> bool {
-    if std::env::var_os("NIXL_TEST_CHILD").is_some() {
-        return true;
-    }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env("NIXL_TEST_CHILD", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "child failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    false
 }
 
 /// An FPM trace of producer `producer_id` (namespace `default`, component `backend`) driven by

@@ -115,6 +115,7 @@
 //! directory `/opt/mellanox/doca/lib/<arch>-linux-gnu`. Libraries are opened `RTLD_NOW |
 //! RTLD_LOCAL` and never closed (a loaded set is reused for the rest of the process).
 
+use nixl_telemetry_base::dl::{self, Library};
 use nixl_telemetry_base::fork::LockOrder;
 use nixl_telemetry_base::sync::LockUnpoisoned;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -181,22 +182,20 @@ macro_rules! doca_api {
             /// Resolves every symbol; the first missing one is the error.
             ///
             /// # Safety
-            /// The handles must be valid `dlopen` handles of DOCA's libraries (or of libraries
-            /// exporting these symbols with the signatures documented in this module).
+            /// The libraries must be DOCA's (or libraries exporting these symbols with the
+            /// signatures documented in this module).
             unsafe fn resolve(
-                common: *mut c_void,
-                exporter: *mut c_void,
+                common: Library,
+                exporter: Library,
                 origin: String,
             ) -> Result<DocaApi, String> {
                 Ok(DocaApi {
                     $( $field: {
-                        let handle = match stringify!($lib) {
+                        let library = match stringify!($lib) {
                             "common" => common,
                             _ => exporter,
                         };
-                        // SAFETY: `handle` is `common` or `exporter`, both live `dlopen`
-                        // handles by this function's contract.
-                        let p = unsafe { symbol(handle, $symbol) }?;
+                        let p = symbol(library, $symbol)?;
                         // SAFETY: `p` is the non-null address `dlsym` found for `$symbol` in a
                         // library that, by this function's contract, exports it as a function
                         // with the C signature declared here (see the module documentation).
@@ -280,35 +279,14 @@ impl DocaApi {
     }
 }
 
-fn dlerror_text() -> String {
-    // SAFETY: dlerror(3) has no preconditions; it returns NULL or this thread's pending
-    // NUL-terminated message, valid until this thread's next dl* call.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown dlopen error".into()
-    } else {
-        // SAFETY: `e` is non-null, so it is that message, and it is copied into an owned
-        // `String` before this thread makes another dl* call that could overwrite it.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
-}
-
-/// `dlsym(handle, name)`; a missing symbol is an error carrying `dlerror`'s message.
-///
-/// # Safety
-/// `handle` must be a handle returned by `dlopen` that has not been closed.
-unsafe fn symbol(handle: *mut c_void, name: &str) -> Result<*mut c_void, String> {
+/// The address of `name` in `library`; a missing symbol is an error carrying `dlerror`'s message
+/// (`symbol NAME is missing (...)`).
+fn symbol(library: Library, name: &str) -> Result<*mut c_void, String> {
     let c = CString::new(name).expect("symbol names have no NUL");
-    // SAFETY: dlerror(3) has no preconditions. Called to clear this thread's pending error, so
-    // that a message read after a NULL `dlsym` describes this lookup.
-    unsafe { libc::dlerror() };
-    // SAFETY: `handle` is an open `dlopen` handle (this function's contract) and `c` is a
-    // NUL-terminated string that outlives the call, which only reads it.
-    let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-    if p.is_null() {
-        return Err(format!("symbol {name} is missing ({})", dlerror_text()));
-    }
-    Ok(p)
+    library
+        .symbol(&c)
+        .map(|p| p.as_ptr())
+        .map_err(|e| e.to_string())
 }
 
 /// The library base names, in opening order.
@@ -340,7 +318,7 @@ fn candidates(base: &str, dir: Option<&Path>) -> Vec<String> {
 }
 
 /// Opens the first candidate of `base` that loads; the error lists what was tried.
-fn open(base: &str, dir: Option<&Path>) -> Result<(*mut c_void, String), String> {
+fn open(base: &str, dir: Option<&Path>) -> Result<(Library, String), String> {
     let mut tried = Vec::new();
     for name in candidates(base, dir) {
         // With a directory, skip files that are not there (their dlerror says nothing more).
@@ -348,16 +326,14 @@ fn open(base: &str, dir: Option<&Path>) -> Result<(*mut c_void, String), String>
             continue;
         }
         let c = CString::new(name.as_bytes()).map_err(|_| format!("{name:?} contains NUL"))?;
-        // SAFETY: `c` is a NUL-terminated path or soname that outlives the call, the only
-        // pointer dlopen(3) reads. Loading runs the library's initialisers: that trust is placed
-        // in what DOCA's directory (or `NIXL_TELEMETRY_DOCA_LIB_DIR`) holds, as for any linked
-        // library. The handle is never closed, which is what lets `load` hand out `'static`
-        // tables of function pointers into the library.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if !h.is_null() {
-            return Ok((h, name));
-        }
-        let e = dlerror_text();
+        // SAFETY: loading runs the library's initialisers: that trust is placed in what DOCA's
+        // directory (or `NIXL_TELEMETRY_DOCA_LIB_DIR`) holds, as for any linked library. A
+        // `Library` is never closed, which is what lets `load` hand out `'static` tables of
+        // function pointers into the library.
+        let e = match unsafe { Library::open(&c, dl::NOW_LOCAL) } {
+            Ok(library) => return Ok((library, name)),
+            Err(e) => e.to_string(),
+        };
         // A name that is simply not there says nothing worth repeating.
         if !e.contains("No such file or directory") {
             tried.push(e);
@@ -392,10 +368,9 @@ pub fn load(dir: Option<&Path>) -> Result<&'static DocaApi, String> {
     let (common, common_name) = open(COMMON, dir)?;
     let (exporter, exporter_name) = open(EXPORTER, dir)?;
     let origin = format!("{exporter_name} and {common_name}");
-    // SAFETY: `common` and `exporter` were just returned non-null by `dlopen` and are never
-    // closed, as `resolve` requires. They are libdoca_common and libdoca_telemetry_exporter
-    // (`open` found them by those names), whose exports `resolve` assumes have the signatures
-    // documented at the top of this module.
+    // SAFETY: `common` and `exporter` are libdoca_common and libdoca_telemetry_exporter (`open`
+    // found them by those names), whose exports `resolve` assumes have the signatures
+    // documented at the top of this module; they are never closed.
     let api = unsafe { DocaApi::resolve(common, exporter, origin.clone()) }
         .map_err(|e| format!("{origin}: {e}"))?;
     let api: &'static DocaApi = Box::leak(Box::new(api));

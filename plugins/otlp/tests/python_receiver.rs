@@ -178,9 +178,8 @@ fn point_value(request: &Value, name: &str, status: Option<&str>) -> u64 {
     let p = points
         .iter()
         .find(|p| {
-            status.map_or(true, |s| {
-                attributes(&p["attributes"]).contains(&("status".into(), s.into()))
-            })
+            status
+                .is_none_or(|s| attributes(&p["attributes"]).contains(&("status".into(), s.into())))
         })
         .unwrap();
     int(&p["as_int"])

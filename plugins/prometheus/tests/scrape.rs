@@ -6,13 +6,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
 use nixl_telemetry::{logging, Collector, EventType, Status};
+use nixl_telemetry_test_support::child;
 
 #[test]
 fn every_series_is_present_at_zero_from_creation() {
@@ -462,27 +463,17 @@ fn port_holder_child() {
 #[test]
 fn a_port_held_by_another_process_is_a_benign_collision() {
     let _s = serial();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "port_holder_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut holder = child::test("port_holder_child")
         .env("PROMETHEUS_TEST_HOLD_PORT", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let port: u16 = loop {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "the child exited");
-        // libtest prints "test port_holder_child ... " before the child's own output.
-        if let Some((_, p)) = line.trim().split_once("PORT ") {
-            break p.parse().unwrap();
-        }
-    };
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    let port: u16 = child::read_marked(&mut out, "PORT ")
+        .expect("the child exited")
+        .parse()
+        .unwrap();
     use_port(port);
     std::env::set_var("NIXL_TELEMETRY_EXPORTER", "prometheus");
     // Through the C ABI, as NIXL's core would call it.
@@ -523,8 +514,8 @@ fn a_port_held_by_another_process_is_a_benign_collision() {
     let c = collector("loser");
     assert_eq!(scrape(free).agents(), ["loser"]);
     drop(c);
-    drop(child.stdin.take());
-    child.wait().unwrap();
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
 }
 
 #[test]

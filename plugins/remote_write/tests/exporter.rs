@@ -101,7 +101,7 @@ fn a_push_is_a_sorted_snappy_write_request_of_the_prometheus_series() {
             .find(|t| {
                 let k = key(t);
                 k.iter().any(|(n, v)| n == "__name__" && v == name)
-                    && extra.map_or(true, |(n, v)| k.iter().any(|l| l.0 == n && l.1 == v))
+                    && extra.is_none_or(|(n, v)| k.iter().any(|l| l.0 == n && l.1 == v))
             })
             .unwrap_or_else(|| panic!("{name} {extra:?}"));
         let names: Vec<&str> = s.labels.iter().map(|l| l.name.as_str()).collect();

@@ -8,13 +8,13 @@
 //!
 //! The plug-ins are cdylibs: `cargo build --workspace --all-targets` before `cargo test`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nixl_telemetry_test_support::prometheus::{label_names, poll, Prometheus, Secure};
-use nixl_telemetry_test_support::{built_plugins, free_port};
+use nixl_telemetry_test_support::{built_plugins, child, free_port};
 
 const ROLE: &str = "RW_TEST_ROLE";
 /// Transfer times (µs) every rank records, one transfer each.
@@ -88,9 +88,8 @@ impl Proc {
     fn spawn(work: &Path, name: &str, env: &[(&str, String)]) -> Proc {
         let plugins = built_plugins(&["remote_write", "prometheus"]);
         let stderr = work.join(format!("{name}.stderr"));
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-            .env_clear()
+        let mut cmd = child::test("child");
+        cmd.env_clear()
             .env(ROLE, "rank")
             .env("NIXL_PLUGIN_DIR", &plugins)
             .env("NIXL_TELEMETRY_ENABLE", "y")
@@ -115,20 +114,12 @@ impl Proc {
 
     /// The first line starting with `prefix` (its rest), or a panic with the child's stderr.
     fn line(&mut self, prefix: &str) -> String {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if self.stdout.read_line(&mut line).unwrap() == 0 {
-                panic!(
-                    "the child ended without printing {prefix}: {}",
-                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
-                );
-            }
-            // libtest prints `test child ... ` before the child's own output.
-            if let Some(at) = line.find(prefix) {
-                return line[at + prefix.len()..].trim().to_owned();
-            }
-        }
+        child::read_marked(&mut self.stdout, prefix).unwrap_or_else(|| {
+            panic!(
+                "the child ended without printing {prefix}: {}",
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            )
+        })
     }
 
     /// Closes stdin (a rank then destroys its agent) and waits for the end.

@@ -10,10 +10,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 #[path = "../../../prometheus/tests/common/mod.rs"]
 mod http;
@@ -22,6 +22,7 @@ mod store_files;
 
 #[allow(unused_imports)] // not every test binary uses all of them
 pub use http::{exchange, get, poll, port_closed, scrape, scrape_text, tool, Prometheus, Scrape};
+use nixl_telemetry_test_support::child;
 pub use nixl_telemetry_test_support::free_port;
 #[allow(unused_imports)] // not every test binary uses all of them
 pub use store_files::{parse_store, sample_set, Parsed};
@@ -98,9 +99,8 @@ pub struct Proc {
 
 impl Proc {
     fn spawn(role: &str, env: &[(&str, String)], stderr: PathBuf) -> Proc {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-            .env_clear()
+        let mut cmd = child::test("child");
+        cmd.env_clear()
             .env(ROLE, role)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -108,27 +108,20 @@ impl Proc {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let ready = loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let _ = child.wait();
-                panic!(
-                    "child {role} exited before READY:\n{}",
-                    std::fs::read_to_string(&stderr).unwrap_or_default()
-                );
-            }
-            // libtest prints "test child ... " before the child's own output.
-            if let Some((_, rest)) = line.trim().split_once("READY ") {
-                break rest.to_owned();
-            }
+        let mut proc = cmd.spawn().unwrap();
+        let mut out = BufReader::new(proc.stdout.take().unwrap());
+        let Some(ready) = child::read_marked(&mut out, "READY ") else {
+            let _ = proc.wait();
+            panic!(
+                "child {role} exited before READY:\n{}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
         };
         Proc {
-            pid: child.id(),
-            stdin: child.stdin.take(),
+            pid: proc.id(),
+            stdin: proc.stdin.take(),
             _stdout: out,
-            child,
+            child: proc,
             stderr,
             ready,
         }
