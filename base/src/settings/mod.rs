@@ -227,7 +227,7 @@ declare!(
     Unsigned,
     Some("4096"),
     [Core],
-    "Staging capacity per producer thread and ring size, in events (1..16777216)."
+    "Staging capacity of each collector (one budget its producer threads share) and ring size, in events (1..16777216)."
 );
 declare!(
     RUN_INTERVAL,
@@ -317,7 +317,7 @@ declare!(
     "NIXL_TELEMETRY_LABELS",
     Text,
     None,
-    [Prometheus, PrometheusMp, Doca],
+    [Prometheus, PrometheusMp, Doca, RemoteWrite, Otlp],
     "Workload labels on every series: name=value,name=value."
 );
 declare!(
@@ -325,7 +325,7 @@ declare!(
     "NIXL_TELEMETRY_LABELS_FROM",
     Text,
     None,
-    [Prometheus, PrometheusMp, Doca],
+    [Prometheus, PrometheusMp, Doca, RemoteWrite, Otlp],
     "Workload labels from a scheduler's variables (environment only): slurm, kubernetes."
 );
 declare!(
