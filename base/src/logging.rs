@@ -298,7 +298,7 @@ mod tests {
     }
 
     /// Set in the processes of [`lines_of_processes_sharing_stderr_never_interleave`].
-    const HAMMER_ENV: &str = "NIXL_TELEMETRY_TEST_LOG_HAMMER";
+    const HAMMER_ENV: &str = "LOGGING_TEST_HAMMER_CHILD";
     const HAMMER_LINES: usize = 3000;
 
     /// The lines a hammering process logs: `hammer <id> <i> <padding>`.

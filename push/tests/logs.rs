@@ -11,7 +11,7 @@ use nixl_telemetry_push::{Auth, Body, Client, Payload, PushConfig, PushStatsSnap
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 
 /// Set in the process that pushes ([`push_with_secret_headers_child`]).
-const CHILD_ENV: &str = "NIXL_TELEMETRY_TEST_PUSH_LOG_CHILD";
+const CHILD_ENV: &str = "PUSH_LOGS_TEST_CHILD";
 
 /// A header value and a token that must never be logged.
 const HEADER_SECRET: &str = "SECRET123";
