@@ -276,10 +276,21 @@ static void test_a_restarted_agent_is_accepted_while_a_child_lives(void) {
     env_set("NIXL_TELEMETRY_BUFFER_SIZE", "64");
     nixl_telemetry_t *t = NULL;
     CHECK_STATUS(nixl_telemetry_create("restarted", true, &t), NIXL_TELEMETRY_SUCCESS);
+    /* The child says when fork() has returned in it. Until then it shares the ring file's
+     * open file description, and so its flock, with the parent: the library's fork handler
+     * puts /dev/null over the descriptor in the child, but only once the child runs. Without
+     * waiting, a re-creation racing a child not yet scheduled (a loaded machine) was refused
+     * as a ring owned by another live writer. */
+    int ready[2];
+    CHECK(pipe(ready) == 0);
     fflush(NULL);
     pid_t sleeper = fork();
     CHECK(sleeper >= 0);
     if (sleeper == 0) {
+        /* Past fork(): the fork handlers have run, the lock is released. */
+        close(ready[0]);
+        (void)!write(ready[1], "r", 1);
+        close(ready[1]);
         /* Bounded and detached from the test's output, so a failing parent never leaves it
          * holding ctest's pipes. */
         int null = open("/dev/null", O_WRONLY);
@@ -290,6 +301,10 @@ static void test_a_restarted_agent_is_accepted_while_a_child_lives(void) {
         sleep(60);
         _exit(0);
     }
+    close(ready[1]);
+    char byte = 0;
+    CHECK(read(ready[0], &byte, 1) == 1 && byte == 'r');
+    close(ready[0]);
     /* The agent goes; its child lives on. */
     nixl_telemetry_destroy(t);
     t = NULL;

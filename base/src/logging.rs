@@ -2,7 +2,17 @@
 //! level), filtered by `NIXL_LOG_LEVEL`, or to a sink installed by the host (the C ABI's log
 //! callback, wrapped in `ffi`). Tests can capture the messages logged on their own
 //! thread (feature `test-util`).
+//!
+//! Every message is made safe for a terminal and for line-based log readers once, here
+//! ([`escape_controls`]): text that came from the network or from files (a receiver's error
+//! answer, a file's content) cannot write escape sequences into an operator's terminal or
+//! split one message over several lines. A line goes to stderr in one `write`
+//! ([`write_stderr_line`]), so the lines of processes sharing stderr do not interleave within a
+//! line. The HTTP client's own messages (ureq's, which dump requests with their headers) are
+//! never logged, at any level: configured header values are secrets as much as the
+//! `Authorization` header ureq masks.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
 use std::sync::{Arc, Once, OnceLock, RwLock};
@@ -76,7 +86,7 @@ fn threshold() -> LevelFilter {
         // reported here once (and again by whatever reads a setting from it).
         let setting = crate::settings::LOG_LEVEL;
         let raw = crate::settings::process_settings(setting.name).unwrap_or_else(|e| {
-            eprintln!("[WARN nixl_telemetry] {}; using WARN", e.message);
+            write_stderr_line(Level::Warn, &format!("{}; using WARN", e.message));
             None
         });
         let level = raw.as_deref().unwrap_or(setting.default_str());
@@ -88,15 +98,58 @@ fn threshold() -> LevelFilter {
             "ERROR" => LevelFilter::Error,
             "FATAL" => LevelFilter::Off,
             _ => {
-                eprintln!(
-                    "[WARN nixl_telemetry] NIXL_LOG_LEVEL={:?} is not one of TRACE, DEBUG, INFO, \
-                     WARN, ERROR, FATAL; using WARN",
-                    level
+                write_stderr_line(
+                    Level::Warn,
+                    &format!(
+                        "{}={:?} is not one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL; using \
+                         WARN",
+                        setting.name, level
+                    ),
                 );
                 LevelFilter::Warn
             }
         }
     })
+}
+
+/// Whether a message of `target` comes from the HTTP client (ureq), whose messages are never
+/// logged: at debug it dumps every request with its headers, whose values (API keys given in
+/// `OTEL_EXPORTER_OTLP_HEADERS`, tenant ids) must not reach a log.
+fn from_http_client(target: &str) -> bool {
+    target == "ureq" || target.starts_with("ureq::")
+}
+
+/// `message` with every control character but tab escaped as Rust writes it (`\n`, `\r`,
+/// `\u{1b}`): one message is one line, and no escape sequence from a remote party or a file
+/// reaches a terminal. Borrowed when there is nothing to escape.
+pub fn escape_controls(message: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\t';
+    if !message.chars().any(unsafe_char) {
+        return Cow::Borrowed(message);
+    }
+    let mut out = String::with_capacity(message.len() + 16);
+    for c in message.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The stderr line of a message (already escaped): `[LEVEL nixl_telemetry] message` and the
+/// newline.
+fn stderr_line(level: Level, message: &str) -> String {
+    format!("[{level} nixl_telemetry] {message}\n")
+}
+
+/// Writes the line of `message` (escaped here) to stderr in one `write_all` on the unbuffered
+/// stderr: one `write` system call (a pipe takes up to 4,096 bytes whole, so the lines of
+/// processes sharing it never interleave within a line).
+fn write_stderr_line(level: Level, message: &str) {
+    let line = stderr_line(level, &escape_controls(message));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// Whether this thread is capturing messages (false once its thread-locals are gone).
@@ -108,11 +161,14 @@ fn capturing() -> bool {
 
 impl Log for Logger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= threshold() || capturing()
+        !from_http_client(metadata.target()) && (metadata.level() <= threshold() || capturing())
     }
 
     fn log(&self, record: &Record) {
-        let message = record.args().to_string();
+        if from_http_client(record.target()) {
+            return;
+        }
+        let message = escape_controls(&record.args().to_string()).into_owned();
         // `try_with`: messages can come from thread-local destructors or atexit handlers,
         // after this thread's capture slot is gone.
         let captured = CAPTURE
@@ -134,11 +190,8 @@ impl Log for Logger {
         let sink = SINK.read_unpoisoned().clone();
         match &sink {
             Sink::Stderr => {
-                let _ = writeln!(
-                    std::io::stderr().lock(),
-                    "[{} nixl_telemetry] {message}",
-                    record.level()
-                );
+                let line = stderr_line(record.level(), &message);
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
             }
             Sink::Host(sink) => sink(record.level(), &message),
         }
@@ -210,5 +263,92 @@ mod tests {
         let texts: Vec<_> = logged.iter().map(|(_, m)| m.as_str()).collect();
         assert_eq!(texts, ["one", "two"]);
         assert_eq!(warnings(&logged), ["one"]);
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_a_message_is_one_line() {
+        assert!(matches!(escape_controls("plain\ttext"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape_controls("HTTP 500: \x1b[2J\x1b]0;owned\x07 a\r\nb \u{9b}c \x7f"),
+            "HTTP 500: \\u{1b}[2J\\u{1b}]0;owned\\u{7} a\\r\\nb \\u{9b}c \\u{7f}"
+        );
+        assert_eq!(
+            stderr_line(Level::Warn, "a message"),
+            "[WARN nixl_telemetry] a message\n"
+        );
+        // Through the logger: what a sink (and a test) gets is escaped already.
+        let ((), logged) = capture(|| log::warn!("answer: \x1b[31mred\nsecond line"));
+        assert_eq!(logged[0].1, "answer: \\u{1b}[31mred\\nsecond line");
+    }
+
+    #[test]
+    fn the_http_clients_messages_are_never_logged() {
+        let ((), logged) = capture(|| {
+            log::debug!(target: "ureq::unit", "writing prelude: api-key: SECRET123");
+            log::trace!(target: "ureq", "x-scope-orgid: tenant");
+            log::warn!(target: "ureq_like::other", "kept");
+        });
+        let texts: Vec<_> = logged.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(texts, ["kept"]);
+        assert!(!log::logger().enabled(
+            &Metadata::builder()
+                .level(Level::Error)
+                .target("ureq::response")
+                .build()
+        ));
+    }
+
+    /// Set in the processes of [`lines_of_processes_sharing_stderr_never_interleave`].
+    const HAMMER_ENV: &str = "LOGGING_TEST_HAMMER_CHILD";
+    const HAMMER_LINES: usize = 3000;
+
+    /// The lines a hammering process logs: `hammer <id> <i> <padding>`.
+    fn hammer_line(id: &str, i: usize) -> String {
+        format!("hammer {id} {i} {}", "x".repeat(60 + i % 40))
+    }
+
+    /// Not a test on its own: a process started by
+    /// [`lines_of_processes_sharing_stderr_never_interleave`] logs its lines to stderr.
+    #[test]
+    fn hammer_stderr_child() {
+        let Ok(id) = std::env::var(HAMMER_ENV) else {
+            return;
+        };
+        init();
+        for i in 0..HAMMER_LINES {
+            log::warn!("{}", hammer_line(&id, i));
+        }
+    }
+
+    #[test]
+    fn lines_of_processes_sharing_stderr_never_interleave() {
+        let exe = std::env::current_exe().unwrap();
+        let child = "logging::tests::hammer_stderr_child";
+        // Two processes writing to one pipe at once (the shell gives them the same stderr).
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{HAMMER_ENV}=a \"$0\" --exact {child} --nocapture & \
+                 {HAMMER_ENV}=b \"$0\" --exact {child} --nocapture & wait"
+            ))
+            .arg(&exe)
+            .env("NIXL_LOG_LEVEL", "WARN")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stderr).unwrap();
+        let mut next = [0usize; 2];
+        for line in text.lines() {
+            let message = line
+                .strip_prefix("[WARN nixl_telemetry] hammer ")
+                .unwrap_or_else(|| panic!("a line cut or mixed with another: {line:?}"));
+            let id = usize::from(message.starts_with('b'));
+            let expected = hammer_line(["a", "b"][id], next[id]);
+            assert_eq!(format!("hammer {message}"), expected, "a line cut or mixed");
+            next[id] += 1;
+        }
+        assert_eq!(next, [HAMMER_LINES; 2], "every line of both processes");
     }
 }

@@ -33,6 +33,44 @@ pub(crate) fn agent(
     builder.build()
 }
 
+/// What went wrong in a transport error, without the URL (the caller names it once) and with
+/// each part once: ureq's own `Display` starts with the URL and, when an I/O error wraps
+/// another of its errors, repeats the kind (`Network Error: Network Error: ...`). The parts
+/// are the kind, ureq's message and the chain of causes, each left out when it repeats the
+/// part before it.
+pub(crate) fn transport_error(t: &ureq::Transport) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut push = |part: String| {
+        if !part.is_empty() && parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    };
+    push(t.kind().to_string());
+    push(t.message().unwrap_or_default().to_owned());
+    let mut cause = std::error::Error::source(t);
+    while let Some(e) = cause {
+        let transport = match e.downcast_ref::<ureq::Error>() {
+            Some(ureq::Error::Transport(inner)) => Some(inner),
+            _ => e.downcast_ref::<ureq::Transport>(),
+        };
+        if let Some(inner) = transport {
+            push(inner.kind().to_string());
+            push(inner.message().unwrap_or_default().to_owned());
+            cause = std::error::Error::source(inner);
+        } else if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            // An I/O error carrying another error says what that one says: go to it.
+            cause = Some(inner);
+        } else {
+            push(e.to_string());
+            cause = e.source();
+        }
+    }
+    parts.join(": ")
+}
+
 /// GETs `url` with `Accept: accept`, waiting at most `timeout` for connecting and for each
 /// read and write, and returns the body of a `200` answer (of at most `limit` bytes). Every
 /// error names the URL: a transport error (with its kind and cause), another status (a
@@ -54,7 +92,7 @@ pub fn get(url: &Url, accept: &str, timeout: Duration, limit: u64) -> Result<Vec
         Err(ureq::Error::Status(status, resp)) => {
             return Err(format!("{url}: HTTP {status} {}", resp.status_text()))
         }
-        Err(ureq::Error::Transport(t)) => return Err(t.to_string()),
+        Err(ureq::Error::Transport(t)) => return Err(format!("{url}: {}", transport_error(&t))),
     };
     let mut body = Vec::new();
     resp.into_reader()
@@ -165,5 +203,23 @@ mod tests {
             e.starts_with(&url(closed).to_string()) && e.contains("Connection Failed"),
             "{e}"
         );
+        assert_eq!(e.matches("127.0.0.1").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn transport_errors_say_each_thing_once() {
+        // A server that reads the request and never answers: the read times out inside ureq's
+        // reading of the status line, an I/O error wrapping another ureq error.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        let e = get(&url(port), "text/plain", Duration::from_millis(200), 100).unwrap_err();
+        drop(held);
+        let u = url(port).to_string();
+        assert!(e.starts_with(&format!("{u}: Network Error: ")), "{e}");
+        assert_eq!(e.matches("Network Error").count(), 1, "{e}");
+        assert_eq!(e.matches(&u).count(), 1, "{e}");
+        let parts: Vec<_> = e.split(": ").collect();
+        assert!(parts.windows(2).all(|w| w[0] != w[1]), "{e}");
     }
 }

@@ -13,8 +13,11 @@
 //!   warning with the receiver's message, until a push succeeds again;
 //! - dropping the [`Pusher`] makes the last push and waits for it at most `final_timeout`
 //!   (retrying within that time if the receiver asks for it); a push still in flight is
-//!   waited for within the same bound. A thread that could not finish in time is left to end
-//!   on its own (plug-ins are never unloaded);
+//!   waited for within the same bound. When the receiver failed the push before (it is down,
+//!   hangs or refuses), the last push is one attempt, bounded by the push timeout or what is
+//!   left of `final_timeout`, whichever is shorter, and is not retried: a receiver that has
+//!   been down for minutes does not hold up every destroy for `final_timeout`. A thread that
+//!   could not finish in time is left to end on its own (plug-ins are never unloaded);
 //! - a push whose encoder panics is reported once (by the worker: later panics are not logged
 //!   again) and counted as an attempted and failed push; the next push is an interval later,
 //!   and dropping the pusher does not wait for a thread that is gone.
@@ -272,8 +275,10 @@ impl Task for Loop {
 }
 
 impl Loop {
-    /// The last push, within `deadline` (retried within it if the receiver asks for it).
+    /// The last push, within `deadline`: retried within it if the receiver asks for it, but
+    /// only one attempt when the push before failed (the receiver is down or failing).
     fn last_push(&mut self, deadline: Instant) {
+        let failing = self.failures > 0;
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -285,6 +290,14 @@ impl Loop {
             }
             match self.push(self.config.timeout.min(deadline - now)) {
                 Next::Interval => return,
+                Next::Retry(_) if failing => {
+                    log::warn!(
+                        "{}: the last push failed as the ones before it did; not retried (the \
+                         final state is not sent)",
+                        self.config.name
+                    );
+                    return;
+                }
                 Next::Retry(backoff) => {
                     if Instant::now() + backoff >= deadline {
                         log::warn!(

@@ -315,7 +315,7 @@ impl Client {
                 }
             }
             Err(ureq::Error::Transport(t)) => Outcome::Retry {
-                reason: t.to_string(),
+                reason: crate::http::transport_error(&t),
                 key: t.kind().to_string(),
                 after: None,
             },
@@ -408,6 +408,33 @@ mod tests {
                 )
                 .contains("pw")
         );
+    }
+
+    #[test]
+    fn a_failed_push_says_why_once_without_the_url() {
+        // The pusher's warning names the URL itself: the reason must not repeat it, nor ureq's
+        // kind (`Network Error: Network Error:` when an I/O error wraps another of its errors).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        let timeout = Duration::from_millis(200);
+        let url = format!("http://127.0.0.1:{port}/w").parse().unwrap();
+        let client = Client::new(Target::new(url, timeout)).unwrap();
+        let body = Body {
+            bytes: b"x".to_vec(),
+            content_type: "text/plain",
+            content_encoding: None,
+            headers: &[],
+        };
+        let outcome = client.post(&body, timeout);
+        drop(held);
+        let Outcome::Retry { reason, key, .. } = outcome else {
+            panic!("{outcome:?}");
+        };
+        assert_eq!(key, "Network Error");
+        assert!(reason.starts_with("Network Error: "), "{reason}");
+        assert_eq!(reason.matches("Network Error").count(), 1, "{reason}");
+        assert!(!reason.contains("127.0.0.1"), "{reason}");
     }
 
     #[test]

@@ -77,8 +77,13 @@ struct Setup {
 }
 
 fn start(name: &str, url: &str, interval_ms: u64, final_ms: u64) -> Setup {
+    start_with(name, url, interval_ms, 2000, final_ms)
+}
+
+/// [`start`] with a push timeout of `timeout_ms`.
+fn start_with(name: &str, url: &str, interval_ms: u64, timeout_ms: u64, final_ms: u64) -> Setup {
     install_logger();
-    let mut target = Target::new(url.parse().unwrap(), Duration::from_millis(2000));
+    let mut target = Target::new(url.parse().unwrap(), Duration::from_millis(timeout_ms));
     target
         .headers
         .push(("X-Scope-OrgID".into(), "tenant".into()));
@@ -94,7 +99,7 @@ fn start(name: &str, url: &str, interval_ms: u64, final_ms: u64) -> Setup {
         PushConfig {
             name: name.into(),
             interval: Duration::from_millis(interval_ms),
-            timeout: Duration::from_millis(2000),
+            timeout: Duration::from_millis(timeout_ms),
             final_timeout: Duration::from_millis(final_ms),
         },
     )
@@ -251,6 +256,65 @@ fn a_receiver_that_never_answers_bounds_the_drop() {
             .any(|m| m.contains("did not end") || m.contains("no time left")),
         "{w:?}"
     );
+}
+
+/// The pushes counted by the message exporter `name` logged when its pusher was dropped.
+fn pushes_at_stop(name: &str) -> u64 {
+    let stopped = logged(log::Level::Info, name);
+    let message = stopped
+        .iter()
+        .find_map(|m| m.strip_prefix(&format!("{name}: stopped after ")))
+        .unwrap_or_else(|| panic!("no stop message in {stopped:?}"));
+    message.split(' ').next().unwrap().parse().unwrap()
+}
+
+/// The final-push bound of the two tests below: far longer than they may take.
+const FINAL_MS: u64 = 20_000;
+
+#[test]
+fn a_receiver_that_refuses_connections_gets_one_last_attempt() {
+    // Nothing listens on a port that was just free: connections are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = start(
+        "refusing",
+        &format!("http://127.0.0.1:{port}/w"),
+        200,
+        FINAL_MS,
+    );
+    eventually("a failed push", || s.pusher.stats().failures >= 1);
+    let before = s.pusher.stats().attempts;
+    let start = Instant::now();
+    drop(s.pusher);
+    let waited = start.elapsed();
+    // One attempt (two if a retry had started just before the drop), not retries until
+    // FINAL_MS had passed.
+    let last = pushes_at_stop("refusing") - before;
+    assert!((1..=2).contains(&last), "{last} pushes at the drop");
+    assert!(waited < Duration::from_millis(FINAL_MS / 2), "{waited:?}");
+    let w = warnings("refusing");
+    assert!(w.iter().any(|m| m.contains("not retried")), "{w:?}");
+}
+
+#[test]
+fn a_receiver_that_hangs_gets_one_last_attempt_bounded_by_the_timeout() {
+    let rx = Receiver::start(Answer::Never);
+    // Pushes time out after 1 s.
+    let s = start_with("hanging", &rx.url("/w"), 100, 1000, FINAL_MS);
+    eventually("a push timed out", || s.pusher.stats().failures >= 1);
+    let before = rx.requests().len();
+    let start = Instant::now();
+    drop(s.pusher);
+    let waited = start.elapsed();
+    eventually("the last attempt arrived", || rx.requests().len() > before);
+    // The receiver saw one attempt (two if a retry had started just before the drop: the drop
+    // waits for it), each cut by the 1 s timeout, not attempts until FINAL_MS had passed.
+    let last = rx.requests().len() - before;
+    assert!((1..=2).contains(&last), "{last} requests at the drop");
+    assert!(waited < Duration::from_millis(FINAL_MS / 2), "{waited:?}");
 }
 
 /// An encoder with a bug: its first push panics, its second is the loop's own counters as it

@@ -372,13 +372,21 @@ impl WorkerState {
         self.take_queued();
         self.write_pending();
         self.writer.flush();
-        let s = self.shared.queue.dropped();
-        let r = self.shared.rejected.load(Ordering::Relaxed);
-        if s > 0 || r > 0 {
+        // What `stats()` counts: `dropped`, `rejected` (malformed payloads and rows over the
+        // readers' bound, which the segment writer drops) and `rows_lost`.
+        let dropped = self.shared.queue.dropped();
+        let malformed = self.shared.rejected.load(Ordering::Relaxed);
+        let w = self.shared.writer.snapshot();
+        let rejected = malformed + w.rows_too_long;
+        if dropped > 0 || rejected > 0 || w.rows_lost > 0 {
             log::warn!(
-                "FPM trace of producer '{}' closed after dropping {s} records (queue full) and \
-                 rejecting {r} malformed payloads",
-                self.producer_id
+                "FPM trace of producer '{}' closed after dropping {dropped} records (queue \
+                 full), rejecting {rejected} payloads ({malformed} malformed, {} whose row \
+                 was over {} bytes) and losing {} rows with failed writes",
+                self.producer_id,
+                w.rows_too_long,
+                crate::segments::row::MAX_ROW_BYTES,
+                w.rows_lost
             );
         }
     }

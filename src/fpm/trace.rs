@@ -484,6 +484,42 @@ mod tests {
     }
 
     #[test]
+    fn the_close_message_counts_what_the_stats_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = FpmConfig {
+            output_path: dir.path().join("p"),
+            mode: crate::fpm::CaptureMode::Full,
+            ..FpmConfig::default()
+        };
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(0));
+        let trace = FpmTrace::open_manual(Source::new("n", "c", "big"), &config, clock, 8).unwrap();
+        // One malformed payload, and two valid ones whose rows would be over the readers'
+        // bound (the segment writer drops those), and one written.
+        trace.record_msgpack(b"\xc1");
+        let huge = "x".repeat(crate::segments::row::MAX_ROW_BYTES);
+        trace.record(FpmPayload::heartbeat(&huge, 0, 0));
+        trace.record(FpmPayload::heartbeat(&huge, 1, 0));
+        trace.record(FpmPayload::heartbeat("w", 0, 0));
+        let (stats, logged) = crate::logging::capture(|| trace.close());
+        assert_eq!(
+            (stats.recorded, stats.rejected, stats.written, stats.dropped),
+            (4, 3, 1, 0)
+        );
+        let closed: Vec<_> = crate::logging::warnings(&logged)
+            .into_iter()
+            .filter(|m| m.contains("closed after"))
+            .collect();
+        assert_eq!(closed.len(), 1, "{logged:?}");
+        assert!(
+            closed[0].contains("dropping 0 records")
+                && closed[0].contains("rejecting 3 payloads (1 malformed, 2 whose row was over")
+                && closed[0].contains("losing 0 rows"),
+            "{}",
+            closed[0]
+        );
+    }
+
+    #[test]
     fn a_second_open_shares_the_writer_until_the_last_close() {
         let dir = tempfile::tempdir().unwrap();
         let config = FpmConfig {

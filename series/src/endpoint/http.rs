@@ -236,24 +236,139 @@ pub fn error(status: u16, message: &str) -> Response {
 /// The largest request body the server reads past and discards before it closes the
 /// connection (a scrape has no body). A larger one would still be unread at the close, and the
 /// kernel would answer it with a reset that can cut the response short at the client: such a
-/// request is refused with 413 instead of a page that may arrive truncated.
+/// request is refused with 413 instead of a page that may arrive truncated. A chunked body is
+/// read whole before the answer, framing included, up to this size.
 pub const MAX_REQUEST_BODY: usize = 64 * 1024;
 
-/// Answers a parsed request: a body larger than [`MAX_REQUEST_BODY`], or of unknown length
-/// (`Transfer-Encoding`), 413; `GET`/`HEAD /metrics` get `metrics()` (content type and body);
+/// How a request's body is delimited (RFC 9112, section 6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyLength {
+    /// `Content-Length` bytes (0 without the header).
+    Fixed(u64),
+    /// The chunked transfer coding: the body ends with its last chunk.
+    Chunked,
+}
+
+/// The body length `request` declares, or why it cannot be trusted (a 400, as RFC 9112,
+/// section 6.3 asks): `Content-Length` values that are not numbers or differ (in one header
+/// or in several; equal repeats are one value), `Transfer-Encoding` with `Content-Length`
+/// (what request smuggling plays on), or a transfer coding whose last one is not `chunked`.
+pub fn body_length(request: &Request) -> Result<BodyLength, &'static str> {
+    let values = |name: &str| -> Vec<String> {
+        request
+            .headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .flat_map(|(_, v)| v.split(','))
+            .map(|v| v.trim().to_ascii_lowercase())
+            .collect()
+    };
+    let lengths = values("content-length");
+    let codings = values("transfer-encoding");
+    if !codings.is_empty() {
+        if !lengths.is_empty() {
+            return Err("both Transfer-Encoding and Content-Length");
+        }
+        return match codings.last().map(String::as_str) {
+            Some("chunked") => Ok(BodyLength::Chunked),
+            _ => Err("the last transfer coding is not chunked"),
+        };
+    }
+    let mut length = None;
+    for value in &lengths {
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("Content-Length is not a number");
+        }
+        let n: u64 = value
+            .parse()
+            .map_err(|_| "Content-Length is not a number")?;
+        if length.is_some_and(|l| l != n) {
+            return Err("conflicting Content-Length values");
+        }
+        length = Some(n);
+    }
+    Ok(BodyLength::Fixed(length.unwrap_or(0)))
+}
+
+/// Where a chunked body ends, read from the bytes after the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkedEnd {
+    /// The body (last chunk and trailers included) is this many bytes.
+    Complete(usize),
+    /// More bytes are needed.
+    Incomplete,
+    /// Not the chunked coding (a 400).
+    Malformed(&'static str),
+}
+
+/// Finds the end of the chunked body at the start of `buf`: chunks of hexadecimal size (with
+/// extensions, ignored), the last chunk of size 0, trailer lines, an empty line. Lines end
+/// with CRLF or, leniently, LF, as in the head.
+pub fn chunked_end(buf: &[u8]) -> ChunkedEnd {
+    use ChunkedEnd::{Complete, Incomplete, Malformed};
+    let line_at = |i: usize| -> Option<(&[u8], usize)> {
+        let nl = buf.get(i..)?.iter().position(|&b| b == b'\n')?;
+        let line = &buf[i..i + nl];
+        Some((line.strip_suffix(b"\r").unwrap_or(line), i + nl + 1))
+    };
+    let mut i = 0;
+    loop {
+        let Some((line, next)) = line_at(i) else {
+            return Incomplete;
+        };
+        let size = line.split(|&b| b == b';').next().unwrap_or_default();
+        let size = size.trim_ascii();
+        // At most 15 hex digits: no overflow, and far beyond any body read here.
+        if size.is_empty() || size.len() > 15 || !size.iter().all(u8::is_ascii_hexdigit) {
+            return Malformed("invalid chunk size");
+        }
+        let size = std::str::from_utf8(size)
+            .ok()
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .unwrap_or(usize::MAX);
+        i = next;
+        if size == 0 {
+            // Trailer lines, up to the empty line.
+            loop {
+                let Some((line, next)) = line_at(i) else {
+                    return Incomplete;
+                };
+                i = next;
+                if line.is_empty() {
+                    return Complete(i);
+                }
+            }
+        }
+        let Some(data_end) = i.checked_add(size) else {
+            return Malformed("invalid chunk size");
+        };
+        let rest = buf.get(data_end..).unwrap_or_default();
+        i = if rest.starts_with(b"\r\n") {
+            data_end + 2
+        } else if rest.starts_with(b"\n") {
+            data_end + 1
+        } else if rest.is_empty() || rest == b"\r" {
+            return Incomplete;
+        } else {
+            return Malformed("chunk data not followed by a line end");
+        };
+    }
+}
+
+/// The answer to a request whose body is over [`MAX_REQUEST_BODY`].
+pub fn too_large() -> Response {
+    error(413, "a scrape has no body; bodies over 64 KiB are refused")
+}
+
+/// Answers a parsed request: a body length that cannot be trusted ([`body_length`]), 400; a
+/// `Content-Length` over [`MAX_REQUEST_BODY`], 413 (a chunked body is the server's to read
+/// first: see [`chunked_end`]); `GET`/`HEAD /metrics` get `metrics()` (content type and body);
 /// other paths 404, other methods 405.
 pub fn route(request: &Request, metrics: impl FnOnce() -> (&'static str, Vec<u8>)) -> Response {
-    let declared = request.header("content-length").map(str::trim);
-    let too_large = match declared.map(str::parse::<u64>) {
-        Some(Ok(n)) => n > MAX_REQUEST_BODY as u64,
-        Some(Err(_)) => return error(400, "Content-Length is not a number"),
-        None => request.header("transfer-encoding").is_some(),
-    };
-    if too_large {
-        return error(
-            413,
-            "a scrape has no body; bodies over 64 KiB, or of unknown length, are refused",
-        );
+    match body_length(request) {
+        Err(why) => return error(400, why),
+        Ok(BodyLength::Fixed(n)) if n > MAX_REQUEST_BODY as u64 => return too_large(),
+        Ok(_) => {}
     }
     if request.path != METRICS_PATH {
         return error(404, "this endpoint serves GET /metrics");
@@ -281,6 +396,62 @@ mod tests {
 
     fn parse(s: &str) -> Result<Request, ParseError> {
         parse_head(s.as_bytes())
+    }
+
+    #[test]
+    fn body_lengths_are_trusted_only_when_unambiguous() {
+        let length = |headers: &str| {
+            body_length(&parse(&format!("GET /metrics HTTP/1.1\r\n{headers}\r\n")).unwrap())
+        };
+        assert_eq!(length(""), Ok(BodyLength::Fixed(0)));
+        assert_eq!(length("Content-Length: 5\r\n"), Ok(BodyLength::Fixed(5)));
+        // Equal repeats, in one header or in two, are one value (RFC 9112, section 6.3).
+        assert_eq!(
+            length("Content-Length: 5, 5\r\ncontent-length: 5\r\n"),
+            Ok(BodyLength::Fixed(5))
+        );
+        for bad in [
+            "Content-Length: 5\r\nContent-Length: 6\r\n",
+            "Content-Length: 5, 6\r\n",
+            "Content-Length: +5\r\n",
+            "Content-Length: \r\n",
+            "Content-Length: 99999999999999999999999\r\n",
+            "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+            "Transfer-Encoding: gzip\r\n",
+            "Transfer-Encoding: chunked, gzip\r\n",
+        ] {
+            assert!(length(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            length("Transfer-Encoding: gzip, Chunked\r\n"),
+            Ok(BodyLength::Chunked)
+        );
+    }
+
+    #[test]
+    fn chunked_bodies_end_with_the_last_chunk_and_trailers() {
+        use ChunkedEnd::*;
+        let body = b"5\r\nhello\r\n0\r\n\r\n";
+        assert_eq!(chunked_end(body), Complete(body.len()));
+        assert_eq!(chunked_end(b"0\r\n\r\nGET"), Complete(5));
+        assert_eq!(
+            chunked_end(b"3;ext=1\r\nabc\r\nA \r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n"),
+            Complete(43)
+        );
+        assert_eq!(chunked_end(b"5\nhello\n0\n\n"), Complete(11));
+        for i in 0..body.len() {
+            assert_eq!(chunked_end(&body[..i]), Incomplete, "{i}");
+        }
+        assert_eq!(chunked_end(b"x\r\n"), Malformed("invalid chunk size"));
+        assert_eq!(chunked_end(b"\r\n"), Malformed("invalid chunk size"));
+        assert_eq!(
+            chunked_end(b"fffffffffffffffff\r\n"),
+            Malformed("invalid chunk size")
+        );
+        assert_eq!(
+            chunked_end(b"2\r\nabc\r\n"),
+            Malformed("chunk data not followed by a line end")
+        );
     }
 
     #[test]
@@ -386,8 +557,9 @@ mod tests {
         );
         let big = "GET /metrics HTTP/1.1\r\nContent-Length: 65537\r\n\r\n";
         assert_eq!(route(&parse(big).unwrap(), metrics).status, 413);
+        // A chunked body was read by the server before it routes.
         let chunked = "GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(route(&parse(chunked).unwrap(), metrics).status, 413);
+        assert_eq!(route(&parse(chunked).unwrap(), metrics).status, 200);
         let small = "GET /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
         assert_eq!(route(&parse(small).unwrap(), metrics).status, 200);
         let bad = "GET /metrics HTTP/1.1\r\nContent-Length: lots\r\n\r\n";

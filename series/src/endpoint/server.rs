@@ -40,7 +40,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head (request line and headers) accepted; larger gets 431.
     pub max_head_bytes: usize,
-    /// Time from accepting a connection to having its whole request head; then 408.
+    /// Time from accepting a connection to having its whole request head (and a chunked
+    /// body); then 408.
     pub request_timeout: Duration,
     /// Time to send a response before the connection is dropped.
     pub write_timeout: Duration,
@@ -277,16 +278,8 @@ impl Conn {
                     Ok(0) => return false,
                     Ok(n) => {
                         self.head.extend_from_slice(&chunk[..n]);
-                        match http::head_end(&self.head) {
-                            Some(end) if end <= limits.max_head_bytes => {
-                                let response = answer(&self.head[..end], metrics);
-                                self.respond(response, limits, now);
-                            }
-                            _ if self.head.len() > limits.max_head_bytes => {
-                                let response = http::error(431, "the request head is too large");
-                                self.respond(response, limits, now);
-                            }
-                            _ => {}
+                        if let Some(response) = answer(&self.head, limits, metrics) {
+                            self.respond(response, limits, now);
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
@@ -332,13 +325,33 @@ impl Conn {
     }
 }
 
-/// The response to a complete request head.
-fn answer(head: &[u8], metrics: &MetricsFn) -> http::Response {
-    match http::parse_head(head) {
-        Ok(request) => catch_unwind(AssertUnwindSafe(|| http::route(&request, || metrics())))
-            .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
-        Err(e) => http::refuse(&e),
+/// The response to the request read so far (`buf`), once it is complete: its head, and a
+/// chunked body whole (read and discarded, up to [`http::MAX_REQUEST_BODY`]: a small body of
+/// unknown length is read past as one with a `Content-Length` is, a larger one gets 413).
+/// `None` while more is needed.
+fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Response> {
+    let Some(end) = http::head_end(buf).filter(|&end| end <= limits.max_head_bytes) else {
+        return (buf.len() > limits.max_head_bytes)
+            .then(|| http::error(431, "the request head is too large"));
+    };
+    let request = match http::parse_head(&buf[..end]) {
+        Ok(request) => request,
+        Err(e) => return Some(http::refuse(&e)),
+    };
+    if http::body_length(&request) == Ok(http::BodyLength::Chunked) {
+        match http::chunked_end(&buf[end..]) {
+            http::ChunkedEnd::Complete(_) => {}
+            http::ChunkedEnd::Malformed(why) => return Some(http::error(400, why)),
+            http::ChunkedEnd::Incomplete if buf.len() - end > http::MAX_REQUEST_BODY => {
+                return Some(http::too_large())
+            }
+            http::ChunkedEnd::Incomplete => return None,
+        }
     }
+    Some(
+        catch_unwind(AssertUnwindSafe(|| http::route(&request, || metrics())))
+            .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
+    )
 }
 
 struct EventLoop {
