@@ -951,7 +951,8 @@ mod tests {
             Some(
                 "| `NIXL_TELEMETRY_BUFFER_SIZE` | unsigned | `4096` | \
                  [core](configuration.md#the-cores-variables) | \
-                 Staging capacity per producer thread and ring size, in events (1..16777216). |"
+                 Staging capacity of each collector (one budget its producer threads share) and \
+                 ring size, in events (1..16777216). |"
             )
         );
         assert!(table.lines().nth(3).unwrap().contains("| unset |"));
