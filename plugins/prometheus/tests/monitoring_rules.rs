@@ -241,3 +241,243 @@ fn the_prometheus_rule_is_the_rules_file() {
     assert!(manifest.contains("kind: PrometheusRule\n"));
     assert!(manifest.contains("apiVersion: monitoring.coreos.com/v1\n"));
 }
+
+/// The rules loaded into real Prometheus servers scraping real `prometheus_mp` pages: four ranks
+/// of two jobs on two hosts (stores written in this process), served once with node totals and
+/// once without. On both servers the `instance:` and `workload:` rates are what the ranks' own
+/// series give (a node with totals counts once: doubling would be 2x), every quantile is there,
+/// and the drop alert fires once per rank (never for a node total).
+#[test]
+fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
+    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
+    use nixl_telemetry_mp_store::election::Role;
+    use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    // (host, local rank, job, bytes sent per tick)
+    const RANKS: [(&str, &str, &str, u64); 4] = [
+        ("node-a", "0", "101", 1000),
+        ("node-a", "1", "101", 2000),
+        ("node-b", "0", "202", 3000),
+        ("node-b", "1", "202", 4000),
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    nixl_telemetry_mp_store::dir::prepare(&dir).unwrap();
+    let writers: Vec<StoreWriter> = RANKS
+        .iter()
+        .enumerate()
+        .map(|(i, (host, rank, job, _))| {
+            let id = Identity {
+                agent_name: "prefill".into(),
+                hostname: (*host).into(),
+                local_rank: (*rank).into(),
+                pid: 2000 + i as i64,
+                run_marker: 1,
+                instance: 0,
+                labels: nixl_telemetry_series::WorkloadLabels::from_pairs(vec![(
+                    "slurm_job_id".into(),
+                    (*job).into(),
+                )])
+                .unwrap(),
+            };
+            StoreWriter::create(&dir, &id, &nixl_telemetry_series::Buckets::default()).unwrap()
+        })
+        .collect();
+    // Every 50 ms each rank records a transfer (a transfer time of a tenth of its bytes in µs),
+    // a backend error and a dropped event.
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for (w, r) in writers.iter().zip(&RANKS) {
+                    w.apply(&[
+                        Event::new(EventType::AgentTxBytes, r.3),
+                        Event::new(EventType::AgentRxBytes, r.3 / 10),
+                        Event::new(EventType::AgentTxRequestsNum, 1),
+                        Event::new(EventType::AgentRxRequestsNum, 1),
+                        Event::new(EventType::AgentXferTime, r.3 / 10),
+                        Event::new(EventType::AgentXferPostTime, r.3 / 100),
+                        Event::new(EventType::AgentErrBackend, 1),
+                        Event::new(EventType::AgentTelemetryEventsDropped, 1),
+                    ]);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            writers
+        })
+    };
+    let serve = |aggregate| {
+        let scan = ScanConfig {
+            dir: dir.clone(),
+            stale_ttl: Duration::from_secs(30),
+            aggregate,
+        };
+        let port = common::free_port();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let e = nixl_telemetry_mp_store::join_election(&scan, addr);
+        assert_eq!(e.poll(Instant::now()).unwrap(), Role::Serving(addr));
+        (e, port)
+    };
+    let (_plain, plain_port) = serve(Aggregate::None);
+    let (_summed, summed_port) = serve(Aggregate::Sum);
+    let rules = bundle().join(RULES);
+    let servers = [
+        (
+            "without node totals",
+            common::Prometheus::scraping_with_rules(
+                &scratch.path().join("plain"),
+                &[plain_port],
+                &[&rules],
+            ),
+        ),
+        (
+            "with node totals",
+            common::Prometheus::scraping_with_rules(
+                &scratch.path().join("summed"),
+                &[summed_port],
+                &[&rules],
+            ),
+        ),
+    ];
+    // Enough scrapes for the rates, and rules evaluated on them.
+    for (name, prom) in &servers {
+        common::poll(Duration::from_secs(90), name, || {
+            let v = prom.vector(r#"count_over_time(agent_tx_bytes_total{pid!=""}[10s])"#)?;
+            let r = prom.vector("count_over_time(instance:agent_tx_bytes:rate5m[10s])")?;
+            (v.len() == 4
+                && v.iter().all(|(_, n)| *n >= 8.0)
+                && r.len() == 2
+                && r.iter().all(|(_, n)| *n >= 3.0))
+            .then_some(())
+        });
+    }
+    let keyed = |v: Vec<(serde_json::Value, f64)>| {
+        let mut out: Vec<(String, f64)> = v
+            .into_iter()
+            .map(|(m, x)| {
+                let mut m = m.as_object().unwrap().clone();
+                m.remove("__name__");
+                (serde_json::Value::Object(m).to_string(), x)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    // (recorded, what the ranks' own series give at the same instant)
+    let checks = [
+        (
+            "instance:agent_tx_bytes:rate5m",
+            r#"sum without (pid, agent_instance, local_rank, agent_name) (rate(agent_tx_bytes_total{pid!=""}[5m]))"#,
+        ),
+        (
+            "instance:agent_rx_requests_num:rate5m",
+            r#"sum without (pid, agent_instance, local_rank, agent_name) (rate(agent_rx_requests_num_total{pid!=""}[5m]))"#,
+        ),
+        (
+            "instance:agent_errors:rate5m",
+            r#"sum without (pid, agent_instance, local_rank, agent_name) (rate(agent_errors_total{pid!=""}[5m]))"#,
+        ),
+        (
+            "workload:agent_tx_bytes:rate5m",
+            r#"sum without (pid, agent_instance, local_rank, agent_name, instance, hostname) (rate(agent_tx_bytes_total{pid!=""}[5m]))"#,
+        ),
+        (
+            "job:agent_tx_bytes:rate5m",
+            r#"sum by (job) (rate(agent_tx_bytes_total{pid!=""}[5m]))"#,
+        ),
+    ];
+    for (server, prom) in &servers {
+        // A recorded sample old enough that every scrape before it is stored.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        for (recorded, truth) in checks {
+            let at = prom
+                .vector_at(&format!("max(timestamp({recorded}))"), now - 3.0)
+                .unwrap()[0]
+                .1;
+            let got = keyed(prom.vector_at(recorded, at).unwrap());
+            let want = keyed(prom.vector_at(truth, at).unwrap());
+            assert!(!got.is_empty(), "{server}: no {recorded}");
+            assert_eq!(
+                got.iter().map(|g| &g.0).collect::<Vec<_>>(),
+                want.iter().map(|w| &w.0).collect::<Vec<_>>(),
+                "{server}: {recorded}"
+            );
+            for (g, w) in got.iter().zip(&want) {
+                // The rule ran when the last scrape may not have been stored yet: a few
+                // percent; doubling would be 100%.
+                assert!(
+                    (g.1 - w.1).abs() <= 0.2 * w.1.abs().max(1e-9),
+                    "{server}: {recorded} {} is {}, the ranks give {}",
+                    g.0,
+                    g.1,
+                    w.1
+                );
+            }
+        }
+        // One series per host, with its job; errors by status.
+        let tx = keyed(prom.vector("instance:agent_tx_bytes:rate5m").unwrap());
+        assert_eq!(tx.len(), 2, "{server}: {tx:?}");
+        assert!(
+            tx[0].0.contains(r#""hostname":"node-a""#)
+                && tx[0].0.contains(r#""slurm_job_id":"101""#)
+        );
+        let backend = prom
+            .vector(r#"instance:agent_errors:ratio_rate5m{status="backend"}"#)
+            .unwrap();
+        // One backend error per 2 requests and 1 error: a third.
+        assert_eq!(backend.len(), 2, "{server}");
+        for (_, v) in &backend {
+            assert!((v - 1.0 / 3.0).abs() < 0.05, "{server}: error ratio {v}");
+        }
+        // p50, p90, p99 of both histograms per host and per job.
+        for q in [
+            "instance_quantile:agent_xfer_time_us:histogram_quantile_rate5m",
+            "instance_quantile:agent_xfer_post_time_us:histogram_quantile_rate5m",
+            "workload_quantile:agent_xfer_time_us:histogram_quantile_rate5m",
+        ] {
+            let v = prom.vector(q).unwrap();
+            assert_eq!(v.len(), 6, "{server}: {q} {v:?}");
+            assert!(
+                v.iter().all(|(_, x)| x.is_finite() && *x > 0.0),
+                "{server}: {v:?}"
+            );
+        }
+        // node-a's transfers take 100 µs (rank 0) and 200 µs (rank 1), half each: p50 at the 100 µs
+        // bound, p90 inside the (100, 250] bucket, 100 + 0.8 x 150 µs.
+        let quantile = |q: &str| {
+            let v = prom
+                .vector(&format!(
+                    "instance_quantile:agent_xfer_time_us:histogram_quantile_rate5m\
+                     {{hostname=\"node-a\",quantile=\"{q}\"}}"
+                ))
+                .unwrap();
+            assert_eq!(v.len(), 1, "{server}: {v:?}");
+            v[0].1
+        };
+        assert!((quantile("0.5") - 100.0).abs() < 1.0, "{server}");
+        assert!((quantile("0.9") - 220.0).abs() < 15.0, "{server}");
+        // Every rank drops events: the alert fires for each rank, never for a node total.
+        let alerts = common::poll(Duration::from_secs(30), server, || {
+            let v = prom
+                .vector(r#"ALERTS{alertname="NixlTelemetryEventsDropped",alertstate="firing"}"#)?;
+            (v.len() >= 4).then_some(v)
+        });
+        assert_eq!(alerts.len(), 4, "{server}: {alerts:?}");
+        assert!(alerts.iter().all(|(m, _)| m["pid"].as_str().is_some()));
+        assert!(
+            !prom.log_text().contains("level=error"),
+            "{server}: {}",
+            prom.log_text()
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(feeder.join().unwrap());
+}
