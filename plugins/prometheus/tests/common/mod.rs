@@ -254,12 +254,20 @@ impl Prometheus {
     /// Starts a server in `work` (which must not hold another server's data) scraping the
     /// loopback `targets` as job `node`.
     pub fn scraping(work: &Path, targets: &[u16]) -> Prometheus {
+        Prometheus::scraping_with_rules(work, targets, &[])
+    }
+
+    /// Like [`scraping`](Self::scraping), loading the rule files `rules`, evaluated every second.
+    pub fn scraping_with_rules(work: &Path, targets: &[u16], rules: &[&Path]) -> Prometheus {
         std::fs::create_dir_all(work).unwrap();
         let yml = work.join("prometheus.yml");
         let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
+        let files: Vec<String> = rules.iter().map(|r| format!("'{}'", r.display())).collect();
         let scrape = format!(
-            "global: {{scrape_interval: 1s, scrape_timeout: 1s}}\nscrape_configs:\n- job_name: \
-             node\n  static_configs: [{{targets: [{}]}}]\n",
+            "global: {{scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}}\n\
+             rule_files: [{}]\nscrape_configs:\n- job_name: node\n  static_configs: \
+             [{{targets: [{}]}}]\n",
+            files.join(", "),
             list.join(", ")
         );
         std::fs::write(&yml, scrape).unwrap();
