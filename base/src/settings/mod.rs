@@ -819,6 +819,9 @@ pub struct Effective {
     pub value: Option<String>,
     /// Where the value came from.
     pub origin: Origin,
+    /// Why the value cannot be used (a file value of the wrong type: the error a collector's
+    /// creation would give), from [`effective_all`]; `value` is then the file's text.
+    pub problem: Option<String>,
 }
 
 /// Looks a setting up as a collector does: in the process environment (an empty
@@ -855,8 +858,21 @@ pub type OptionValue<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// The effective value of every setting of [`SETTINGS`] for a collector created with options
 /// giving `option` (none at all: as `nixl_telemetry_create` would see them), in table order.
 /// An error when the configuration file cannot be read or holds a value of the wrong type for
-/// a setting the environment does not override.
+/// a setting the environment does not override (the first such value: [`effective_all`] marks
+/// them all instead).
 pub fn effective(option: OptionValue) -> Result<Vec<Effective>> {
+    let all = effective_all(option)?;
+    if let Some(problem) = all.iter().find_map(|e| e.problem.clone()) {
+        return Err(Error::invalid(problem));
+    }
+    Ok(all)
+}
+
+/// [`effective`], but a value that cannot be used (of the wrong type in the file) is not an
+/// error: its entry carries the problem ([`Effective::problem`]) and the value as the file
+/// writes it, so that every setting can be shown with the faulty ones marked. An error only
+/// when the configuration file cannot be read, or a variable is not UTF-8.
+pub fn effective_all(option: OptionValue) -> Result<Vec<Effective>> {
     SETTINGS
         .iter()
         .map(|setting| {
@@ -865,22 +881,52 @@ pub fn effective(option: OptionValue) -> Result<Vec<Effective>> {
                     value,
                     origin: Origin::Option,
                 }),
-                None => lookup(setting.name)?,
+                None => match lookup(setting.name) {
+                    Ok(sourced) => sourced,
+                    Err(e) => {
+                        // The file itself, or a variable that is not UTF-8: nothing to show.
+                        let Ok(Some(file)) = file::process_file() else {
+                            return Err(e);
+                        };
+                        let Some(written) = file.written(setting.name) else {
+                            return Err(e);
+                        };
+                        return Ok(Effective {
+                            setting,
+                            value: Some(written),
+                            origin: Origin::File(file.path().to_owned()),
+                            problem: Some(e.message),
+                        });
+                    }
+                },
             };
             Ok(match sourced {
                 Some(Sourced { value, origin }) => Effective {
                     setting,
                     value: Some(value),
                     origin,
+                    problem: None,
                 },
                 None => Effective {
                     setting,
                     value: setting.default.map(str::to_owned),
                     origin: Origin::Default,
+                    problem: None,
                 },
             })
         })
         .collect()
+}
+
+/// The messages about the configuration file's keys that look like settings but are none, or
+/// that the file cannot set ([`file::ConfigFile::unknown_keys`]); none without a file. An error
+/// when the file cannot be read.
+pub fn unknown_file_keys() -> Result<Vec<String>> {
+    match file::process_file() {
+        Ok(Some(f)) => Ok(f.unknown_keys()),
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// The file this process reads settings from (`None`: none was found), or why it cannot.
