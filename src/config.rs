@@ -169,14 +169,29 @@ impl Options {
         settings::effective(&|name| self.value_of(name))
     }
 
+    /// [`Options::effective`], but a value of the wrong type in the file is marked on its entry
+    /// instead of failing ([`settings::effective_all`]).
+    pub fn effective_all(&self) -> Result<Vec<settings::Effective>> {
+        settings::effective_all(&|name| self.value_of(name))
+    }
+
     /// Validates the configuration a collector created with these options would get, without
     /// creating anything: the configuration file, every set value's kind (including settings
     /// only an exporter that is not chosen reads), and the core configuration with the exporter
-    /// choice (the `TRACE` settings included). The error is the one creation would give.
+    /// choice (the `TRACE` settings included): the error is the one creation would give. Then
+    /// the file's keys: a key that looks like a setting but is none (a typo) or that the file
+    /// cannot set (`DYN_FPM_*`), which creation only warns about, is an error here, one line
+    /// each ([`settings::unknown_file_keys`]).
     pub fn check(&self) -> Result<Config> {
         settings::check_kinds(&|name| self.value_of(name))?;
-        self.config(&process_settings)
-            .map_err(|err| self.with_file_sources(err))
+        let config = self
+            .config(&process_settings)
+            .map_err(|err| self.with_file_sources(err))?;
+        let unknown = settings::unknown_file_keys()?;
+        if !unknown.is_empty() {
+            return Err(Error::invalid(unknown.join("\n")));
+        }
+        Ok(config)
     }
 
     /// `error`, naming the configuration file for every setting it names that came from the

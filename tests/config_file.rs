@@ -146,6 +146,44 @@ fn child() {
             );
             assert_eq!(Options::default().check().unwrap_err(), e);
         }
+        "typos_are_warned_once_when_the_file_is_read" => {
+            // The first read of the file warns, on the reading thread, once per unknown key;
+            // the keys are ignored (the collector is made from the rest).
+            let (c, logged) = nixl_telemetry_core::logging::capture(|| {
+                Collector::from_env("agent", false).unwrap()
+            });
+            assert_eq!(c.exporter_name(), "BUFFER");
+            c.close();
+            let cfg = cfg.display();
+            assert_eq!(
+                nixl_telemetry_core::logging::warnings(&logged),
+                [
+                    format!(
+                        "{cfg}: DYN_FPM_TRACE is ignored: Dynamo's DYN_FPM_* variables are read \
+                         from the environment only; set it there"
+                    ),
+                    format!(
+                        "{cfg}: NIXL_TELEMETRY_LABEL_FROM is not a setting of NIXL telemetry \
+                         and is ignored: did you mean NIXL_TELEMETRY_LABELS_FROM?"
+                    ),
+                    format!(
+                        "{cfg}: NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL is not a setting of NIXL \
+                         telemetry and is ignored: did you mean \
+                         NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS?"
+                    ),
+                ]
+            );
+            // Not again in this process, whatever reads the settings next.
+            let (_, logged) = nixl_telemetry_core::logging::capture(|| {
+                let c = Collector::from_env("again", false).unwrap();
+                c.close();
+                Options::default().effective().unwrap()
+            });
+            assert!(
+                nixl_telemetry_core::logging::warnings(&logged).is_empty(),
+                "{logged:?}"
+            );
+        }
         "invalid_file_value_names_the_file" => {
             let e = create_error();
             assert_eq!(
@@ -245,6 +283,19 @@ fn a_wrong_type_fails_creation_naming_file_key_and_value() {
     let home = Home::new();
     home.write_cfg(".nixl.cfg", "NIXL_TELEMETRY_ENABLE = \"yes\"\n");
     home.run("wrong_type_names_file_key_value", &[]);
+}
+
+#[test]
+fn typos_in_the_file_are_warned_once_with_the_closest_name() {
+    let home = Home::new();
+    home.write_cfg(
+        ".nixl.cfg",
+        &format!(
+            "{RINGS}NIXL_TELEMETRY_LABEL_FROM = 'slurm'\nNIXL_TELEMETRY_REMOTE_WRITE_INTERVAL = \
+             1000\nDYN_FPM_TRACE = true\nOTHER_SUBSYSTEM_KEY = 1\n"
+        ),
+    );
+    home.run("typos_are_warned_once_when_the_file_is_read", &[]);
 }
 
 #[test]

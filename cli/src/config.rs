@@ -23,12 +23,16 @@ program uses it, wins over all of them.
 --check exits with status 1 and the error a collector's creation would give when the \
 configuration file cannot be read, a value has the wrong type (checked for every setting, \
 including those only an exporter that is not chosen reads), or the core settings and the \
-exporter choice (with the TRACE exporter's settings) are invalid. It creates no file and binds \
+exporter choice (with the TRACE exporter's settings) are invalid; and when the file has a \
+NIXL_TELEMETRY_* key that is no setting (a typo: the closest name is suggested) or a DYN_FPM_* \
+key (Dynamo's variables come from the environment only), which creation only warns about. \
+Without --check, values of the wrong type are marked in the listing (# ERROR) and the command \
+exits with status 1; such keys are listed as # warning lines. It creates no file and binds \
 no port, so the values only a plug-in checks when it starts (port ranges, histogram bounds) and \
 whether the plug-in loads are not checked.")]
 pub struct ConfigArgs {
     /// Print one JSON document: {"file": path or null, "settings": [{"name", "kind", "value",
-    /// "origin", "reader", "doc"}]}.
+    /// "origin", "reader", "doc", "error"}], "unknown_keys": [messages]}.
     #[arg(long, conflicts_with = "check")]
     json: bool,
     /// Print, above each setting, a comment line saying what it does and who reads it.
@@ -60,8 +64,19 @@ pub fn run(args: &ConfigArgs) -> CliResult {
         )?;
         return Ok(());
     }
-    let effective = options.effective()?;
+    let effective = options.effective_all()?;
     let file = settings::config_file_path()?;
+    let unknown = settings::unknown_file_keys()?;
+    // Every faulty entry is shown in place; the command then fails with all of them.
+    let problems: Vec<&str> = effective
+        .iter()
+        .filter_map(|e| e.problem.as_deref())
+        .collect();
+    let outcome = if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(nixl_telemetry::Error::invalid(problems.join("\n")).into())
+    };
     if args.json {
         let rows: Vec<_> = effective
             .iter()
@@ -73,16 +88,17 @@ pub fn run(args: &ConfigArgs) -> CliResult {
                     "origin": e.origin.to_string(),
                     "reader": e.setting.readers_text(),
                     "doc": e.setting.doc,
+                    "error": e.problem,
                 })
             })
             .collect();
-        let doc = json!({ "file": file, "settings": rows });
+        let doc = json!({ "file": file, "settings": rows, "unknown_keys": unknown });
         writeln!(
             out,
             "{}",
             serde_json::to_string_pretty(&doc).unwrap_or_default()
         )?;
-        return Ok(());
+        return outcome;
     }
     match &file {
         Some(path) => writeln!(out, "# configuration file: {}", path.display())?,
@@ -94,6 +110,9 @@ pub fn run(args: &ConfigArgs) -> CliResult {
             settings::file::SYSTEM_PATH
         )?,
     }
+    for message in &unknown {
+        writeln!(out, "# warning: {message}")?;
+    }
     let width = effective
         .iter()
         .map(|e| e.origin.to_string().len())
@@ -103,9 +122,17 @@ pub fn run(args: &ConfigArgs) -> CliResult {
         if args.doc {
             writeln!(out, "# {} ({})", e.setting.doc, e.setting.readers_text())?;
         }
-        writeln!(out, "{:<width$}  {}", e.origin.to_string(), assignment(e))?;
+        match &e.problem {
+            None => writeln!(out, "{:<width$}  {}", e.origin.to_string(), assignment(e))?,
+            Some(problem) => writeln!(
+                out,
+                "{:<width$}  {}  # ERROR: {problem}",
+                e.origin.to_string(),
+                assignment(e)
+            )?,
+        }
     }
-    Ok(())
+    outcome
 }
 
 /// `NAME=value`, or `NAME (unset)`.

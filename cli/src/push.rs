@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use nixl_telemetry::env::Lookup;
-use nixl_telemetry::settings::process_settings;
+use nixl_telemetry::settings::{self, process_settings};
 use nixl_telemetry_mp_store::config::ScanConfig;
 use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_push::{Auth, Client, Labels, PushConfig, Pusher, Source, Target};
@@ -187,15 +187,15 @@ pub fn start(args: &PushArgs, scan: &ScanConfig) -> Result<Vec<Pusher>, String> 
     if let Some(url) = &args.otlp {
         use nixl_telemetry_push::otlp;
         let vars = [
-            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", Some(url.clone())),
+            (settings::OTEL_METRICS_ENDPOINT.name, Some(url.clone())),
             (
-                "OTEL_METRIC_EXPORT_INTERVAL",
+                settings::OTEL_METRIC_EXPORT_INTERVAL.name,
                 args.push_interval_ms.map(|ms| ms.to_string()),
             ),
         ];
-        let env = overlay(args, &nixl_telemetry::env::environment, &vars);
-        let mut config = otlp::OtlpConfig::from_env(&env, &process_settings)
-            .map_err(|e| e.replace("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "--otlp"))?;
+        let settings = overlay(args, &process_settings, &vars);
+        let mut config = otlp::OtlpConfig::from_settings(&settings)
+            .map_err(|e| e.replace(settings::OTEL_METRICS_ENDPOINT.name, "--otlp"))?;
         apply_options(args, &mut config.target)?;
         check_interval(&config.push, scan.stale_ttl)?;
         let client = Client::new(config.target.clone())?;

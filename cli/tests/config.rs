@@ -138,9 +138,10 @@ fn config_json_and_the_search_order() {
         &serde_json::json!({
             "name": "NIXL_TELEMETRY_EXPORTER", "kind": "string", "value": "NOP",
             "origin": format!("file:{named}"), "reader": "core",
-            "doc": nixl_telemetry::settings::EXPORTER.doc,
+            "doc": nixl_telemetry::settings::EXPORTER.doc, "error": null,
         })
     );
+    assert_eq!(doc["unknown_keys"], serde_json::json!([]));
     // No file at all.
     let empty = Home::new();
     let doc: serde_json::Value = serde_json::from_str(&empty.stdout(&["--json"], &[])).unwrap();
@@ -257,4 +258,124 @@ fn a_file_that_cannot_be_used_fails_both_forms() {
             absent.display()
         )
     );
+}
+
+#[test]
+fn check_fails_on_a_typo_naming_the_closest_setting() {
+    let home = Home::new();
+    let cfg = home.write(
+        ".nixl.cfg",
+        "NIXL_TELEMETRY_LABEL_FROM = 'slurm'\nNIXL_TELEMETRY_REMOTE_WRITE_INTERVAL = 1000\n\
+         OTHER_SUBSYSTEM = 1\n",
+    );
+    let cfg = cfg.display();
+    assert_eq!(
+        home.failure(&["--check"], &[]),
+        format!(
+            "nixl-telemetry: error: {cfg}: NIXL_TELEMETRY_LABEL_FROM is not a setting of NIXL \
+             telemetry and is ignored: did you mean NIXL_TELEMETRY_LABELS_FROM?\n{cfg}: \
+             NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL is not a setting of NIXL telemetry and is \
+             ignored: did you mean NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS?\n"
+        )
+    );
+    // The listing shows them as warnings, and succeeds.
+    let listing = home.stdout(&[], &[]);
+    assert!(
+        listing.contains(&format!(
+            "# warning: {cfg}: NIXL_TELEMETRY_LABEL_FROM is not a setting of NIXL telemetry"
+        )),
+        "{listing}"
+    );
+    // Spelt right, the check passes (and other subsystems' keys are not judged).
+    home.write(
+        ".nixl.cfg",
+        "NIXL_TELEMETRY_LABELS_FROM = 'slurm'\nNIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS = 1000\n\
+         OTHER_SUBSYSTEM = 1\n",
+    );
+    assert!(home.stdout(&["--check"], &[]).starts_with("ok: "));
+}
+
+#[test]
+fn config_lists_every_setting_with_the_faulty_ones_marked() {
+    let home = Home::new();
+    let cfg = home.write(
+        ".nixl.cfg",
+        "NIXL_TELEMETRY_PROMETHEUS_LOCAL = 'yes'\nNIXL_TELEMETRY_BUFFER_SIZE = 64\n",
+    );
+    let cfg = cfg.display();
+    let out = home.config(&[], &[]).assert().code(1).get_output().clone();
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    );
+    let error = format!(
+        "{cfg}: NIXL_TELEMETRY_PROMETHEUS_LOCAL = \"yes\" is not a boolean: write true or false \
+         (a TOML boolean, without quotes)"
+    );
+    assert_eq!(stderr, format!("nixl-telemetry: error: {error}\n"));
+    // Every setting is listed, the faulty one marked with its value as the file writes it.
+    for s in SETTINGS {
+        line_of(&stdout, s.name);
+    }
+    assert!(
+        line_of(&stdout, "NIXL_TELEMETRY_PROMETHEUS_LOCAL").ends_with(&format!(
+            "NIXL_TELEMETRY_PROMETHEUS_LOCAL=\"yes\"  # ERROR: {error}"
+        ))
+    );
+    assert!(
+        line_of(&stdout, "NIXL_TELEMETRY_BUFFER_SIZE").ends_with("NIXL_TELEMETRY_BUFFER_SIZE=64")
+    );
+    assert_eq!(stdout.matches("# ERROR").count(), 1, "{stdout}");
+    // --json too, with an "error" per setting.
+    let out = home
+        .config(&["--json"], &[])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| {
+        doc["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        row("NIXL_TELEMETRY_PROMETHEUS_LOCAL")["error"],
+        error.as_str()
+    );
+    assert_eq!(
+        row("NIXL_TELEMETRY_BUFFER_SIZE")["error"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
+fn the_otlp_settings_come_from_the_file_after_the_environment() {
+    let home = Home::new();
+    let cfg = home.write(
+        ".nixl.cfg",
+        "OTEL_EXPORTER_OTLP_ENDPOINT = 'http://collector:4318'\nOTEL_METRIC_EXPORT_INTERVAL = \
+         5000\nOTEL_SERVICE_NAME = 'from-file'\n",
+    );
+    let out = home.stdout(&[], &[("OTEL_SERVICE_NAME", "from-env")]);
+    assert_eq!(
+        line_of(&out, "OTEL_EXPORTER_OTLP_ENDPOINT")
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        [
+            format!("file:{}", cfg.display()),
+            "OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318".to_owned()
+        ]
+    );
+    assert!(line_of(&out, "OTEL_METRIC_EXPORT_INTERVAL").ends_with("=5000"));
+    assert!(line_of(&out, "OTEL_SERVICE_NAME").starts_with("environment "));
+    // A wrong type is caught as for every setting.
+    home.write(".nixl.cfg", "OTEL_METRIC_EXPORT_INTERVAL = '5s'\n");
+    assert!(home
+        .failure(&["--check"], &[])
+        .contains("OTEL_METRIC_EXPORT_INTERVAL = \"5s\" is not a duration in milliseconds"));
 }

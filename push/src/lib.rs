@@ -5,6 +5,8 @@
 //! - [`target`]: the receiver ([`Target`]: URL, TLS roots, basic auth or bearer token read from
 //!   a file, extra headers, timeout), validated when the exporter is created, and the
 //!   [`Client`] that posts one body and classifies the answer ([`Outcome`]).
+//! - [`tls`]: the server certificate check of https pushes (webpki's, and a self-signed
+//!   certificate pinned by the CA file, as curl accepts it).
 //! - [`pusher`]: the push loop ([`Pusher`]): a thread of its own (a worker of the base crate,
 //!   with its panic policy: a panicking encoder is reported once and counted as a failed push,
 //!   and the loop goes on) that builds a body from the current (cumulative) state every
@@ -32,6 +34,7 @@ pub mod pusher;
 pub mod remote_write;
 pub mod rows;
 pub mod target;
+pub mod tls;
 
 pub use agent::AgentPush;
 pub use pusher::{

@@ -440,7 +440,7 @@ mod tests {
     #[test]
     fn a_partial_success_is_logged_once_per_distinct_message() {
         let env = nixl_telemetry_base::env::fixed_env(&[]);
-        let config = OtlpConfig::from_env(&env, &env).unwrap();
+        let config = OtlpConfig::from_settings(&env).unwrap();
         let mut p = Otlp::new(Box::new(Vec::new), Vec::new(), &config, "h");
         p.sent(&[]);
         p.sent(&answer(0, ""));

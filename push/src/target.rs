@@ -15,6 +15,8 @@ use nixl_telemetry_base::trusted_file::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
+use crate::tls::{self, PinningVerifier};
+
 /// At most this much of a receiver's error answer is kept for the log.
 const MESSAGE_LIMIT: usize = 512;
 
@@ -248,11 +250,23 @@ impl Client {
             ));
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let pinned = target.roots.clone().unwrap_or_default();
+        let tls = if roots.is_empty() {
+            // Plain http without a root: never asked to check a certificate.
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS: {e}"))?
+                .with_root_certificates(roots)
+                .with_no_client_auth()
+        } else {
+            let verifier = PinningVerifier::new(roots, pinned, provider.clone())?;
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS: {e}"))?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
+        };
         let agent = crate::http::agent(Some(Arc::new(tls)), None);
         let authorization = target.auth.as_ref().map(Auth::header);
         Ok(Client {
@@ -315,7 +329,9 @@ impl Client {
                 }
             }
             Err(ureq::Error::Transport(t)) => Outcome::Retry {
-                reason: crate::http::transport_error(&t),
+                // The pusher's warning names the URL: the reason does not repeat it.
+                reason: tls::not_pinned_message(&t)
+                    .unwrap_or_else(|| crate::http::transport_error(&t)),
                 key: t.kind().to_string(),
                 after: None,
             },

@@ -22,23 +22,23 @@ use std::time::Duration;
 use crate::env::Lookup;
 pub use crate::fpm::queue::DEFAULT_QUEUE_MAX_BYTES;
 pub use crate::segments::writer::{DEFAULT_MAX_SEGMENTS, DEFAULT_ROLL_BYTES};
-use crate::settings::process_settings;
+use crate::settings::{self, process_settings};
 
 /// `DYN_FPM_TRACE`: the master switch.
-pub const ENV_TRACE: &str = "DYN_FPM_TRACE";
+pub const ENV_TRACE: &str = settings::DYN_FPM_TRACE;
 /// `DYN_FPM_OUTPUT_PATH`: the output prefix.
-pub const ENV_OUTPUT_PATH: &str = "DYN_FPM_OUTPUT_PATH";
+pub const ENV_OUTPUT_PATH: &str = settings::DYN_FPM_OUTPUT_PATH;
 /// `DYN_FPM_MODE`: `sampled` or `full`.
-pub const ENV_MODE: &str = "DYN_FPM_MODE";
+pub const ENV_MODE: &str = settings::DYN_FPM_MODE;
 /// `DYN_FPM_SAMPLE_INTERVAL_MS`: the sampling interval in milliseconds.
-pub const ENV_SAMPLE_INTERVAL_MS: &str = "DYN_FPM_SAMPLE_INTERVAL_MS";
+pub const ENV_SAMPLE_INTERVAL_MS: &str = settings::DYN_FPM_SAMPLE_INTERVAL_MS;
 /// `DYN_FPM_JSONL_GZ_ROLL_BYTES`: the uncompressed size at which a segment rolls.
-pub const ENV_ROLL_BYTES: &str = "DYN_FPM_JSONL_GZ_ROLL_BYTES";
+pub const ENV_ROLL_BYTES: &str = settings::DYN_FPM_JSONL_GZ_ROLL_BYTES;
 /// `DYN_FPM_MAX_SEGMENTS`: segments kept per producer, the active one included.
-pub const ENV_MAX_SEGMENTS: &str = "DYN_FPM_MAX_SEGMENTS";
+pub const ENV_MAX_SEGMENTS: &str = settings::DYN_FPM_MAX_SEGMENTS;
 /// `DYN_FPM_QUEUE_MAX_BYTES`: the bytes of recorded payloads a producer's queue holds at most
 /// (this library's addition to Dynamo's variables).
-pub const ENV_QUEUE_MAX_BYTES: &str = "DYN_FPM_QUEUE_MAX_BYTES";
+pub const ENV_QUEUE_MAX_BYTES: &str = settings::DYN_FPM_QUEUE_MAX_BYTES;
 
 /// Default output prefix.
 pub const DEFAULT_OUTPUT_PATH: &str = "/tmp/dynamo-fpm";
@@ -218,6 +218,23 @@ fn read_enabled(env: Lookup) -> Result<FpmConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_read_are_the_ones_the_configuration_file_knows() {
+        // A DYN_FPM_* key in NIXL's configuration file is reported by the base crate's list.
+        assert_eq!(
+            [
+                ENV_TRACE,
+                ENV_OUTPUT_PATH,
+                ENV_MODE,
+                ENV_SAMPLE_INTERVAL_MS,
+                ENV_ROLL_BYTES,
+                ENV_MAX_SEGMENTS,
+                ENV_QUEUE_MAX_BYTES
+            ],
+            settings::DYN_FPM_VARIABLES
+        );
+    }
     use crate::env::fixed_env as env_of;
     use crate::logging;
 

@@ -11,7 +11,11 @@
 //! that the fork handlers take ([`crate::fork::LockOrder::ConfigFile`]), so a child never
 //! inherits a read that a thread of its parent had begun and will never finish.
 //!
-//! Nothing here logs: the logger's own threshold (`NIXL_LOG_LEVEL`) is read through this module.
+//! Keys that look like this library's settings but are none of them (a `NIXL_TELEMETRY_*` typo,
+//! or a `DYN_FPM_*` key: Dynamo's variables come from the environment only) would be silently
+//! ignored; they are warned about once per process, with the closest known name
+//! ([`ConfigFile::unknown_keys`]), after the file is read and remembered: the logger's own
+//! threshold (`NIXL_LOG_LEVEL`) is read through this module, so nothing logs while it reads.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -21,7 +25,7 @@ use std::sync::Mutex;
 use toml::value::Datetime;
 use toml::Value;
 
-use super::{Kind, Setting};
+use super::{Kind, Setting, DYN_FPM_VARIABLES, SETTINGS};
 use crate::env::unset_if_empty;
 use crate::error::{Error, Result};
 use crate::fork::{hold_across_fork, LockOrder};
@@ -114,6 +118,14 @@ pub fn process_file() -> &'static Result<Option<ConfigFile>> {
     let loaded: &'static Result<Option<ConfigFile>> =
         Box::leak(Box::new(Search::of_process().load()));
     LOADED.store(std::ptr::from_ref(loaded).cast_mut(), Ordering::Release);
+    drop(_reading);
+    // Once per process: only the thread that read the file gets here, and the logger (which
+    // reads NIXL_LOG_LEVEL through this function) now finds the file read.
+    if let Ok(Some(file)) = loaded {
+        for message in file.unknown_keys() {
+            log::warn!("{message}");
+        }
+    }
     loaded
 }
 
@@ -187,6 +199,51 @@ impl ConfigFile {
         &self.path
     }
 
+    /// One message for each top-level key of the file that looks like a setting of this
+    /// library but is none (a `NIXL_TELEMETRY_*` key that is not declared in [`SETTINGS`]) or
+    /// that the file cannot set (a `DYN_FPM_*` key: Dynamo's variables come from the
+    /// environment only), sorted by key. Each names the file and the key, says that it
+    /// is ignored, and names the closest known name when there is one near enough. Other keys
+    /// (other NIXL subsystems' settings) are not this library's to judge.
+    pub fn unknown_keys(&self) -> Vec<String> {
+        let path = self.path.display();
+        let mut out = Vec::new();
+        for key in self.table.keys() {
+            if key.starts_with(TELEMETRY_PREFIX) && !SETTINGS.iter().any(|s| s.name == key) {
+                let names = SETTINGS.iter().map(|s| s.name);
+                let advice = match closest(key, names, TELEMETRY_PREFIX.len()) {
+                    Some(name) => format!("did you mean {name}?"),
+                    None => "nixl-telemetry config --doc lists the settings".to_owned(),
+                };
+                out.push(format!(
+                    "{path}: {key} is not a setting of NIXL telemetry and is ignored: {advice}"
+                ));
+            } else if DYN_FPM_VARIABLES.contains(&key.as_str()) {
+                out.push(format!(
+                    "{path}: {key} is ignored: Dynamo's DYN_FPM_* variables are read from the \
+                     environment only; set it there"
+                ));
+            } else if key.starts_with(DYN_FPM_PREFIX) {
+                let advice =
+                    match closest(key, DYN_FPM_VARIABLES.iter().copied(), DYN_FPM_PREFIX.len()) {
+                        Some(name) => format!("did you mean {name}? (from the environment only)"),
+                        None => "they are read from the environment only".to_owned(),
+                    };
+                out.push(format!(
+                    "{path}: {key} is not a DYN_FPM_* variable of the FPM trace and is \
+                     ignored: {advice}"
+                ));
+            }
+        }
+        out
+    }
+
+    /// How the file writes `name`'s value (strings quoted), if it has the key: for showing a
+    /// value that [`ConfigFile::value`] refuses.
+    pub fn written(&self, name: &str) -> Option<String> {
+        self.table.get(name).map(shown)
+    }
+
     /// The value the file gives `setting`, as the environment would hold it: `None` when the
     /// key is absent (or, for a `NIXL_TELEMETRY_*` setting, an empty string, as in the
     /// environment). A value whose TOML type does not fit the setting's kind is an error
@@ -234,6 +291,46 @@ impl ConfigFile {
         };
         Ok(unset_if_empty(setting.name, Some(text)))
     }
+}
+
+/// The prefix of this library's own settings (all but `NIXL_LOG_LEVEL`, `NIXL_PLUGIN_DIR` and
+/// the OpenTelemetry ones); other `NIXL_*` keys may be other NIXL subsystems'.
+const TELEMETRY_PREFIX: &str = "NIXL_TELEMETRY_";
+/// The prefix of Dynamo's FPM variables.
+const DYN_FPM_PREFIX: &str = "DYN_FPM_";
+
+/// The name among `names` closest to `key` by edit distance, if near enough: at most half the
+/// length of what follows the common prefix of `prefix_len` bytes (and at least 2 edits are
+/// allowed), so that a typo is named and an unrelated key is not.
+fn closest<'n>(
+    key: &str,
+    names: impl Iterator<Item = &'n str>,
+    prefix_len: usize,
+) -> Option<&'n str> {
+    let allowed = (key.len().saturating_sub(prefix_len) / 2).max(2);
+    names
+        .map(|name| (levenshtein(key, name), name))
+        .filter(|(d, _)| *d <= allowed)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
+}
+
+/// The Levenshtein distance of `a` and `b` (insertions, deletions, substitutions of chars).
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// A TOML local time (no date, no offset) as milliseconds: h·3600000 + m·60000 + s·1000 +
@@ -300,6 +397,67 @@ mod tests {
         // An empty string is unset for NIXL_TELEMETRY_* settings, as in the environment.
         assert_eq!(value(f, "NIXL_TELEMETRY_EXPORTER"), Ok(None));
         assert_eq!(value(f, "NIXL_LOG_LEVEL"), some(""));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_the_closest_known_name() {
+        let f = file(
+            "NIXL_TELEMETRY_LABEL_FROM = 'slurm'\nNIXL_TELEMETRY_REMOTE_WRITE_INTERVAL = 5\n\
+             NIXL_TELEMETRY_PROMETHEUS_PROT = 1\nNIXL_TELEMETRY_XYZZY = 1\n\
+             DYN_FPM_OUTPUTPATH = '/x'\nDYN_FPM_MODE = 'full'\nDYN_FPM_SOMETHING_ELSE = 1\n\
+             NIXL_TELEMETRY_DIR = '/d'\nOTEL_SERVICE_NAME = 's'\nNIXL_LOG_LEVEL = 'INFO'\n\
+             NIXL_OTHER_SUBSYSTEM = 1\nOTHER = 2\n",
+        );
+        let ignored = "is not a setting of NIXL telemetry and is ignored";
+        assert_eq!(
+            f.unknown_keys(),
+            [
+                "/cfg/nixl.cfg: DYN_FPM_MODE is ignored: Dynamo's DYN_FPM_* variables are read \
+                 from the environment only; set it there"
+                    .to_owned(),
+                "/cfg/nixl.cfg: DYN_FPM_OUTPUTPATH is not a DYN_FPM_* variable of the FPM trace \
+                 and is ignored: did you mean DYN_FPM_OUTPUT_PATH? (from the environment only)"
+                    .to_owned(),
+                "/cfg/nixl.cfg: DYN_FPM_SOMETHING_ELSE is not a DYN_FPM_* variable of the FPM \
+                 trace and is ignored: they are read from the environment only"
+                    .to_owned(),
+                format!(
+                    "/cfg/nixl.cfg: NIXL_TELEMETRY_LABEL_FROM {ignored}: did you mean \
+                     NIXL_TELEMETRY_LABELS_FROM?"
+                ),
+                format!(
+                    "/cfg/nixl.cfg: NIXL_TELEMETRY_PROMETHEUS_PROT {ignored}: did you mean \
+                     NIXL_TELEMETRY_PROMETHEUS_PORT?"
+                ),
+                format!(
+                    "/cfg/nixl.cfg: NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL {ignored}: did you mean \
+                     NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS?"
+                ),
+                format!(
+                    "/cfg/nixl.cfg: NIXL_TELEMETRY_XYZZY {ignored}: nixl-telemetry config --doc \
+                     lists the settings"
+                ),
+            ]
+        );
+        assert!(file("NIXL_TELEMETRY_DIR = '/d'\n")
+            .unknown_keys()
+            .is_empty());
+    }
+
+    #[test]
+    fn edit_distance() {
+        assert_eq!(levenshtein("", ""), 0);
+        assert_eq!(levenshtein("abc", ""), 3);
+        assert_eq!(levenshtein("", "ab"), 2);
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("LABEL_FROM", "LABELS_FROM"), 1);
+        assert_eq!(levenshtein("PROT", "PORT"), 2);
+        let names = ["NIXL_TELEMETRY_DIR", "NIXL_TELEMETRY_LABELS"];
+        assert_eq!(
+            closest("NIXL_TELEMETRY_LABEL", names.into_iter(), 15),
+            Some("NIXL_TELEMETRY_LABELS")
+        );
+        assert_eq!(closest("NIXL_TELEMETRY_XYZZY", names.into_iter(), 15), None);
     }
 
     #[test]

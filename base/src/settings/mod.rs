@@ -6,7 +6,8 @@
 //! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; so every reader (the core, the TRACE exporter, the plug-ins, each with its own copy of
 //! this crate) gets the file's values by the same rules. Names that are not in the table (other
 //! variables, such as Dynamo's `DYN_FPM_*` or the rank variable `prometheus_mp` is told to read)
-//! come from the environment only.
+//! come from the environment only. The `OTEL_*` variables the `otlp` exporter reads are in the
+//! table: the environment first, then the file, as for every setting.
 
 pub mod file;
 
@@ -504,6 +505,147 @@ declare!(
     [Otlp],
     "How long destroying an agent waits for the last push."
 );
+declare!(
+    OTEL_ENDPOINT,
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    Text,
+    Some("http://localhost:4318"),
+    [Otlp],
+    "OpenTelemetry: the collector's base URL; /v1/metrics is appended."
+);
+declare!(
+    OTEL_METRICS_ENDPOINT,
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: the full metrics URL, used as given (wins over the base URL)."
+);
+declare!(
+    OTEL_HEADERS,
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: request headers, name=value,name=value, values percent-decoded."
+);
+declare!(
+    OTEL_METRICS_HEADERS,
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: the metrics request headers (win over OTEL_EXPORTER_OTLP_HEADERS)."
+);
+declare!(
+    OTEL_TIMEOUT,
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    Millis,
+    Some("10000"),
+    [Otlp],
+    "OpenTelemetry: timeout of one push, in milliseconds."
+);
+declare!(
+    OTEL_METRICS_TIMEOUT,
+    "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+    Millis,
+    None,
+    [Otlp],
+    "OpenTelemetry: timeout of one metrics push (wins over OTEL_EXPORTER_OTLP_TIMEOUT)."
+);
+declare!(
+    OTEL_COMPRESSION,
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    Text,
+    Some("none"),
+    [Otlp],
+    "OpenTelemetry: gzip or none."
+);
+declare!(
+    OTEL_METRICS_COMPRESSION,
+    "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: gzip or none for metrics (wins over OTEL_EXPORTER_OTLP_COMPRESSION)."
+);
+declare!(
+    OTEL_CERTIFICATE,
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: PEM file of the CA certificates an https collector is checked against."
+);
+declare!(
+    OTEL_METRICS_CERTIFICATE,
+    "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: the CA file for metrics (wins over OTEL_EXPORTER_OTLP_CERTIFICATE)."
+);
+declare!(
+    OTEL_SERVICE_NAME,
+    "OTEL_SERVICE_NAME",
+    Text,
+    Some("nixl"),
+    [Otlp],
+    "OpenTelemetry: service.name (wins over service.name in OTEL_RESOURCE_ATTRIBUTES)."
+);
+declare!(
+    OTEL_RESOURCE_ATTRIBUTES,
+    "OTEL_RESOURCE_ATTRIBUTES",
+    Text,
+    None,
+    [Otlp],
+    "OpenTelemetry: resource attributes, key=value,key=value, values percent-decoded."
+);
+declare!(
+    OTEL_METRIC_EXPORT_INTERVAL,
+    "OTEL_METRIC_EXPORT_INTERVAL",
+    Millis,
+    Some("60000"),
+    [Otlp],
+    "OpenTelemetry: milliseconds between pushes."
+);
+declare!(
+    OTEL_TEMPORALITY_PREFERENCE,
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    Text,
+    Some("cumulative"),
+    [Otlp],
+    "OpenTelemetry: cumulative, delta or lowmemory (delta for NIXL's sums)."
+);
+
+/// Dynamo's `DYN_FPM_TRACE`: the FPM trace's master switch.
+pub const DYN_FPM_TRACE: &str = "DYN_FPM_TRACE";
+/// Dynamo's `DYN_FPM_OUTPUT_PATH`: the FPM trace's output prefix.
+pub const DYN_FPM_OUTPUT_PATH: &str = "DYN_FPM_OUTPUT_PATH";
+/// Dynamo's `DYN_FPM_MODE`: `sampled` or `full`.
+pub const DYN_FPM_MODE: &str = "DYN_FPM_MODE";
+/// Dynamo's `DYN_FPM_SAMPLE_INTERVAL_MS`: the FPM sampling interval in milliseconds.
+pub const DYN_FPM_SAMPLE_INTERVAL_MS: &str = "DYN_FPM_SAMPLE_INTERVAL_MS";
+/// Dynamo's `DYN_FPM_JSONL_GZ_ROLL_BYTES`: the uncompressed size at which a segment rolls.
+pub const DYN_FPM_JSONL_GZ_ROLL_BYTES: &str = "DYN_FPM_JSONL_GZ_ROLL_BYTES";
+/// Dynamo's `DYN_FPM_MAX_SEGMENTS`: FPM segments kept per producer.
+pub const DYN_FPM_MAX_SEGMENTS: &str = "DYN_FPM_MAX_SEGMENTS";
+/// `DYN_FPM_QUEUE_MAX_BYTES`: the bytes a producer's FPM queue holds at most (this library's
+/// addition to Dynamo's variables).
+pub const DYN_FPM_QUEUE_MAX_BYTES: &str = "DYN_FPM_QUEUE_MAX_BYTES";
+
+/// The `DYN_FPM_*` variables the FPM trace reads (`nixl_telemetry::fpm::config`). They are
+/// Dynamo's, read from the environment only, not settings: listed here so that such a key in
+/// NIXL's configuration file is recognised and reported ([`file::ConfigFile::unknown_keys`]).
+pub const DYN_FPM_VARIABLES: &[&str] = &[
+    DYN_FPM_TRACE,
+    DYN_FPM_OUTPUT_PATH,
+    DYN_FPM_MODE,
+    DYN_FPM_SAMPLE_INTERVAL_MS,
+    DYN_FPM_JSONL_GZ_ROLL_BYTES,
+    DYN_FPM_MAX_SEGMENTS,
+    DYN_FPM_QUEUE_MAX_BYTES,
+];
 
 /// Every setting read by this library and its exporter plug-ins, in the order
 /// `nixl-telemetry config` and the docs list them (a test keeps it complete).
@@ -544,6 +686,20 @@ pub const SETTINGS: &[Setting] = &[
     REMOTE_WRITE_BEARER_TOKEN_FILE,
     REMOTE_WRITE_CA_FILE,
     OTLP_FINAL_PUSH_MS,
+    OTEL_ENDPOINT,
+    OTEL_METRICS_ENDPOINT,
+    OTEL_HEADERS,
+    OTEL_METRICS_HEADERS,
+    OTEL_TIMEOUT,
+    OTEL_METRICS_TIMEOUT,
+    OTEL_COMPRESSION,
+    OTEL_METRICS_COMPRESSION,
+    OTEL_CERTIFICATE,
+    OTEL_METRICS_CERTIFICATE,
+    OTEL_SERVICE_NAME,
+    OTEL_RESOURCE_ATTRIBUTES,
+    OTEL_METRIC_EXPORT_INTERVAL,
+    OTEL_TEMPORALITY_PREFERENCE,
 ];
 
 /// The Markdown table of `settings` that the docs hold (`docs/configuration-file.md`,
@@ -663,6 +819,9 @@ pub struct Effective {
     pub value: Option<String>,
     /// Where the value came from.
     pub origin: Origin,
+    /// Why the value cannot be used (a file value of the wrong type: the error a collector's
+    /// creation would give), from [`effective_all`]; `value` is then the file's text.
+    pub problem: Option<String>,
 }
 
 /// Looks a setting up as a collector does: in the process environment (an empty
@@ -699,8 +858,21 @@ pub type OptionValue<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// The effective value of every setting of [`SETTINGS`] for a collector created with options
 /// giving `option` (none at all: as `nixl_telemetry_create` would see them), in table order.
 /// An error when the configuration file cannot be read or holds a value of the wrong type for
-/// a setting the environment does not override.
+/// a setting the environment does not override (the first such value: [`effective_all`] marks
+/// them all instead).
 pub fn effective(option: OptionValue) -> Result<Vec<Effective>> {
+    let all = effective_all(option)?;
+    if let Some(problem) = all.iter().find_map(|e| e.problem.clone()) {
+        return Err(Error::invalid(problem));
+    }
+    Ok(all)
+}
+
+/// [`effective`], but a value that cannot be used (of the wrong type in the file) is not an
+/// error: its entry carries the problem ([`Effective::problem`]) and the value as the file
+/// writes it, so that every setting can be shown with the faulty ones marked. An error only
+/// when the configuration file cannot be read, or a variable is not UTF-8.
+pub fn effective_all(option: OptionValue) -> Result<Vec<Effective>> {
     SETTINGS
         .iter()
         .map(|setting| {
@@ -709,22 +881,52 @@ pub fn effective(option: OptionValue) -> Result<Vec<Effective>> {
                     value,
                     origin: Origin::Option,
                 }),
-                None => lookup(setting.name)?,
+                None => match lookup(setting.name) {
+                    Ok(sourced) => sourced,
+                    Err(e) => {
+                        // The file itself, or a variable that is not UTF-8: nothing to show.
+                        let Ok(Some(file)) = file::process_file() else {
+                            return Err(e);
+                        };
+                        let Some(written) = file.written(setting.name) else {
+                            return Err(e);
+                        };
+                        return Ok(Effective {
+                            setting,
+                            value: Some(written),
+                            origin: Origin::File(file.path().to_owned()),
+                            problem: Some(e.message),
+                        });
+                    }
+                },
             };
             Ok(match sourced {
                 Some(Sourced { value, origin }) => Effective {
                     setting,
                     value: Some(value),
                     origin,
+                    problem: None,
                 },
                 None => Effective {
                     setting,
                     value: setting.default.map(str::to_owned),
                     origin: Origin::Default,
+                    problem: None,
                 },
             })
         })
         .collect()
+}
+
+/// The messages about the configuration file's keys that look like settings but are none, or
+/// that the file cannot set ([`file::ConfigFile::unknown_keys`]); none without a file. An error
+/// when the file cannot be read.
+pub fn unknown_file_keys() -> Result<Vec<String>> {
+    match file::process_file() {
+        Ok(Some(f)) => Ok(f.unknown_keys()),
+        Ok(None) => Ok(Vec::new()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// The file this process reads settings from (`None`: none was found), or why it cannot.

@@ -21,8 +21,7 @@ impl TelemetryPlugin for OtlpExporter {
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
         let config =
-            OtlpConfig::from_env(&nixl_telemetry_base::env::environment, &process_settings)
-                .map_err(CreateError::InvalidParam)?;
+            OtlpConfig::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
         let host = hostname();
         let push = AgentPush::start(
             params.agent_name,

@@ -1,6 +1,7 @@
-//! The OTLP exporter's configuration: the standard `OTEL_*` variables (read from the process
-//! environment only: they are OpenTelemetry's, not NIXL settings), with the defaults and
-//! precedence of the OpenTelemetry specification, and the NIXL setting of the last push.
+//! The OTLP exporter's configuration: the standard `OTEL_*` variables, with the defaults and
+//! precedence of the OpenTelemetry specification, and the NIXL setting of the last push. All
+//! are declared settings (`nixl_telemetry_base::settings::OTEL_ENDPOINT`, ...) read through the
+//! settings lookup: the environment first, then NIXL's configuration file, as every setting.
 //!
 //! | variable | default | |
 //! | --- | --- | --- |
@@ -14,7 +15,7 @@
 //! | `OTEL_RESOURCE_ATTRIBUTES` | | `key=value,...`, values percent-decoded |
 //! | `OTEL_METRIC_EXPORT_INTERVAL` | 60000 | milliseconds between pushes |
 //! | `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` | `cumulative` | or `delta`, `lowmemory` |
-//! | `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS` (a NIXL setting) | 5000 | bound of the last push |
+//! | `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS` | 5000 | bound of the last push |
 //!
 //! A signal-specific (`METRICS_`) variable wins over the general one. Empty values are unset,
 //! as the specification says. Names and values are compared case-insensitively where the
@@ -25,16 +26,20 @@ use std::time::Duration;
 use crate::pusher::PushConfig;
 use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
 use nixl_telemetry_base::env::{parse_u64, Lookup};
-use nixl_telemetry_base::settings;
+use nixl_telemetry_base::settings::{self, Setting};
 
 /// `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS`: how long destroying an agent waits for the last push.
 pub const ENV_FINAL_PUSH_MS: &str = settings::OTLP_FINAL_PUSH_MS.name;
 /// The default bound of the last push, in milliseconds.
 pub const DEFAULT_FINAL_PUSH_MS: u64 = settings::OTLP_FINAL_PUSH_MS.default_u64();
 /// The default endpoint (OTLP/HTTP's port on this host).
-pub const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
+pub const DEFAULT_ENDPOINT: &str = settings::OTEL_ENDPOINT.default_str();
 /// The default `service.name`.
-pub const DEFAULT_SERVICE_NAME: &str = "nixl";
+pub const DEFAULT_SERVICE_NAME: &str = settings::OTEL_SERVICE_NAME.default_str();
+/// The default timeout of one push, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = settings::OTEL_TIMEOUT.default_u64();
+/// The default interval between pushes, in milliseconds.
+pub const DEFAULT_INTERVAL_MS: u64 = settings::OTEL_METRIC_EXPORT_INTERVAL.default_u64();
 
 /// How sums and histograms are reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,43 +67,50 @@ pub struct OtlpConfig {
 }
 
 impl OtlpConfig {
-    /// Reads the `OTEL_*` variables through `env` and the NIXL setting through `settings`.
-    pub fn from_env(env: Lookup, settings: Lookup) -> Result<OtlpConfig, String> {
-        let get = |name: &str| -> Result<Option<String>, String> {
-            Ok(env(name)
+    /// Reads the `OTEL_*` variables and the NIXL setting through `settings` (the settings
+    /// lookup: the environment, then NIXL's configuration file).
+    pub fn from_settings(settings: Lookup) -> Result<OtlpConfig, String> {
+        let get = |setting: &Setting| -> Result<Option<String>, String> {
+            Ok(settings(setting.name)
                 .map_err(|e| e.message)?
                 .filter(|v| !v.trim().is_empty()))
         };
         // The signal-specific variable, else the general one: (name, value).
-        let pick = |what: &str| -> Result<Option<(String, String)>, String> {
-            let specific = format!("OTEL_EXPORTER_OTLP_METRICS_{what}");
-            if let Some(v) = get(&specific)? {
-                return Ok(Some((specific, v)));
+        let pick = |specific: &Setting,
+                    general: &Setting|
+         -> Result<Option<(&'static str, String)>, String> {
+            if let Some(v) = get(specific)? {
+                return Ok(Some((specific.name, v)));
             }
-            let general = format!("OTEL_EXPORTER_OTLP_{what}");
-            Ok(get(&general)?.map(|v| (general, v)))
+            Ok(get(general)?.map(|v| (general.name, v)))
         };
-        let url = match get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")? {
-            Some(url) => parse_url("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", url.trim())?,
+        let url = match get(&settings::OTEL_METRICS_ENDPOINT)? {
+            Some(url) => parse_url(settings::OTEL_METRICS_ENDPOINT.name, url.trim())?,
             None => {
-                let base = get("OTEL_EXPORTER_OTLP_ENDPOINT")?
-                    .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
+                let base =
+                    get(&settings::OTEL_ENDPOINT)?.unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
                 let full = format!("{}/v1/metrics", base.trim().trim_end_matches('/'));
-                parse_url("OTEL_EXPORTER_OTLP_ENDPOINT", &full)?
+                parse_url(settings::OTEL_ENDPOINT.name, &full)?
             }
         };
-        let timeout = match pick("TIMEOUT")? {
-            Some((name, v)) => millis(&name, &v)?,
-            None => Duration::from_millis(10_000),
+        let timeout = match pick(&settings::OTEL_METRICS_TIMEOUT, &settings::OTEL_TIMEOUT)? {
+            Some((name, v)) => millis(name, &v)?,
+            None => Duration::from_millis(DEFAULT_TIMEOUT_MS),
         };
         let mut target = Target::new(url, timeout);
-        if let Some((name, v)) = pick("HEADERS")? {
-            target.headers = parse_headers(&name, &v, true)?;
+        if let Some((name, v)) = pick(&settings::OTEL_METRICS_HEADERS, &settings::OTEL_HEADERS)? {
+            target.headers = parse_headers(name, &v, true)?;
         }
-        if let Some((name, v)) = pick("CERTIFICATE")? {
-            target.roots = Some(read_ca_file(&name, &v)?);
+        if let Some((name, v)) = pick(
+            &settings::OTEL_METRICS_CERTIFICATE,
+            &settings::OTEL_CERTIFICATE,
+        )? {
+            target.roots = Some(read_ca_file(name, &v)?);
         }
-        let gzip = match pick("COMPRESSION")? {
+        let gzip = match pick(
+            &settings::OTEL_METRICS_COMPRESSION,
+            &settings::OTEL_COMPRESSION,
+        )? {
             None => false,
             Some((name, v)) => match v.trim().to_ascii_lowercase().as_str() {
                 "gzip" => true,
@@ -106,31 +118,20 @@ impl OtlpConfig {
                 _ => return Err(format!("{name}='{v}': use gzip or none")),
             },
         };
-        let temporality = match get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")? {
+        let temporality = match get(&settings::OTEL_TEMPORALITY_PREFERENCE)? {
             None => Temporality::Cumulative,
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "cumulative" => Temporality::Cumulative,
-                // Low memory: delta for (monotonic) counters and histograms, which is all of
-                // NIXL's sums.
-                "delta" | "lowmemory" => Temporality::Delta,
-                _ => {
-                    return Err(format!(
-                        "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE='{v}': use \
-                         cumulative, delta or lowmemory"
-                    ))
-                }
-            },
+            Some(v) => temporality(settings::OTEL_TEMPORALITY_PREFERENCE.name, &v)?,
         };
-        let interval = match get("OTEL_METRIC_EXPORT_INTERVAL")? {
-            Some(v) => millis("OTEL_METRIC_EXPORT_INTERVAL", &v)?,
-            None => Duration::from_millis(60_000),
+        let interval = match get(&settings::OTEL_METRIC_EXPORT_INTERVAL)? {
+            Some(v) => millis(settings::OTEL_METRIC_EXPORT_INTERVAL.name, &v)?,
+            None => Duration::from_millis(DEFAULT_INTERVAL_MS),
         };
         let mut resource = Vec::new();
-        if let Some(v) = get("OTEL_RESOURCE_ATTRIBUTES")? {
-            resource = parse_headers("OTEL_RESOURCE_ATTRIBUTES", &v, true)
+        if let Some(v) = get(&settings::OTEL_RESOURCE_ATTRIBUTES)? {
+            resource = parse_headers(settings::OTEL_RESOURCE_ATTRIBUTES.name, &v, true)
                 .map_err(|e| e.replace("header", "attribute"))?;
         }
-        let service = match get("OTEL_SERVICE_NAME")? {
+        let service = match get(&settings::OTEL_SERVICE_NAME)? {
             Some(name) => name,
             None => resource
                 .iter()
@@ -157,6 +158,19 @@ impl OtlpConfig {
     }
 }
 
+/// The temporality preference `value` of variable `name` (case-insensitive).
+fn temporality(name: &str, value: &str) -> Result<Temporality, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "cumulative" => Ok(Temporality::Cumulative),
+        // Low memory: delta for (monotonic) counters and histograms, which is all of NIXL's
+        // sums.
+        "delta" | "lowmemory" => Ok(Temporality::Delta),
+        _ => Err(format!(
+            "{name}='{value}': use cumulative, delta or lowmemory"
+        )),
+    }
+}
+
 fn millis(name: &str, value: &str) -> Result<Duration, String> {
     let ms = parse_u64(name, value.trim()).map_err(|e| e.message)?;
     if ms == 0 {
@@ -171,9 +185,7 @@ mod tests {
     use nixl_telemetry_base::env::fixed_env;
 
     fn config(pairs: &[(&str, &str)]) -> Result<OtlpConfig, String> {
-        let env = fixed_env(pairs);
-        let none = fixed_env(&[]);
-        OtlpConfig::from_env(&env, &none)
+        OtlpConfig::from_settings(&fixed_env(pairs))
     }
 
     #[test]

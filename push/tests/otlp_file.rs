@@ -1,0 +1,53 @@
+//! The `otlp` exporter's `OTEL_*` settings from NIXL's configuration file, the environment
+//! winning, read through the process's settings lookup as the plug-in reads them (in a child
+//! process: the file is read once per process).
+
+use std::process::Command;
+
+use nixl_telemetry::settings::{self, process_settings};
+use nixl_telemetry_push::otlp::{OtlpConfig, Temporality};
+
+#[test]
+fn otel_settings_come_from_the_file_after_the_environment() {
+    if std::env::var_os("OTLP_FILE_CHILD").is_some() {
+        let c = OtlpConfig::from_settings(&process_settings).unwrap();
+        assert_eq!(
+            c.target.url.as_str(),
+            "http://collector.example:4318/v1/metrics"
+        );
+        assert_eq!(c.push.interval.as_millis(), 5000);
+        assert!(c.gzip);
+        assert_eq!(c.temporality, Temporality::Delta);
+        assert_eq!(c.resource[0], ("service.name".into(), "from-env".into()));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("nixl.cfg");
+    std::fs::write(
+        &cfg,
+        "OTEL_EXPORTER_OTLP_ENDPOINT = 'http://collector.example:4318'\n\
+         OTEL_METRIC_EXPORT_INTERVAL = 5000\nOTEL_EXPORTER_OTLP_COMPRESSION = 'gzip'\n\
+         OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE = 'delta'\n\
+         OTEL_SERVICE_NAME = 'from-file'\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "otel_settings_come_from_the_file_after_the_environment",
+        "--test-threads=1",
+    ])
+    .env("OTLP_FILE_CHILD", "1")
+    .env(settings::file::CONFIG_FILE_VAR, &cfg);
+    for s in settings::SETTINGS {
+        cmd.env_remove(s.name);
+    }
+    cmd.env(settings::OTEL_SERVICE_NAME.name, "from-env");
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
