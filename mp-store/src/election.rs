@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::store_scan::ScanPages;
 use nixl_telemetry_series::endpoint::server::MetricsFn;
 use nixl_telemetry_series::endpoint::{BindError, Limits, Server};
 use nixl_telemetry_series::text;
@@ -176,8 +177,7 @@ impl Election {
                 }
             }
         }
-        let scan = self.scan.clone();
-        let metrics: MetricsFn = Arc::new(move || (text::CONTENT_TYPE, scan.scrape().into_bytes()));
+        let metrics: MetricsFn = Arc::new(ScanPages(self.scan.clone()));
         match Server::bind(self.addr, Limits::default(), metrics) {
             Ok(server) => {
                 let local = server.local_addr();

@@ -50,6 +50,21 @@ const WARNED_PATHS: usize = 64;
 /// one line per scrape.
 pub const MAX_REFUSED_FILES: usize = 16_384;
 
+/// A store scan as an endpoint's pages: `/metrics` is [`StoreScan::scrape`], `/health` is
+/// ready while at least one rank's store is served (its writer alive, or updated within the
+/// stale TTL), with the ranks served and the newest update's age; 503 otherwise.
+pub struct ScanPages(pub std::sync::Arc<StoreScan>);
+
+impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
+    fn metrics(&self) -> (&'static str, Vec<u8>) {
+        (text::CONTENT_TYPE, self.0.scrape().into_bytes())
+    }
+
+    fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
+        self.0.health()
+    }
+}
+
 /// What one scan does with files of other users: remember them, or count them when the memory
 /// is full.
 struct Foreign<'a> {
@@ -359,6 +374,35 @@ impl StoreScan {
                 }
                 None
             }
+        }
+    }
+
+    /// The endpoint's health: ready while a rank's store is served, with how many and the
+    /// newest update's age in seconds; unavailable, with the reason, when none is (no rank
+    /// updated its store within the stale TTL, or the directory cannot be read).
+    pub fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
+        use nixl_telemetry_series::endpoint::http::{json_string, Health};
+        let stores = self.live_stores();
+        let now = sys::monotonic_ns();
+        let newest = stores
+            .iter()
+            .map(|s| now.saturating_sub(s.last_update_ns))
+            .min();
+        let dir = json_string(&self.config.dir.display().to_string());
+        match newest {
+            Some(age_ns) => Health::ready(format!(
+                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}"#,
+                stores.len(),
+                age_ns as f64 / 1e9
+            )),
+            None => Health::unavailable(
+                format!(
+                    "no rank has updated its store in {} within the stale TTL ({} s)",
+                    self.config.dir.display(),
+                    self.config.stale_ttl.as_secs()
+                ),
+                format!(r#""dir":{dir},"ranks":0"#),
+            ),
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use nixl_telemetry::sync::LockUnpoisoned;
 use nixl_telemetry::{Event, EventType};
-use nixl_telemetry_series::endpoint::server::MetricsFn;
+use nixl_telemetry_series::endpoint::server::{MetricsFn, PageFn};
 use nixl_telemetry_series::endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
 use nixl_telemetry_series::{AgentSeries, Buckets};
 use nixl_telemetry_test_support::child;
@@ -23,7 +23,7 @@ fn loopback() -> SocketAddr {
 }
 
 fn metrics(body: &'static str) -> MetricsFn {
-    Arc::new(move || (CT, body.as_bytes().to_vec()))
+    Arc::new(PageFn(move || (CT, body.as_bytes().to_vec())))
 }
 
 fn server(limits: Limits) -> Server {
@@ -338,12 +338,12 @@ fn bind_errors_tell_a_collision_from_other_failures() {
 fn a_panicking_producer_gives_500_and_the_server_goes_on() {
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
-    let m: MetricsFn = Arc::new(move || {
+    let m: MetricsFn = Arc::new(PageFn(move || {
         if c.fetch_add(1, Ordering::SeqCst) == 0 {
             panic!("boom");
         }
         (CT, b"ok\n".to_vec())
-    });
+    }));
     let s = Server::bind(loopback(), Limits::default(), m).unwrap();
     assert_eq!(get(s.local_addr(), "/metrics").status, 500);
     assert_eq!(get(s.local_addr(), "/metrics").body, b"ok\n");
@@ -551,4 +551,56 @@ fn scrapes_keep_answering_under_a_connect_flood_from_one_address() {
         SCRAPES / 3
     );
     assert_eq!(failed, 0, "scrapes failed under the flood");
+}
+
+/// Pages whose health a test sets.
+struct Switchable(std::sync::atomic::AtomicBool);
+
+impl nixl_telemetry_series::endpoint::server::Pages for Switchable {
+    fn metrics(&self) -> (&'static str, Vec<u8>) {
+        (CT, b"m 1\n".to_vec())
+    }
+
+    fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
+        use nixl_telemetry_series::endpoint::http::Health;
+        if self.0.load(Ordering::SeqCst) {
+            Health::ready(r#""agents":2"#.to_owned())
+        } else {
+            Health::unavailable("no rank \"updated\" lately", r#""ranks":0"#.to_owned())
+        }
+    }
+}
+
+/// `GET /health`: 200 and a JSON body while the pages say they can answer a scrape, 503 with
+/// the reason when they cannot; `HEAD` has no body; other methods 405.
+#[test]
+fn health_answers_200_or_503_with_a_json_body() {
+    let pages = Arc::new(Switchable(std::sync::atomic::AtomicBool::new(true)));
+    let s = Server::bind(loopback(), Limits::default(), pages.clone()).unwrap();
+    let addr = s.local_addr();
+    let r = get(addr, "/health");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body, serde_json::json!({"status": "ok", "agents": 2}));
+    let head = exchange(addr, b"HEAD /health HTTP/1.0\r\n\r\n");
+    assert_eq!((head.status, head.body.len()), (200, 0));
+    pages.0.store(false, Ordering::SeqCst);
+    let r = get(addr, "/health");
+    assert_eq!(r.status, 503);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"status": "unavailable", "reason": "no rank \"updated\" lately", "ranks": 0})
+    );
+    let r = exchange(addr, b"POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert_eq!(get(addr, "/healthz").status, 404);
+    // The default health of a page: ready.
+    let plain = server(Limits::default());
+    let r = get(plain.local_addr(), "/health");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"{\"status\":\"ok\"}\n"[..])
+    );
 }

@@ -110,10 +110,16 @@ impl Frame {
     /// The frame's lines (without escapes).
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![self.title.clone(), String::new()];
+        // The node row's name counts too, so that its numbers line up with the others'.
+        let node_name = format!(
+            "node ({} agents)",
+            self.rows.iter().filter(|r| !r.aggregate).count()
+        );
         let width = self
             .rows
             .iter()
-            .map(|r| r.name.chars().count())
+            .map(|r| r.name.chars().count() + if r.aggregate { " (sum)".len() } else { 0 })
+            .chain((self.rows.len() > 1).then(|| node_name.chars().count()))
             .max()
             .unwrap_or(0)
             .clamp(12, 40);
@@ -122,13 +128,13 @@ impl Frame {
             "AGENT",
             "TX",
             "RX",
-            "TX req/s",
-            "RX req/s",
+            "TX req",
+            "RX req",
             "xfer p50",
             "xfer p99",
             "post p50",
-            "err/s",
-            "drops/s"
+            "errors",
+            "drops"
         ));
         let mut node: Option<Rates> = None;
         let mut counted = 0;
@@ -143,8 +149,9 @@ impl Frame {
                 Shown::Rates => bytes_per_s(v),
                 Shown::Totals => bytes(v),
             };
+            // Rates say `/s`, totals do not: the headers name the quantity, the cells its unit.
             let number = |v: f64| match shown {
-                Shown::Rates => per_s(v),
+                Shown::Rates => format!("{}/s", per_s(v)),
                 Shown::Totals => count(v),
             };
             let mut quantile = |d: &crate::top::rates::Dist, q: f64| {
@@ -220,7 +227,8 @@ impl Frame {
             }
         }
         if self.rows.len() > 1 {
-            let name = format!("node ({counted} agents)");
+            let name = node_name;
+            debug_assert_eq!(name, format!("node ({counted} agents)"));
             let idle = node.as_ref().is_some_and(Rates::is_idle);
             match node_totals.filter(|t| idle && !t.is_idle()) {
                 Some(t) => lines.push(row_line(

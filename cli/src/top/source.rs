@@ -16,8 +16,11 @@ pub struct Seen {
     interval: Summary,
     /// Every event seen since `top` started (the ring's backlog included).
     all: Summary,
-    /// When an interval last had events, or when the ring was first seen.
-    active: Instant,
+    /// When an interval after the first last had events (the first one's are the ring's
+    /// backlog, however old).
+    active: Option<Instant>,
+    /// Whether the first interval was sampled.
+    sampled: bool,
 }
 
 impl Default for Seen {
@@ -25,8 +28,24 @@ impl Default for Seen {
         Seen {
             interval: Summary::default(),
             all: Summary::default(),
-            active: Instant::now(),
+            active: None,
+            sampled: false,
         }
+    }
+}
+
+/// How long ago the ring at `path` was last written, as far as `top` can tell: the latest of
+/// the file's modification time (a shared mapping's writes update it, at the latest when their
+/// pages are written back) and the last interval in which `top` saw new events.
+fn writer_idle(path: &std::path::Path, active: Option<Instant>) -> Option<Duration> {
+    let by_file = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok());
+    let by_events = active.map(|a| a.elapsed());
+    match (by_file, by_events) {
+        (Some(f), Some(e)) => Some(f.min(e)),
+        (f, e) => f.or(e),
     }
 }
 
@@ -120,9 +139,10 @@ impl Source {
                 for (ring, seen) in set.rings.iter_mut().zip(seen) {
                     let summary = std::mem::take(&mut seen.interval);
                     seen.all.merge(&summary);
-                    if summary.total() > 0 {
-                        seen.active = Instant::now();
+                    if summary.total() > 0 && seen.sampled {
+                        seen.active = Some(Instant::now());
                     }
+                    seen.sampled = true;
                     let note = match ring.reader() {
                         None => Some("waiting for the ring".to_owned()),
                         Some(r) if mode == Mode::Peek && r.len() + 1 >= r.capacity() => Some(
@@ -147,11 +167,16 @@ impl Source {
                         row.totals = Some(Rates::from_summary(&seen.all, 1.0));
                         row.note = with_note(
                             row.note,
-                            format!(
-                                "{}: totals of the {} events seen",
-                                idle_for(seen.active.elapsed()),
-                                seen.all.total()
-                            ),
+                            match writer_idle(&ring.path, seen.active) {
+                                Some(idle) => format!(
+                                    "{}: totals of the {} events seen",
+                                    idle_for(idle),
+                                    seen.all.total()
+                                ),
+                                None => {
+                                    format!("idle: totals of the {} events seen", seen.all.total())
+                                }
+                            },
                         );
                     }
                     rows.push(row);

@@ -235,6 +235,11 @@ fn agents_share_the_port_and_leave_alone() {
     assert_eq!(s.agents(), ["a", "b"]);
     assert_eq!(s.get("agent_tx_bytes_total", "a", &[]), 100.0);
     assert_eq!(s.get("agent_tx_bytes_total", "b", &[]), 200.0);
+    // `/health` of the same endpoint: ready, with the agents it serves.
+    let health = get(port, "/health").unwrap();
+    assert_eq!(health.status, 200);
+    assert_eq!(health.header("content-type"), Some("application/json"));
+    assert_eq!(health.body, "{\"status\":\"ok\",\"agents\":2}\n");
     drop(a); // the final flush happens, then a's series go
     let s = scrape(port);
     assert_eq!(s.agents(), ["b"]);

@@ -78,6 +78,19 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
     let s = poll(Duration::from_secs(10), "serve shows both writers", || {
         try_scrape(serve_port).filter(|s| pids(s).len() == 2)
     });
+    // `/health`: 200 while ranks are served, with how many and the newest update's age.
+    let health = get(serve_port, "/health").unwrap();
+    assert_eq!(health.status, 200);
+    let body: serde_json::Value = serde_json::from_str(&health.body).unwrap();
+    assert_eq!(
+        (&body["status"], &body["ranks"]),
+        (&"ok".into(), &2.into()),
+        "{body}"
+    );
+    assert!(
+        body["newest_update_age_s"].as_f64().unwrap() < 60.0,
+        "{body}"
+    );
     assert_eq!(
         s.get("agent_tx_bytes_total", "writer1", &[("local_rank", "1")]),
         200.0
@@ -109,6 +122,18 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
         Duration::from_secs(10),
         "the departed ranks' series go",
         || try_scrape(serve_port).filter(|s| s.samples.is_empty()),
+    );
+    // Every rank gone: `/health` says 503, and why.
+    let health = get(serve_port, "/health").unwrap();
+    assert_eq!(health.status, 503, "{}", health.body);
+    let body: serde_json::Value = serde_json::from_str(&health.body).unwrap();
+    assert_eq!(body["status"], "unavailable");
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no rank has updated its store in"),
+        "{body}"
     );
     // SIGTERM stops it cleanly.
     // SAFETY: kill(2) of our own child, still running (not yet waited for).

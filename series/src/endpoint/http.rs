@@ -4,8 +4,80 @@
 
 use std::fmt::Write;
 
-/// The only path served.
+/// The metrics page's path.
 pub const METRICS_PATH: &str = "/metrics";
+/// The health check's path: 200 when the endpoint can answer a scrape, 503 when it cannot,
+/// with a short JSON body either way (for Kubernetes probes and load balancers).
+pub const HEALTH_PATH: &str = "/health";
+
+/// What `/health` answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    /// Whether the endpoint can answer a scrape (200) or not (503).
+    pub ready: bool,
+    /// More members of the JSON object, already encoded and comma-separated (`"agents":2`),
+    /// after `"status"` (and `"reason"` when not ready).
+    pub details: String,
+    /// Why not ready (empty when ready).
+    pub reason: String,
+}
+
+impl Health {
+    /// Ready, with `details` (JSON members, or empty).
+    pub fn ready(details: String) -> Health {
+        Health {
+            ready: true,
+            details,
+            reason: String::new(),
+        }
+    }
+
+    /// Not ready because of `reason`, with `details`.
+    pub fn unavailable(reason: impl Into<String>, details: String) -> Health {
+        Health {
+            ready: false,
+            details,
+            reason: reason.into(),
+        }
+    }
+
+    /// The JSON body: `{"status":"ok",...}` or `{"status":"unavailable","reason":"...",...}`.
+    pub fn body(&self) -> String {
+        let mut body = String::from(if self.ready {
+            r#"{"status":"ok""#
+        } else {
+            r#"{"status":"unavailable""#
+        });
+        if !self.ready {
+            body.push_str(r#","reason":"#);
+            body.push_str(&json_string(&self.reason));
+        }
+        if !self.details.is_empty() {
+            body.push(',');
+            body.push_str(&self.details);
+        }
+        body.push_str("}\n");
+        body
+    }
+}
+
+/// `text` as a JSON string (quotes, backslashes and control characters escaped).
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
 
 /// What the `Allow` header of a 405 lists.
 pub const ALLOWED_METHODS: &str = "GET, HEAD";
@@ -187,6 +259,7 @@ fn reason(status: u16) -> &'static str {
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        503 => "Service Unavailable",
         505 => "HTTP Version Not Supported",
         _ => "Error",
     }
@@ -362,23 +435,40 @@ pub fn too_large() -> Response {
 
 /// Answers a parsed request: a body length that cannot be trusted ([`body_length`]), 400; a
 /// `Content-Length` over [`MAX_REQUEST_BODY`], 413 (a chunked body is the server's to read
-/// first: see [`chunked_end`]); `GET`/`HEAD /metrics` get `metrics()` (content type and body);
-/// other paths 404, other methods 405.
-pub fn route(request: &Request, metrics: impl FnOnce() -> (&'static str, Vec<u8>)) -> Response {
+/// first: see [`chunked_end`]); `GET`/`HEAD /metrics` get `metrics()` (content type and body),
+/// `GET`/`HEAD /health` get `health()` (200 or 503, JSON); other paths 404, other methods 405.
+pub fn route(
+    request: &Request,
+    metrics: impl FnOnce() -> (&'static str, Vec<u8>),
+    health: impl FnOnce() -> Health,
+) -> Response {
     match body_length(request) {
         Err(why) => return error(400, why),
         Ok(BodyLength::Fixed(n)) if n > MAX_REQUEST_BODY as u64 => return too_large(),
         Ok(_) => {}
     }
-    if request.path != METRICS_PATH {
-        return error(404, "this endpoint serves GET /metrics");
-    }
-    match request.method.as_str() {
-        "GET" | "HEAD" => {
+    let head_only = request.method == "HEAD";
+    match (request.path.as_str(), request.method.as_str()) {
+        (METRICS_PATH, "GET" | "HEAD") => {
             let (content_type, body) = metrics();
-            response(200, content_type, &[], body, request.method == "HEAD")
+            response(200, content_type, &[], body, head_only)
         }
-        _ => error(405, "only GET and HEAD are allowed on /metrics"),
+        (HEALTH_PATH, "GET" | "HEAD") => {
+            let h = health();
+            let status = if h.ready { 200 } else { 503 };
+            response(
+                status,
+                "application/json",
+                &[],
+                h.body().into_bytes(),
+                head_only,
+            )
+        }
+        (METRICS_PATH | HEALTH_PATH, _) => error(
+            405,
+            &format!("only GET and HEAD are allowed on {}", request.path),
+        ),
+        _ => error(404, "this endpoint serves GET /metrics and GET /health"),
     }
 }
 
@@ -539,16 +629,24 @@ mod tests {
             )
         };
         let get = parse("GET /metrics HTTP/1.1\r\n\r\n").unwrap();
-        let r = route(&get, metrics);
+        let r = route(&get, metrics, || Health::ready(String::new()));
         assert_eq!(r.status, 200);
         assert_eq!(
             text(&r),
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
              Content-Length: 4\r\nConnection: close\r\n\r\nm 1\n"
         );
-        let head = route(&parse("HEAD /metrics HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        let head = route(
+            &parse("HEAD /metrics HTTP/1.1\r\n\r\n").unwrap(),
+            metrics,
+            || Health::ready(String::new()),
+        );
         assert!(text(&head).ends_with("Content-Length: 4\r\nConnection: close\r\n\r\n"));
-        let r = route(&parse("POST /metrics HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        let r = route(
+            &parse("POST /metrics HTTP/1.1\r\n\r\n").unwrap(),
+            metrics,
+            || Health::ready(String::new()),
+        );
         assert_eq!(r.status, 405);
         assert!(
             text(&r).contains("\r\nAllow: GET, HEAD\r\n"),
@@ -556,19 +654,52 @@ mod tests {
             text(&r)
         );
         let big = "GET /metrics HTTP/1.1\r\nContent-Length: 65537\r\n\r\n";
-        assert_eq!(route(&parse(big).unwrap(), metrics).status, 413);
+        assert_eq!(
+            route(&parse(big).unwrap(), metrics, || Health::ready(
+                String::new()
+            ))
+            .status,
+            413
+        );
         // A chunked body was read by the server before it routes.
         let chunked = "GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(route(&parse(chunked).unwrap(), metrics).status, 200);
+        assert_eq!(
+            route(&parse(chunked).unwrap(), metrics, || Health::ready(
+                String::new()
+            ))
+            .status,
+            200
+        );
         let small = "GET /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
-        assert_eq!(route(&parse(small).unwrap(), metrics).status, 200);
+        assert_eq!(
+            route(&parse(small).unwrap(), metrics, || Health::ready(
+                String::new()
+            ))
+            .status,
+            200
+        );
         let bad = "GET /metrics HTTP/1.1\r\nContent-Length: lots\r\n\r\n";
-        assert_eq!(route(&parse(bad).unwrap(), metrics).status, 400);
-        let r = route(&parse("GET /other HTTP/1.1\r\n\r\n").unwrap(), metrics);
+        assert_eq!(
+            route(&parse(bad).unwrap(), metrics, || Health::ready(
+                String::new()
+            ))
+            .status,
+            400
+        );
+        let r = route(
+            &parse("GET /other HTTP/1.1\r\n\r\n").unwrap(),
+            metrics,
+            || Health::ready(String::new()),
+        );
         assert_eq!(r.status, 404);
         assert!(!text(&r).contains("Allow:"));
         assert_eq!(
-            route(&parse("GET /metrics/x HTTP/1.1\r\n\r\n").unwrap(), metrics).status,
+            route(
+                &parse("GET /metrics/x HTTP/1.1\r\n\r\n").unwrap(),
+                metrics,
+                || Health::ready(String::new())
+            )
+            .status,
             404
         );
         assert_eq!(refuse(&ParseError::Malformed("x")).status, 400);

@@ -1,6 +1,8 @@
 //! The scrape endpoint of the series exporters (the Prometheus plug-in, and the DOCA plug-in's
-//! `scrape` backend): an HTTP/1.1 server answering `GET /metrics` with the Prometheus text
-//! format 0.0.4 of every agent of the process, shared by all agents of one plug-in.
+//! `scrape` backend, `prometheus_mp` and `nixl-telemetry serve`): an HTTP/1.1 server answering
+//! `GET /metrics` with the Prometheus text format 0.0.4 of every agent of the process, shared
+//! by all agents of one plug-in, and `GET /health` with 200 or 503 and a short JSON body
+//! ([`server::Pages::health`]).
 //!
 //! - [`http`]: request parsing and response building (pure functions).
 //! - [`server`]: the server: one thread, non-blocking sockets, `poll(2)`.

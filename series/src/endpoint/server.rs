@@ -30,8 +30,29 @@ use std::time::{Duration, Instant};
 use super::http;
 use nixl_telemetry_base::fork::Generation;
 
-/// Produces the `/metrics` response: content type and body. Called on the server thread.
-pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;
+/// What an endpoint serves, called on the server thread: `/metrics` and `/health`.
+pub trait Pages: Send + Sync {
+    /// The `/metrics` response: content type and body.
+    fn metrics(&self) -> (&'static str, Vec<u8>);
+
+    /// The `/health` response: whether the endpoint can answer a scrape (200) or not (503),
+    /// with a short JSON object saying what it sees. The default: ready, `{"status":"ok"}`.
+    fn health(&self) -> http::Health {
+        http::Health::ready(String::new())
+    }
+}
+
+/// An endpoint's pages, shared with its server thread.
+pub type MetricsFn = Arc<dyn Pages>;
+
+/// A `/metrics` page from a function, always healthy (tests, simple endpoints).
+pub struct PageFn<F>(pub F);
+
+impl<F: Fn() -> (&'static str, Vec<u8>) + Send + Sync> Pages for PageFn<F> {
+    fn metrics(&self) -> (&'static str, Vec<u8>) {
+        (self.0)()
+    }
+}
 
 /// Resource bounds of the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -349,8 +370,10 @@ fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Resp
         }
     }
     Some(
-        catch_unwind(AssertUnwindSafe(|| http::route(&request, || metrics())))
-            .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
+        catch_unwind(AssertUnwindSafe(|| {
+            http::route(&request, || metrics.metrics(), || metrics.health())
+        }))
+        .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
     )
 }
 

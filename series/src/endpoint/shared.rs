@@ -12,7 +12,8 @@ use nixl_telemetry_base::Event;
 
 use crate::{text, AgentSeries, Registry};
 
-use super::server::{BindError, Limits, Server};
+use super::http::Health;
+use super::server::{BindError, Limits, Pages, Server};
 use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// Why an agent could not join.
@@ -51,6 +52,20 @@ impl From<JoinError> for CreateError {
 struct Running {
     registry: Arc<Registry>,
     server: Server,
+}
+
+/// A plug-in endpoint's pages: every agent's series; healthy while the process serves (its
+/// `/health` says how many agents it serves).
+struct RegistryPages(Arc<Registry>);
+
+impl Pages for RegistryPages {
+    fn metrics(&self) -> (&'static str, Vec<u8>) {
+        (text::CONTENT_TYPE, self.0.encode_text().into_bytes())
+    }
+
+    fn health(&self) -> Health {
+        Health::ready(format!(r#""agents":{}"#, self.0.len()))
+    }
 }
 
 /// One plug-in's endpoint (a `static` of the plug-in).
@@ -120,8 +135,7 @@ impl SharedEndpoint {
         registry
             .add(series.clone())
             .expect("a new registry has no agents");
-        let body = registry.clone();
-        let metrics = Arc::new(move || (text::CONTENT_TYPE, body.encode_text().into_bytes()));
+        let metrics = Arc::new(RegistryPages(registry.clone()));
         let server = Server::bind(addr, self.limits, metrics).map_err(|e| match e {
             BindError::AddrInUse(_) => JoinError::AddressInUse(format!(
                 "{} telemetry endpoint '{addr}' could not be bound (likely already in use by \
