@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 use crate::store_scan::ScanPages;
 use nixl_telemetry_series::endpoint::server::MetricsFn;
 use nixl_telemetry_series::endpoint::{BindError, Limits, Server};
-use nixl_telemetry_series::text;
 
 use crate::store_scan::StoreScan;
 use crate::sys;

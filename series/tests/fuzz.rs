@@ -30,7 +30,11 @@ fn fuzz_the_request_head_parser() {
         let response = match http::parse_head(&bytes[..end]) {
             Ok(request) => {
                 assert!(!request.method.is_empty() && request.path.starts_with('/'));
-                http::route(&request, || ("text/plain", b"x 1\n".to_vec()))
+                http::route(
+                    &request,
+                    || ("text/plain", b"x 1\n".to_vec()),
+                    || http::Health::ready(String::new()),
+                )
             }
             Err(e) => http::refuse(&e),
         };

@@ -11,6 +11,7 @@ use crate::top::frame::Row;
 use crate::top::rates::Rates;
 
 /// What `top` saw of one ring.
+#[derive(Default)]
 pub struct Seen {
     /// The events since the last frame.
     interval: Summary,
@@ -21,17 +22,6 @@ pub struct Seen {
     active: Option<Instant>,
     /// Whether the first interval was sampled.
     sampled: bool,
-}
-
-impl Default for Seen {
-    fn default() -> Seen {
-        Seen {
-            interval: Summary::default(),
-            all: Summary::default(),
-            active: None,
-            sampled: false,
-        }
-    }
 }
 
 /// How long ago the ring at `path` was last written, as far as `top` can tell: the latest of
