@@ -935,7 +935,7 @@ mod tests {
             .map(|i| {
                 let job = if i < 8 { "7" } else { "8" };
                 let id = Identity {
-                    agent_name: format!("rank{i}").into(),
+                    agent_name: format!("rank{i}"),
                     hostname: "node".into(),
                     local_rank: (i % 8).to_string(),
                     pid: 100 + i,
