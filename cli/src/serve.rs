@@ -6,7 +6,9 @@
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
 //! `--otlp URL` it also pushes the stores' series ([`crate::push`]), whether or not it holds
-//! the port. Runs until SIGINT or SIGTERM, then makes the last push.
+//! the port; with `--push-only` it only pushes: no election, no port bound (one sidecar per
+//! job, however many jobs share the node). Runs until SIGINT or SIGTERM, then makes the last
+//! push.
 //!
 //! `--textfile PATH` writes the same page to `PATH` every `--interval` seconds instead, for
 //! node_exporter's textfile collector ([`textfile`]); no port is opened. The file is removed
@@ -68,6 +70,10 @@ pub struct ServeArgs {
     /// --collector.textfile.directory) every --interval seconds instead of serving a port.
     #[arg(long, value_name = "PATH")]
     textfile: Option<PathBuf>,
+    /// Push only (with --remote-write or --otlp): bind no port and take no part in the
+    /// election, so that each job on a node can run its own sidecar.
+    #[arg(long, conflicts_with_all = ["textfile", "port", "local"])]
+    push_only: bool,
     /// Seconds between two writes of --textfile.
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=86400))]
@@ -183,7 +189,22 @@ pub fn run(args: &ServeArgs) -> CliResult {
     if let Some(path) = &args.textfile {
         textfile::check_path(path).map_err(|e| failure(format!("--textfile {e}")))?;
     }
+    if args.push_only && args.push.remote_write.is_none() && args.push.otlp.is_none() {
+        return Err(failure(
+            "--push-only needs --remote-write URL or --otlp URL".to_owned(),
+        ));
+    }
     let pushers = crate::push::start(&args.push, &scan).map_err(failure)?;
+    if args.push_only {
+        let mut out = std::io::stdout();
+        writeln!(out, "pushing {} (push only: no port)", scan.dir.display())?;
+        out.flush()?;
+        while !signalled(&signals, RETRY) {}
+        // The last push of every protocol (bounded by its final-push setting).
+        drop(pushers);
+        writeln!(out, "stopped")?;
+        return Ok(());
+    }
     if let Some(path) = &args.textfile {
         let interval = Duration::from_secs(args.interval);
         let written = run_textfile(scan, path, interval, &signals);

@@ -1,7 +1,9 @@
 //! `nixl-telemetry serve --remote-write URL`: the sidecar pushes every live store of its
 //! directory to a real Prometheus server (Debian's `prometheus` with the remote-write
 //! receiver): exact per-rank totals (`sum by (local_rank)`), a rank that exits is pushed after
-//! its last update before its store is reaped, and bad push options fail naming the option.
+//! its last update before its store is reaped, and bad push options fail naming the option;
+//! `--push-only` sidecars of two jobs keep their series apart and bind no port; `--otlp` takes
+//! a base URL; the defaults of both protocols start.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::DirBuilderExt;
@@ -60,6 +62,8 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(line.starts_with("serving "), "{line}");
+    // The check that push-only sidecars bind nothing sees this one's port.
+    assert_eq!(listening_sockets(serve.id()).len(), 1);
     poll("both ranks' totals", || {
         by_rank(&prom).filter(|v| *v == [("0".into(), 1000.0), ("1".into(), 2000.0)])
     });
@@ -87,6 +91,7 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
             "agent_instance",
             "agent_name",
             "hostname",
+            "instance",
             "local_rank",
             "pid"
         ]
@@ -153,12 +158,267 @@ fn bad_push_options_fail_naming_the_option() {
             ],
             "--push-password-file='/nonexistent/pw' cannot be opened",
         ),
+        (
+            vec!["--otlp", "http://127.0.0.1:4318/v1/traces"],
+            "--otlp='http://127.0.0.1:4318/v1/traces' is OpenTelemetry's /v1/traces endpoint",
+        ),
+        (
+            vec!["--otlp", "http://127.0.0.1:4318/v1"],
+            "ends in /v1 (it would become /v1/v1/metrics)",
+        ),
+        (
+            vec!["--otlp", "http://127.0.0.1:9090/api/v1/write"],
+            "is a remote-write URL: use --remote-write",
+        ),
+        (
+            vec!["--remote-write", "http://127.0.0.1:9090"],
+            "--remote-write='http://127.0.0.1:9090' has no path",
+        ),
+        (
+            vec!["--remote-write", "http://127.0.0.1:4318/v1/metrics"],
+            "is an OTLP URL: use --otlp",
+        ),
     ] {
         let out = Command::cargo_bin("nixl-telemetry")
             .unwrap()
             .args(["serve", "--dir"])
             .arg(&dir)
             .args(["--port", &free_port().to_string(), "--local"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+/// The listening TCP sockets of process `pid` (from `/proc`): its socket inodes that
+/// `/proc/net/tcp` or `tcp6` list in state LISTEN (`0A`).
+fn listening_sockets(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter_map(|l| {
+            let l = l.to_string_lossy().into_owned();
+            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for row in text.lines().skip(1) {
+            let f: Vec<&str> = row.split_whitespace().collect();
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                listening.push(f[1].to_owned());
+            }
+        }
+    }
+    listening
+}
+
+/// A `serve` process of a test; killed when dropped (a failing test leaves none behind).
+struct Sidecar {
+    child: Option<std::process::Child>,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Sidecar {
+    fn id(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `serve --push-only` for `dir` with `args` and `env`; returns it once it says it
+/// pushes.
+fn push_only(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
+    let mut cmd = Command::cargo_bin("nixl-telemetry").unwrap();
+    cmd.args(["serve", "--push-only", "--dir"])
+        .arg(dir)
+        .args(args)
+        .env("NIXL_LOG_LEVEL", "WARN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    // What the defaults and labels come from, unless given.
+    for v in [
+        "NIXL_TELEMETRY_LABELS",
+        "NIXL_TELEMETRY_LABELS_FROM",
+        "SLURM_JOB_ID",
+        "OTEL_METRIC_EXPORT_INTERVAL",
+        "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
+        "NIXL_TELEMETRY_MP_STALE_TTL",
+        "NIXL_TELEMETRY_PUSH_INSTANCE",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut serve = cmd.spawn().unwrap();
+    let mut out = BufReader::new(serve.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let sidecar = Sidecar {
+        child: Some(serve),
+        out,
+    };
+    assert!(line.starts_with("pushing "), "{line}");
+    sidecar
+}
+
+/// Stops `serve` with SIGTERM: it exits 0 and says `stopped`.
+fn stop(mut sidecar: Sidecar) {
+    let mut serve = sidecar.child.take().unwrap();
+    terminate(serve.id());
+    assert!(serve.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut sidecar.out, &mut rest).unwrap();
+    assert!(rest.contains("stopped"), "{rest}");
+}
+
+/// Two jobs on one node, a directory and a `serve --push-only` sidecar each, one Prometheus:
+/// the ranks are named alike in both jobs; job 101's stores have no workload labels (its
+/// sidecar's `NIXL_TELEMETRY_LABELS_FROM=slurm` gives them `slurm_job_id`), job 202's have
+/// their own. Each job's totals are exact by `slurm_job_id`, each sidecar's push counters are
+/// its own series (its job's labels and its `instance`), and neither binds a port.
+#[test]
+fn two_jobs_push_only_sidecars_keep_their_series_apart() {
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(work.path(), None, None);
+    let jobs = [("101", false, 1000u64), ("202", true, 7000u64)];
+    let mut writers = Vec::new();
+    let mut sidecars = Vec::new();
+    for (job, labelled, bytes) in jobs {
+        let dir = work.path().join(job);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        for r in 0..2u64 {
+            let labels = if labelled {
+                WorkloadLabels::from_pairs(vec![("slurm_job_id".into(), job.into())]).unwrap()
+            } else {
+                WorkloadLabels::none()
+            };
+            let id = Identity::for_this_process(
+                &format!("rank{r}"),
+                &hostname(),
+                &r.to_string(),
+                labels,
+            );
+            let w = StoreWriter::create(&dir, &id, &Buckets::default()).unwrap();
+            w.apply(&[Event::new(EventType::AgentTxBytes, bytes * (r + 1))]);
+            writers.push(w);
+        }
+        let env: Vec<(&str, &str)> = if labelled {
+            vec![("NIXL_TELEMETRY_LABELS", "slurm_job_id=202")]
+        } else {
+            vec![
+                ("NIXL_TELEMETRY_LABELS_FROM", "slurm"),
+                ("SLURM_JOB_ID", "101"),
+            ]
+        };
+        let url = prom.write_url();
+        sidecars.push(push_only(
+            &dir,
+            &["--remote-write", &url, "--push-interval-ms", "300"],
+            &env,
+        ));
+    }
+    for serve in &sidecars {
+        assert_eq!(listening_sockets(serve.id()), Vec::<String>::new());
+    }
+    let totals = poll("each job's totals", || {
+        prom.by_label(
+            "slurm_job_id",
+            "sum by (slurm_job_id) (agent_tx_bytes_total)",
+        )
+        .filter(|v| *v == [("101".into(), 3000.0), ("202".into(), 21000.0)])
+    });
+    assert_eq!(totals.len(), 2);
+    // Each sidecar's counters: one series per job, named by the sidecar's `instance`.
+    let counters = poll("each sidecar's push counters", || {
+        prom.vector(r#"nixl_telemetry_push_successes_total{pusher="serve"} > 0"#)
+            .filter(|v| v.len() == 2)
+    });
+    let mut seen: Vec<(String, String)> = counters
+        .iter()
+        .map(|(l, _)| {
+            (
+                l["slurm_job_id"].as_str().unwrap().to_owned(),
+                l["instance"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected: Vec<(String, String)> = jobs
+        .iter()
+        .zip(&sidecars)
+        .map(|((job, _, _), serve)| (job.to_string(), format!("{}:{}", hostname(), serve.id())))
+        .collect();
+    assert_eq!(seen, expected);
+    // The ranks' series carry the sidecar's identity too.
+    let pushed = prom
+        .vector(r#"count by (instance, slurm_job_id) (agent_tx_bytes_total)"#)
+        .unwrap();
+    assert_eq!(pushed.len(), 2, "{pushed:?}");
+    for serve in sidecars {
+        stop(serve);
+    }
+    drop(writers);
+}
+
+/// `serve --otlp http://host:port` (a base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`) pushes to
+/// `/v1/metrics`, and both protocols start with their defaults (no interval or TTL given): the
+/// last push at SIGTERM reaches both paths.
+#[test]
+fn otlp_base_url_pushes_to_v1_metrics_and_defaults_start() {
+    use nixl_telemetry_test_support::receiver::{Answer, Receiver};
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("mp");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let id = Identity::for_this_process("r", &hostname(), "0", WorkloadLabels::none());
+    let w = StoreWriter::create(&dir, &id, &Buckets::default()).unwrap();
+    w.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
+    let rx = Receiver::start(Answer::Status(200, String::new()));
+    let base = format!("http://127.0.0.1:{}", rx.port());
+    let write = format!("{base}/api/v1/write");
+    let serve = push_only(&dir, &["--otlp", &base, "--remote-write", &write], &[]);
+    // Defaults of 15 s: nothing before the first interval; the last push on SIGTERM.
+    stop(serve);
+    let mut paths: Vec<String> = rx.requests().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths, ["/api/v1/write", "/v1/metrics"]);
+    // A full /v1/metrics URL is used as given.
+    let rx = Receiver::start(Answer::Status(200, String::new()));
+    let full = format!("http://127.0.0.1:{}/custom/v1/metrics", rx.port());
+    let serve = push_only(&dir, &["--otlp", &full], &[]);
+    stop(serve);
+    let paths: Vec<String> = rx.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/custom/v1/metrics"]);
+    drop(w);
+}
+
+/// `--push-only` without a receiver is refused, and so is `--push-only` with a port.
+#[test]
+fn push_only_needs_a_receiver_and_takes_no_port() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("mp");
+    for (args, expected) in [
+        (vec![], "--push-only needs --remote-write URL or --otlp URL"),
+        (vec!["--port", "9999"], "cannot be used with"),
+    ] {
+        let out = Command::cargo_bin("nixl-telemetry")
+            .unwrap()
+            .args(["serve", "--push-only", "--dir"])
+            .arg(&dir)
             .args(&args)
             .output()
             .unwrap();

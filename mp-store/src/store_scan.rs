@@ -8,9 +8,12 @@
 //! shared encoder, [`text::encode_rows_into`]), one series per store labelled `hostname`,
 //! `agent_name`, `pid`, `agent_instance` and, when set, `local_rank` (NIXL's labels, in NIXL's
 //! order), then the store's workload labels if it has any, never summed across processes;
-//! with [`Aggregate::Sum`], also one series per (`hostname`, `agent_name`, workload labels)
-//! with the counters and histograms summed over its ranks and no gauges (two jobs on one node
-//! get a total each). No live store: an empty page.
+//! with [`Aggregate::Sum`], also one node total per (`hostname`, workload labels): the
+//! counters and histograms summed over every rank of the directory with that host and those
+//! labels, whatever their agent names (ranks are usually named apart), with no gauges and none
+//! of the per-process labels (`agent_name`, `pid`, `agent_instance`, `local_rank`), so a total
+//! is what `sum without (agent_name, pid, agent_instance, local_rank)` of its ranks gives (two
+//! jobs on one node get a total each). No live store: an empty page.
 //!
 //! A store file stays open and mapped between scrapes ([`OpenStore`], keyed by its name and
 //! inode, dropped when the file is gone or another file has its name), so a scrape costs one
@@ -421,8 +424,8 @@ impl StoreScan {
     }
 }
 
-/// One node total: the summed values of the stores of one (hostname, agent_name, workload
-/// labels).
+/// One node total: the summed values of the stores of one (hostname, workload labels), whatever
+/// their agent names.
 struct Total {
     snapshot: AgentSnapshot,
     /// False when its stores' bucket bounds differ (then no histogram is summed).
@@ -458,11 +461,10 @@ fn totals(stores: &[StoreView]) -> Vec<Total> {
     let mut totals: Vec<Total> = Vec::new();
     for s in stores {
         let snap = &s.snapshot;
-        match totals.iter_mut().find(|t| {
-            t.snapshot.hostname == snap.hostname
-                && t.snapshot.agent_name == snap.agent_name
-                && t.snapshot.labels == snap.labels
-        }) {
+        match totals
+            .iter_mut()
+            .find(|t| t.snapshot.hostname == snap.hostname && t.snapshot.labels == snap.labels)
+        {
             Some(t) => add_into(t, snap),
             None => totals.push(Total {
                 snapshot: snap.clone(),
@@ -513,13 +515,9 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
     let total_labels: Vec<Vec<(&str, &str)>> = totals
         .iter()
         .map(|t| {
-            [
-                ("hostname", &*t.snapshot.hostname),
-                ("agent_name", &*t.snapshot.agent_name),
-            ]
-            .into_iter()
-            .chain(t.snapshot.labels.iter())
-            .collect()
+            std::iter::once(("hostname", &*t.snapshot.hostname))
+                .chain(t.snapshot.labels.iter())
+                .collect()
         })
         .collect();
     const SUMMED: [FamilyKind; 2] = [FamilyKind::Counter, FamilyKind::Histogram];
@@ -841,7 +839,8 @@ mod tests {
         let b = Buckets::new(&[10.0, 100.0]).unwrap();
         let r0 = writer(dir.path(), "w", 1, "0", &b);
         let r1 = writer(dir.path(), "w", 2, "1", &b);
-        let other = writer(dir.path(), "x", 3, "2", &Buckets::default());
+        // Another agent name: summed into the same node total.
+        let other = writer(dir.path(), "x", 3, "2", &b);
         r0.apply(&[
             Event::new(EventType::AgentTxBytes, 100),
             Event::new(EventType::AgentXferTime, 5),
@@ -854,18 +853,18 @@ mod tests {
         other.apply(&[Event::new(EventType::AgentTxBytes, 3)]);
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
         let page = scan.scrape();
-        let total = [("hostname", "node"), ("agent_name", "w")];
-        assert_eq!(value(&page, "agent_tx_bytes_total", &total), Some(120.0));
+        let total = [("hostname", "node")];
+        assert_eq!(value(&page, "agent_tx_bytes_total", &total), Some(123.0));
         assert_eq!(
             value(
                 &page,
                 "agent_tx_bytes_total",
-                &[total[0], ("agent_name", "x")]
+                &[total[0], ("agent_name", "w")]
             ),
-            Some(3.0)
+            None
         );
         assert_eq!(value(&page, "agent_tx_last_bytes", &total), None);
-        let le = |v| [total[0], total[1], ("le", v)];
+        let le = |v| [total[0], ("le", v)];
         assert_eq!(
             value(&page, "agent_xfer_time_us_bucket", &le("10")),
             Some(1.0)
@@ -881,7 +880,7 @@ mod tests {
             .filter(|s| {
                 s.name == "agent_errors_total"
                     && s.label("pid").is_none()
-                    && s.label("agent_name") == Some("w")
+                    && s.label("agent_name").is_none()
                     && s.label("status") == Some("canceled")
             })
             .map(|s| s.value)
@@ -894,7 +893,7 @@ mod tests {
                 "agent_tx_last_bytes",
                 &[
                     total[0],
-                    total[1],
+                    ("agent_name", "w"),
                     ("pid", "2"),
                     ("agent_instance", "0"),
                     ("local_rank", "1")
@@ -952,7 +951,7 @@ mod tests {
         assert_eq!(rank("3", "2", "8"), Some(5.0));
         assert_eq!(rank("4", "3", ""), Some(1.0));
         let total = |job: Option<&str>| {
-            let mut l = vec![("hostname", "node"), ("agent_name", "w")];
+            let mut l = vec![("hostname", "node")];
             l.extend(job.map(|j| ("slurm_job_id", j)));
             value(&page, "agent_tx_bytes_total", &l)
         };
@@ -970,6 +969,69 @@ mod tests {
         drop(writers);
     }
 
+    /// Eight ranks of one job named apart (`rank0` ... `rank7`, the usual case) and two of
+    /// another job on one host: one node total per job, equal to the sum of its ranks, without
+    /// `agent_name`.
+    #[test]
+    fn one_total_per_host_and_job_whatever_the_agent_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let writers: Vec<StoreWriter> = (0..10i64)
+            .map(|i| {
+                let job = if i < 8 { "7" } else { "8" };
+                let id = Identity {
+                    agent_name: format!("rank{i}"),
+                    hostname: "node".into(),
+                    local_rank: (i % 8).to_string(),
+                    pid: 100 + i,
+                    run_marker: 1,
+                    instance: 0,
+                    labels: WorkloadLabels::from_pairs(vec![("slurm_job_id".into(), job.into())])
+                        .unwrap(),
+                };
+                let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
+                w.apply(&[
+                    Event::new(EventType::AgentTxBytes, 1000 * (i as u64 + 1)),
+                    Event::new(EventType::AgentXferTime, 10 * (i as u64 + 1)),
+                ]);
+                w
+            })
+            .collect();
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::Sum));
+        let page = scan.scrape();
+        let samples = parse(&page).unwrap();
+        let totals: Vec<(Vec<(String, String)>, f64)> = samples
+            .iter()
+            .filter(|s| s.name == "agent_tx_bytes_total" && s.label("pid").is_none())
+            .map(|s| (s.labels.clone(), s.value))
+            .collect();
+        let label = |job: &str| {
+            vec![
+                ("hostname".to_owned(), "node".to_owned()),
+                ("slurm_job_id".to_owned(), job.to_owned()),
+            ]
+        };
+        // 1000 + ... + 8000, and 9000 + 10000.
+        assert_eq!(
+            totals,
+            [(label("7"), 36_000.0), (label("8"), 19_000.0)],
+            "{page}"
+        );
+        let ranks: f64 = samples
+            .iter()
+            .filter(|s| {
+                s.name == "agent_tx_bytes_total"
+                    && s.label("pid").is_some()
+                    && s.label("slurm_job_id") == Some("7")
+            })
+            .map(|s| s.value)
+            .sum();
+        assert_eq!(ranks, 36_000.0);
+        let count = [("hostname", "node"), ("slurm_job_id", "7")];
+        assert_eq!(value(&page, "agent_xfer_time_us_count", &count), Some(8.0));
+        assert_eq!(value(&page, "agent_xfer_time_us_sum", &count), Some(360.0));
+        drop(writers);
+    }
+
     #[test]
     fn totals_of_ranks_with_different_bounds_have_no_histograms() {
         let dir = tempfile::tempdir().unwrap();
@@ -979,7 +1041,7 @@ mod tests {
         let (pages, logged) =
             nixl_telemetry_base::logging::capture(|| (scan.scrape(), scan.scrape()));
         assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
-        let total = [("hostname", "node"), ("agent_name", "w")];
+        let total = [("hostname", "node")];
         assert_eq!(value(&pages.0, "agent_tx_bytes_total", &total), Some(0.0));
         assert_eq!(value(&pages.0, "agent_xfer_time_us_count", &total), None);
         // Each rank keeps its own le set.

@@ -1,7 +1,7 @@
 //! One agent's series pushed by a plug-in (`remote_write`, `otlp`): the series the flush thread
-//! updates, the labels they are pushed with (`agent_name`, `hostname` where the protocol wants
-//! it as a label, `local_rank`, then the workload labels for the push counters), and the push
-//! loop, built the same way for both protocols.
+//! updates, the labels they are pushed with (`agent_name`, `hostname` and `instance` where the
+//! protocol wants them as labels, `local_rank`, then the workload labels for the push
+//! counters), and the push loop, built the same way for both protocols.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use nixl_telemetry_base::Event;
 use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
 
 use crate::pusher::{Payload, PushConfig, Pusher};
-use crate::rows::{rank_label, Labels, Source};
+use crate::rows::{instance, rank_label, Labels, Source, INSTANCE_LABEL};
 use crate::target::{Client, Target};
 
 /// One agent's series and the loop that pushes them (stopped, with the last push, when
@@ -25,8 +25,9 @@ impl AgentPush {
     /// Creates the series of `agent` on `host` (`NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`, the rank
     /// variable and the workload labels are read here) and starts pushing them to `target` with
     /// the payload `payload` makes of the labelled snapshots and of the labels of the sender's
-    /// own counters. `host_label`: whether the series carry `hostname` as a label (remote-write;
-    /// OTLP has it as the resource's `host.name`).
+    /// own counters. `host_label`: whether the series carry `hostname` and the sender's
+    /// identity ([`crate::rows::instance`]) as labels (remote-write; OTLP has them as the
+    /// resource's `host.name` and `service.instance.id`).
     pub fn start(
         agent: &str,
         host: &str,
@@ -43,6 +44,8 @@ impl AgentPush {
         let mut labels = vec![("agent_name".to_owned(), agent.to_owned())];
         if host_label {
             labels.push(("hostname".to_owned(), host.to_owned()));
+            let id = instance(&process_settings, host).map_err(CreateError::InvalidParam)?;
+            labels.push((INSTANCE_LABEL.to_owned(), id));
         }
         labels.extend(rank);
         let mut own_labels = labels.clone();

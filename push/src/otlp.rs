@@ -16,7 +16,8 @@
 //! - data-point attributes: `agent_name`, `local_rank` (when the rank variable is set),
 //!   `status` (errors);
 //! - resource attributes: `service.name` (default `nixl`), `service.instance.id`
-//!   (`<host>:<pid>`), `host.name`, `process.pid`, and `OTEL_RESOURCE_ATTRIBUTES`. The
+//!   (`NIXL_TELEMETRY_PUSH_INSTANCE`, else `<host>:<pid>`: remote-write's `instance` label;
+//!   see [`crate::rows::instance`]), `host.name`, `process.pid`, and `OTEL_RESOURCE_ATTRIBUTES`. The
 //!   `prometheus` exporter's `hostname` label is the resource's `host.name` here;
 //! - the sender's own counters ([`PUSH_COUNTERS`]) follow as monotonic Sums.
 //!

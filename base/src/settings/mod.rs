@@ -362,6 +362,14 @@ declare!(
     "Name of the variable whose value is the local_rank label (read from the environment)."
 );
 declare!(
+    PUSH_INSTANCE,
+    "NIXL_TELEMETRY_PUSH_INSTANCE",
+    Text,
+    None,
+    [RemoteWrite, Otlp],
+    "Identity of a pushing process: the remote-write instance label and OTLP's service.instance.id (unset: <host>:<pid>)."
+);
+declare!(
     MP_STALE_TTL,
     "NIXL_TELEMETRY_MP_STALE_TTL",
     Unsigned,
@@ -668,6 +676,7 @@ pub const SETTINGS: &[Setting] = &[
     PROMETHEUS_LOCAL,
     MULTIPROC_DIR,
     RANK_ENV,
+    PUSH_INSTANCE,
     MP_STALE_TTL,
     MP_SERVE,
     MP_AGGREGATE,

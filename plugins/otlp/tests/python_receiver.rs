@@ -24,6 +24,7 @@ const VARS: &[&str] = &[
     "OTEL_SERVICE_NAME",
     "OTEL_RESOURCE_ATTRIBUTES",
     "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
+    "NIXL_TELEMETRY_PUSH_INSTANCE",
     "LOCAL_RANK",
 ];
 
@@ -412,4 +413,109 @@ fn delta_values_add_up_to_the_cumulative_totals() {
         .sum();
     assert_eq!(successes, all.len() as u64 - 1);
     assert_eq!(sum_count, transfers);
+}
+
+/// The marker of [`two_processes_child`]'s process.
+const CHILD: &str = "OTLP_TEST_TWIN";
+
+/// A child process of [`two_processes_with_one_agent_name_have_distinct_instance_ids`]: one
+/// agent named `twin` records [`record`]'s transfers and is destroyed (its last push).
+#[test]
+fn two_processes_child() {
+    if std::env::var(CHILD).is_err() {
+        return;
+    }
+    // Not `serial()`: it would clear the endpoint the parent set.
+    plugin::add_plugin_dir(&nixl_telemetry_test_support::built_plugins(&["otlp"])).unwrap();
+    let c = collector("twin");
+    record(&c);
+    drop(c);
+}
+
+/// Two processes with the same agent name on one host, without a rank variable and with the
+/// same one, push with distinct `service.instance.id`s (`<host>:<pid>`), each its own exact
+/// totals, which add up to twice what one recorded.
+#[test]
+fn two_processes_with_one_agent_name_have_distinct_instance_ids() {
+    let _s = serial();
+    for rank in [None, Some("0")] {
+        let rx = PyReceiver::start(None);
+        let pids: Vec<u32> = (0..2)
+            .map(|_| {
+                let mut cmd = nixl_telemetry_test_support::child::test("two_processes_child");
+                cmd.env(CHILD, "1").env(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    format!("http://127.0.0.1:{}", rx.port),
+                );
+                if let Some(r) = rank {
+                    cmd.env("LOCAL_RANK", r);
+                }
+                cmd.spawn().unwrap()
+            })
+            .map(|mut child| {
+                assert!(child.wait().unwrap().success());
+                child.id()
+            })
+            .collect();
+        let all = rx.wait_for(2);
+        assert_eq!(all.len(), 2, "one last push each (the interval is 60 s)");
+        let mut seen: Vec<(String, u64)> = all
+            .iter()
+            .map(|r| {
+                let resource =
+                    attributes(&r["request"]["resource_metrics"][0]["resource"]["attributes"]);
+                let get = |k: &str| {
+                    resource
+                        .iter()
+                        .find(|(n, _)| n == k)
+                        .unwrap_or_else(|| panic!("no {k} in {resource:?}"))
+                        .1
+                        .clone()
+                };
+                let id = get("service.instance.id");
+                assert_eq!(id, format!("{}:{}", get("host.name"), get("process.pid")));
+                let tx = &metric(r, "agent_tx_bytes_total")["sum"]["data_points"][0];
+                let mut expected = vec![("agent_name".to_owned(), "twin".to_owned())];
+                expected.extend(rank.map(|r| ("local_rank".to_owned(), r.to_owned())));
+                assert_eq!(attributes(&tx["attributes"]), expected);
+                (get("process.pid"), int(&tx["as_int"]))
+            })
+            .collect();
+        seen.sort();
+        let mut expected: Vec<(String, u64)> = pids.iter().map(|p| (p.to_string(), 5096)).collect();
+        expected.sort();
+        assert_eq!(seen, expected, "rank {rank:?}");
+        assert_eq!(seen.iter().map(|s| s.1).sum::<u64>(), 2 * 5096);
+    }
+}
+
+/// `NIXL_TELEMETRY_PUSH_INSTANCE` names the sender (`service.instance.id`), and
+/// `OTEL_RESOURCE_ATTRIBUTES=service.instance.id=...` wins over it.
+#[test]
+fn a_user_set_instance_wins() {
+    let _s = serial();
+    for (attrs, expected) in [
+        ("", "job-7/rank-0"),
+        ("service.instance.id=otel-id", "otel-id"),
+    ] {
+        let rx = PyReceiver::start(None);
+        std::env::set_var(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{}", rx.port),
+        );
+        std::env::set_var("NIXL_TELEMETRY_PUSH_INSTANCE", "job-7/rank-0");
+        std::env::set_var("OTEL_RESOURCE_ATTRIBUTES", attrs);
+        let c = collector("named");
+        record(&c);
+        drop(c);
+        let all = rx.wait_for(1);
+        let resource =
+            attributes(&all[0]["request"]["resource_metrics"][0]["resource"]["attributes"]);
+        let ids: Vec<&str> = resource
+            .iter()
+            .filter(|(k, _)| k == "service.instance.id")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(ids, [expected]);
+    }
 }

@@ -272,8 +272,10 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
         .iter()
         .enumerate()
         .map(|(i, r)| {
+            // Named apart, as ranks usually are: the node totals are per node and job all
+            // the same.
             let id = Identity {
-                agent_name: "prefill".into(),
+                agent_name: format!("prefill-{i}"),
                 hostname: r.host.into(),
                 local_rank: r.local_rank.into(),
                 pid: 1000 + i as i64,
@@ -459,14 +461,14 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
         // Rates: what the ranks' own series give.
         let rank_rate =
             |m: &str, by: &str| reference(&format!(r#"sum by ({by}) (rate({m}{{pid!=""}}[10s]))"#));
+        let per_node = "hostname, slurm_job_id, k8s_namespace";
         let node = panel("Transfer throughput per node", 0);
-        same(
-            node.clone(),
-            rank_rate("agent_tx_bytes_total", "hostname, agent_name"),
-        );
+        // One line per node and job, whatever the ranks' agent names.
+        assert_eq!(node.len(), 2, "{server}: {node:?}");
+        same(node.clone(), rank_rate("agent_tx_bytes_total", per_node));
         same(
             panel("Transfer throughput per node", 1),
-            rank_rate("agent_rx_bytes_total", "hostname, agent_name"),
+            rank_rate("agent_rx_bytes_total", per_node),
         );
         same(
             panel("Transfer throughput per rank", 0),
@@ -480,9 +482,10 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
             rank_rate("agent_tx_bytes_total", "slurm_job_id, k8s_namespace"),
         );
         let requests = panel("Request rate per node", 0);
+        assert_eq!(requests.len(), 2, "{server}: {requests:?}");
         same(
             requests.clone(),
-            rank_rate("agent_tx_requests_num_total", "hostname, agent_name"),
+            rank_rate("agent_tx_requests_num_total", per_node),
         );
         same(
             panel("Errors by status", 0),
@@ -491,7 +494,7 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
         same(
             panel("Telemetry events dropped at the staging queue", 0),
             reference(
-                r#"sum by (hostname, agent_name) (increase(agent_telemetry_events_dropped_total{pid!=""}[10s]))"#,
+                r#"sum by (hostname, slurm_job_id, k8s_namespace) (increase(agent_telemetry_events_dropped_total{pid!=""}[10s]))"#,
             ),
         );
         // And in the proportions recorded (the ranks record in lockstep): node-b sends 7/3 of

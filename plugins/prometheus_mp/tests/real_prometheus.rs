@@ -65,7 +65,8 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
     let page = scratch.path().join("page.txt");
     std::fs::write(&page, &body).unwrap();
     promtool_accepts(&page);
-    // The same stores with node totals: one per agent name, counters and histograms summed.
+    // The same stores with node totals: one for the node (its ranks have two agent names, and
+    // one job: no workload labels), counters and histograms summed, no `agent_name`.
     let totals = StoreScan::new(ScanConfig {
         dir: dir.clone(),
         stale_ttl: Duration::from_secs(30),
@@ -76,10 +77,12 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
         totals.contains("agent_tx_bytes_total{hostname="),
         "{totals}"
     );
-    let prefill = totals
+    let node: Vec<&str> = totals
         .lines()
-        .find(|l| l.starts_with("agent_tx_bytes_total{") && l.contains("\"prefill\"}"));
-    assert!(prefill.is_some_and(|l| l.ends_with(" 3000")), "{totals}");
+        .filter(|l| l.starts_with("agent_tx_bytes_total{") && !l.contains("agent_name"))
+        .collect();
+    assert_eq!(node.len(), 1, "{totals}");
+    assert!(node[0].ends_with("\"} 10000"), "{totals}");
     std::fs::write(&page, &totals).unwrap();
     promtool_accepts(&page);
     let prom = Prometheus::scraping(scratch.path(), &[port]);

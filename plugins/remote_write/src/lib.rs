@@ -1,7 +1,8 @@
 //! The Prometheus remote-write exporter plug-in (`libtelemetry_exporter_remote_write.so`,
 //! selected with `NIXL_TELEMETRY_EXPORTER=remote_write`): every agent's series, exactly those
 //! the `prometheus` exporter serves (same names and labels, histograms as `_bucket{le}`,
-//! `_sum` and `_count`, plus `local_rank` when the rank variable is set), pushed as
+//! `_sum` and `_count`, plus `local_rank` when the rank variable is set and the sender's
+//! `instance`: `NIXL_TELEMETRY_PUSH_INSTANCE`, else `<host>:<pid>`), pushed as
 //! remote-write 1.0 requests (`nixl_telemetry_push::remote_write`): a protobuf `WriteRequest`, snappy,
 //! `Content-Encoding: snappy`, `Content-Type: application/x-protobuf`,
 //! `X-Prometheus-Remote-Write-Version: 0.1.0`, one sample per series with the push's

@@ -216,14 +216,21 @@ fn four_ranks_push_exact_totals_and_the_quantiles_of_a_scrape() {
         assert_eq!(pushed[0].1, scraped[0].1, "quantile {q}");
     }
     // Pushed series carry the same label names as scraped ones (plus local_rank, minus the
-    // scrape's job and instance).
+    // scrape's job; `instance` is the sender's identity).
     let one = prom
         .vector("agent_errors_total{agent_name=\"pushed\",local_rank=\"0\",status=\"backend\"}")
         .unwrap();
     assert_eq!(one.len(), 1);
     assert_eq!(
         label_names(&one[0].0),
-        ["__name__", "agent_name", "hostname", "local_rank", "status"]
+        [
+            "__name__",
+            "agent_name",
+            "hostname",
+            "instance",
+            "local_rank",
+            "status"
+        ]
     );
     for r in ranks {
         let err = r.finish();
@@ -313,6 +320,82 @@ fn a_two_second_job_gets_its_final_totals_in() {
     let job = Proc::spawn(work.path(), "short", &env);
     let err = job_totals_arrive(&prom, job, "short");
     assert!(!err.contains("remote_write"), "{err}");
+}
+
+/// Two processes that describe themselves alike (one agent name on one host, without a rank
+/// variable, or with the same rank) push two series, told apart by `instance="<host>:<pid>"`,
+/// each with its own exact totals; a process that sets `NIXL_TELEMETRY_PUSH_INSTANCE` is
+/// pushed under that identity.
+#[test]
+fn two_processes_with_one_agent_name_push_two_series_with_exact_totals() {
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(work.path(), None, None);
+    let per_process = 4096.0 * TIMES.len() as f64;
+    for (agent, rank) in [("twin", None), ("twin-ranked", Some("0"))] {
+        let mut procs: Vec<Proc> = (0..2)
+            .map(|i| {
+                let mut env = rw_env(&prom.write_url(), 500);
+                env.extend([("RW_AGENT", agent.into()), ("RW_BYTES", "4096".into())]);
+                env.extend(rank.map(|r| ("LOCAL_RANK", r.to_owned())));
+                Proc::spawn(work.path(), &format!("{agent}{i}"), &env)
+            })
+            .collect();
+        for p in &mut procs {
+            p.line("READY");
+        }
+        let pids: Vec<u32> = procs.iter().map(|p| p.child.id()).collect();
+        for p in procs {
+            let err = p.finish();
+            assert!(!err.contains("remote_write: push"), "{err}");
+        }
+        let series = poll("two series", || {
+            prom.vector(&format!(r#"agent_tx_bytes_total{{agent_name="{agent}"}}"#))
+                .filter(|v| v.len() == 2 && v.iter().all(|(_, x)| *x == per_process))
+        });
+        let mut instances: Vec<String> = series
+            .iter()
+            .map(|(l, _)| {
+                let host = l["hostname"].as_str().unwrap();
+                let instance = l["instance"].as_str().unwrap();
+                assert_eq!(l["local_rank"].as_str(), rank, "{l}");
+                let pid = instance
+                    .strip_prefix(&format!("{host}:"))
+                    .unwrap_or_else(|| panic!("{instance} is not {host}:<pid>"));
+                pid.to_owned()
+            })
+            .collect();
+        instances.sort();
+        let mut expected: Vec<String> = pids.iter().map(u32::to_string).collect();
+        expected.sort();
+        assert_eq!(instances, expected);
+        prom.wait_for_value(
+            &format!(r#"sum(agent_tx_bytes_total{{agent_name="{agent}"}})"#),
+            2.0 * per_process,
+        );
+        // The push counters too: one series per process (the last push may be the first).
+        poll("the push counters of two processes", || {
+            prom.vector(&format!(
+                r#"nixl_telemetry_push_attempts_total{{agent_name="{agent}"}}"#
+            ))
+            .filter(|v| v.len() == 2)
+        });
+    }
+    // A user-set identity wins.
+    let mut env = rw_env(&prom.write_url(), 500);
+    env.extend([
+        ("RW_AGENT", "named".into()),
+        ("RW_BYTES", "1".into()),
+        ("NIXL_TELEMETRY_PUSH_INSTANCE", "job-7/rank-0".into()),
+    ]);
+    let mut named = Proc::spawn(work.path(), "named", &env);
+    named.line("READY");
+    named.finish();
+    let v = poll("the named instance", || {
+        prom.vector(r#"agent_tx_bytes_total{agent_name="named"}"#)
+            .filter(|v| v.len() == 1)
+    });
+    assert_eq!(v[0].0["instance"], "job-7/rank-0");
+    assert_eq!(v[0].1, TIMES.len() as f64);
 }
 
 /// Ends `job` (its stdin closed), takes the totals it prints (`TOTAL <bytes> <transfers>`) and
