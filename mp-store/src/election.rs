@@ -177,7 +177,8 @@ impl Election {
             }
         }
         let scan = self.scan.clone();
-        let metrics: MetricsFn = Arc::new(move || (text::CONTENT_TYPE, scan.scrape().into_bytes()));
+        let metrics: MetricsFn =
+            Arc::new(move |_| (text::CONTENT_TYPE, scan.scrape().into_bytes()));
         match Server::bind(self.addr, Limits::default(), metrics) {
             Ok(server) => {
                 let local = server.local_addr();

@@ -18,6 +18,8 @@
 //! - [`registry`]: the agents exposed by one endpoint ([`Registry`]).
 //! - [`native`]: native (exponential) histograms of transfer time and size, kept beside the
 //!   classic ones when `NIXL_TELEMETRY_NATIVE_HISTOGRAMS` is on.
+//! - [`protobuf`]: the Prometheus protobuf exposition format (`MetricFamily`, length-delimited),
+//!   the only one that carries native histograms to a scraper.
 //! - [`text`]: the Prometheus text exposition format 0.0.4 encoder (and its parser, for tests
 //!   and tools).
 //! - [`endpoint`]: the scrape endpoint (`GET /metrics`), a small `poll(2)` server hardened
@@ -32,6 +34,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod labels;
 pub mod native;
+pub mod protobuf;
 pub mod registry;
 pub mod text;
 

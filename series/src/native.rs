@@ -389,7 +389,7 @@ mod tests {
         h.observe(hour_ns);
         assert!(h.bucket_span() <= DEFAULT_MAX_BUCKETS);
         // log2(3.6e12) = 41.7 octaves: 8 or 4 per octave exceed 160 buckets, 2 do not.
-        assert_eq!(h.schema(), 1);
+        assert_eq!((h.schema(), h.bucket_span()), (1, 85));
         assert_eq!(h.count(), n + 1);
         let held: u64 = h.buckets().map(|(_, c)| c).sum();
         assert_eq!(held + h.zero_count(), h.count());

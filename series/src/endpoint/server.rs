@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 use super::http;
 use nixl_telemetry_base::fork::Generation;
 
-/// Produces the `/metrics` response: content type and body. Called on the server thread.
-pub type MetricsFn = Arc<dyn Fn() -> (&'static str, Vec<u8>) + Send + Sync>;
+/// Produces the `/metrics` response in the format the scraper asked for (one it cannot give
+/// falls back to text): content type and body. Called on the server thread.
+pub type MetricsFn = Arc<dyn Fn(http::Format) -> (&'static str, Vec<u8>) + Send + Sync>;
 
 /// Resource bounds of the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -349,8 +350,10 @@ fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Resp
         }
     }
     Some(
-        catch_unwind(AssertUnwindSafe(|| http::route(&request, || metrics())))
-            .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
+        catch_unwind(AssertUnwindSafe(|| {
+            http::route(&request, || metrics(http::Format::of(&request)))
+        }))
+        .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
     )
 }
 

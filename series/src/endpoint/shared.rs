@@ -10,8 +10,9 @@ use nixl_telemetry_base::fork::LockOrder;
 use nixl_telemetry_base::plugin::author::CreateError;
 use nixl_telemetry_base::Event;
 
-use crate::{text, AgentSeries, Registry};
+use crate::{AgentSeries, Registry};
 
+use super::http::Format;
 use super::server::{BindError, Limits, Server};
 use nixl_telemetry_base::sync::LockUnpoisoned;
 
@@ -121,7 +122,7 @@ impl SharedEndpoint {
             .add(series.clone())
             .expect("a new registry has no agents");
         let body = registry.clone();
-        let metrics = Arc::new(move || (text::CONTENT_TYPE, body.encode_text().into_bytes()));
+        let metrics = Arc::new(move |format| body.encode(format == Format::Protobuf));
         let server = Server::bind(addr, self.limits, metrics).map_err(|e| match e {
             BindError::AddrInUse(_) => JoinError::AddressInUse(format!(
                 "{} telemetry endpoint '{addr}' could not be bound (likely already in use by \
