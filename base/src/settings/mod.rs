@@ -313,6 +313,14 @@ declare!(
     "Upper bounds (µs) of the transfer-time histograms: strictly increasing positive numbers."
 );
 declare!(
+    NATIVE_HISTOGRAMS,
+    "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
+    Bool,
+    Some("false"),
+    [Prometheus],
+    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size, served in the protobuf exposition to scrapers that ask for it."
+);
+declare!(
     LABELS,
     "NIXL_TELEMETRY_LABELS",
     Text,
@@ -520,6 +528,7 @@ pub const SETTINGS: &[Setting] = &[
     TRACE_ROLL_BYTES,
     TRACE_MAX_SEGMENTS,
     HISTOGRAM_BUCKETS_US,
+    NATIVE_HISTOGRAMS,
     LABELS,
     LABELS_FROM,
     PROMETHEUS_PORT,
