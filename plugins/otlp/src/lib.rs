@@ -28,6 +28,7 @@ impl TelemetryPlugin for OtlpExporter {
             params.agent_name,
             &host,
             false,
+            false,
             config.target.clone(),
             config.push.clone(),
             |source, own_attributes| Box::new(Otlp::new(source, own_attributes, &config, &host)),

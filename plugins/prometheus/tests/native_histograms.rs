@@ -15,6 +15,9 @@ use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, relative_error_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_series::protobuf::{self, MetricFamily};
 use nixl_telemetry_test_support::prometheus::{poll, Prometheus};
+use nixl_telemetry_test_support::transfers::{
+    exact_quantile as exact, heavy_tailed, relative_error as error,
+};
 
 const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;\
     proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,\
@@ -40,24 +43,6 @@ fn scrape_as(port: u16, accept: &str) -> (String, Vec<u8>) {
         .unwrap()
         .to_owned();
     (content_type, all[end + 4..].to_vec())
-}
-
-/// A small deterministic generator (xorshift64*), uniform in (0, 1).
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-}
-
-/// The exact `q`-quantile of sorted values: the observation of rank `ceil(q·n)`.
-fn exact(sorted: &[u64], q: f64) -> f64 {
-    sorted[((q * sorted.len() as f64).ceil() as usize).max(1) - 1] as f64
 }
 
 fn one_value(prom: &Prometheus, promql: &str) -> f64 {
@@ -133,28 +118,17 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
     use_port(port);
     std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
     let c = collector("acc");
-    // Heavy-tailed durations: a log-normal body (median 200 µs, sigma 0.8) and a 5% Pareto
-    // tail (alpha 1.2, from 2 ms); sizes log-uniform from 4 KiB to 64 MiB.
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // Heavy-tailed durations and sizes from 4 KiB to 64 MiB (see `heavy_tailed`).
     let n = 6000;
-    let (mut times, mut sizes) = (Vec::new(), Vec::new());
-    for i in 0..n {
-        let (u1, u2) = (rng.uniform(), rng.uniform());
-        let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-        let t = if rng.uniform() < 0.05 {
-            2000.0 * rng.uniform().powf(-1.0 / 1.2)
-        } else {
-            200.0 * (0.8 * normal).exp()
-        };
-        let time = (t.round() as u64).clamp(1, 3_600_000_000);
-        let size = (4096.0 * 2f64.powf(14.0 * rng.uniform())).round() as u64;
+    let transfers = heavy_tailed(n);
+    for (i, &(time, size)) in transfers.iter().enumerate() {
         c.add_xfer_stats(time, true, size, time / 4);
-        times.push(time);
-        sizes.push(size);
         if i % 500 == 499 {
             c.flush();
         }
     }
+    let mut times: Vec<u64> = transfers.iter().map(|t| t.0).collect();
+    let mut sizes: Vec<u64> = transfers.iter().map(|t| t.1).collect();
     c.flush();
     times.sort_unstable();
     sizes.sort_unstable();
@@ -193,7 +167,6 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
         100.0 * relative_error_bound(DEFAULT_SCHEMA)
     );
     println!("quantile  exact  native (error)  classic (error)");
-    let error = |estimate: f64, exact: f64| (estimate - exact).abs() / exact;
     for q in [0.5, 0.9, 0.99] {
         let x = exact(&times, q);
         let nat = one_value(
