@@ -260,6 +260,31 @@ impl NativeHistogram {
         (spans, deltas)
     }
 
+    /// `self - base`, where `base` is an earlier state of the same histogram (a delta between
+    /// two snapshots): `base` is brought to this schema (schemas only ever drop), then counts,
+    /// sum and zero count are subtracted bucket by bucket.
+    pub fn minus(&self, base: &NativeHistogram) -> NativeHistogram {
+        let mut out = self.clone();
+        out.count = self.count.wrapping_sub(base.count);
+        out.sum = self.sum.wrapping_sub(base.sum);
+        out.zero_count = self.zero_count.wrapping_sub(base.zero_count);
+        let shift = i32::from(base.schema) - i32::from(self.schema);
+        for (i, n) in base.buckets() {
+            // Lowering the schema by one maps bucket i to ceil(i/2).
+            let mut j = i;
+            for _ in 0..shift.max(0) {
+                j = (j + 1) >> 1;
+            }
+            if let Some(slot) = usize::try_from(j - out.offset)
+                .ok()
+                .and_then(|k| out.buckets.get_mut(k))
+            {
+                *slot = slot.wrapping_sub(n);
+            }
+        }
+        out
+    }
+
     /// The `q`-quantile (0..=1) as the point `2LU/(L+U)` of the bucket `(L, U]` holding the
     /// observation of rank `ceil(q·count)` (0 for the zero bucket): within
     /// [`relative_error_bound`] of that observation. `None` when empty.
@@ -437,6 +462,38 @@ mod tests {
             h.buckets().collect::<Vec<_>>(),
             expected.into_iter().collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_delta_is_the_histogram_of_the_values_in_between_across_a_schema_drop() {
+        let mut base = NativeHistogram::new(3, 40);
+        for v in [0, 5, 100, 1000] {
+            base.observe(v);
+        }
+        let mut now = base.clone();
+        // Values far apart lower the schema of `now` after the base was taken.
+        for v in [7, 1 << 30, 0, 100] {
+            now.observe(v);
+        }
+        assert!(now.schema() < base.schema());
+        let d = now.minus(&base);
+        assert_eq!(
+            (d.count(), d.sum(), d.zero_count()),
+            (4, 7 + (1 << 30) + 100, 1)
+        );
+        let mut expected = std::collections::BTreeMap::new();
+        for v in [7u64, 1 << 30, 100] {
+            *expected
+                .entry(bucket_index(v as f64, now.schema()))
+                .or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            d.buckets().collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>()
+        );
+        assert_eq!(d.schema(), now.schema());
+        assert_eq!(base.minus(&base).count(), 0);
+        assert_eq!(base.minus(&base).buckets().count(), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
-use nixl_telemetry_push::otlp::{Otlp, OtlpConfig};
+use nixl_telemetry_push::otlp::{exponential_histograms, Otlp, OtlpConfig};
 use nixl_telemetry_push::AgentPush;
 use nixl_telemetry_series::hostname;
 
@@ -23,12 +23,14 @@ impl TelemetryPlugin for OtlpExporter {
         let config =
             OtlpConfig::from_env(&nixl_telemetry_base::env::environment, &process_settings)
                 .map_err(CreateError::InvalidParam)?;
+        let exponential = exponential_histograms(&nixl_telemetry_base::env::environment)
+            .map_err(CreateError::InvalidParam)?;
         let host = hostname();
         let push = AgentPush::start(
             params.agent_name,
             &host,
             false,
-            false,
+            exponential,
             config.target.clone(),
             config.push.clone(),
             |source, own_attributes| Box::new(Otlp::new(source, own_attributes, &config, &host)),
