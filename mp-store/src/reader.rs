@@ -246,6 +246,7 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
             counters,
             gauges,
             histograms,
+            native: None,
         },
     }))
 }

@@ -59,7 +59,11 @@ pub const MAX_REFUSED_FILES: usize = 16_384;
 pub struct ScanPages(pub std::sync::Arc<StoreScan>);
 
 impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
-    fn metrics(&self) -> (&'static str, Vec<u8>) {
+    /// Text always: the stores hold no native histograms (yet).
+    fn metrics(
+        &self,
+        _format: nixl_telemetry_series::endpoint::http::Format,
+    ) -> (&'static str, Vec<u8>) {
         (text::CONTENT_TYPE, self.0.scrape().into_bytes())
     }
 

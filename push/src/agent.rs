@@ -8,6 +8,7 @@ use std::sync::Arc;
 use nixl_telemetry_base::plugin::author::CreateError;
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
+use nixl_telemetry_series::native::{DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA};
 use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
 
 use crate::pusher::{Payload, PushConfig, Pusher};
@@ -27,11 +28,13 @@ impl AgentPush {
     /// the payload `payload` makes of the labelled snapshots and of the labels of the sender's
     /// own counters. `host_label`: whether the series carry `hostname` and the sender's
     /// identity ([`crate::rows::instance`]) as labels (remote-write; OTLP has them as the
-    /// resource's `host.name` and `service.instance.id`).
+    /// resource's `host.name` and `service.instance.id`). `native_histograms`: whether the
+    /// series keep native histograms (see [`nixl_telemetry_series::native`]).
     pub fn start(
         agent: &str,
         host: &str,
         host_label: bool,
+        native_histograms: bool,
         target: Target,
         push: PushConfig,
         payload: impl FnOnce(Source, Labels) -> Box<dyn Payload>,
@@ -39,7 +42,11 @@ impl AgentPush {
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
         let rank = rank_label(&process_settings).map_err(CreateError::InvalidParam)?;
         let workload = WorkloadLabels::from_env().map_err(CreateError::InvalidParam)?;
-        let series = Arc::new(AgentSeries::new(agent, host, buckets).with_labels(workload));
+        let series = Arc::new(
+            AgentSeries::new(agent, host, buckets)
+                .with_labels(workload)
+                .with_native_histograms(native_histograms, DEFAULT_SCHEMA, DEFAULT_MAX_BUCKETS),
+        );
         let client = Client::new(target).map_err(CreateError::InvalidParam)?;
         let mut labels = vec![("agent_name".to_owned(), agent.to_owned())];
         if host_label {

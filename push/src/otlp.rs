@@ -13,6 +13,11 @@
 //! - counters (and `agent_errors_total`, one point per `status` attribute) are monotonic
 //!   Sums of integers; the last-operation gauges are Gauges; the transfer-time histograms
 //!   are explicit-bucket Histograms with the same bounds (`NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`);
+//!   with `OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION=base2_exponential_bucket_histogram`
+//!   ([`ENV_HISTOGRAM_AGGREGATION`]) they are base-2 ExponentialHistograms instead (scale 3, at
+//!   most 160 buckets, see `nixl_telemetry_series::native`), and the request sizes
+//!   (`agent_tx_request_size_bytes`, `agent_rx_request_size_bytes`) follow as
+//!   ExponentialHistograms;
 //! - data-point attributes: `agent_name`, `local_rank` (when the rank variable is set),
 //!   `status` (errors);
 //! - resource attributes: `service.name` (default `nixl`), `service.instance.id`
@@ -35,21 +40,71 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::pusher::{Payload, PushStatsSnapshot, PUSH_COUNTERS};
 use crate::rows::{Labels, Source};
 use crate::target::Body;
+use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_series::native::{NativeHistogram, ZERO_THRESHOLD};
 use nixl_telemetry_series::{
-    error_statuses, families, AgentSnapshot, FamilySource, HistogramSnapshot,
+    error_statuses, families, AgentSnapshot, FamilySource, HistogramSnapshot, NATIVE_SIZE_FAMILIES,
 };
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
-    metric, number_data_point, AggregationTemporality, Gauge, Histogram, HistogramDataPoint,
+    exponential_histogram_data_point, metric, number_data_point, AggregationTemporality,
+    ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, HistogramDataPoint,
     Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
 
 pub use config::{OtlpConfig, Temporality};
+
+/// The standard variable choosing the histogram aggregation: `explicit_bucket_histogram` (the
+/// default) or `base2_exponential_bucket_histogram`.
+pub const ENV_HISTOGRAM_AGGREGATION: &str =
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION";
+
+/// Whether [`ENV_HISTOGRAM_AGGREGATION`] (read through `env`) asks for exponential histograms:
+/// unset or empty, or `explicit_bucket_histogram`, no; `base2_exponential_bucket_histogram`,
+/// yes (either case); anything else is an error naming the variable.
+pub fn exponential_histograms(env: Lookup) -> Result<bool, String> {
+    let value = env(ENV_HISTOGRAM_AGGREGATION).map_err(|e| e.message)?;
+    match value.as_deref().map(str::trim) {
+        None | Some("") => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("explicit_bucket_histogram") => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("base2_exponential_bucket_histogram") => Ok(true),
+        Some(v) => Err(format!(
+            "{ENV_HISTOGRAM_AGGREGATION}='{v}' is invalid: it must be explicit_bucket_histogram \
+             or base2_exponential_bucket_histogram"
+        )),
+    }
+}
+
+/// `h` as an exponential histogram data point (OpenTelemetry's bucket `i` is
+/// `(b^i, b^(i+1)]`, one below Prometheus's index of the same bucket).
+fn exponential_point(
+    h: &NativeHistogram,
+    attributes: Vec<KeyValue>,
+    start_ns: u64,
+    now_ns: u64,
+) -> ExponentialHistogramDataPoint {
+    let (offset, counts) = h.dense();
+    ExponentialHistogramDataPoint {
+        attributes,
+        start_time_unix_nano: start_ns,
+        time_unix_nano: now_ns,
+        count: h.count(),
+        sum: Some(h.sum() as f64),
+        scale: i32::from(h.schema()),
+        zero_count: h.zero_count(),
+        zero_threshold: ZERO_THRESHOLD,
+        positive: Some(exponential_histogram_data_point::Buckets {
+            offset: offset - 1,
+            bucket_counts: counts.to_vec(),
+        }),
+        ..Default::default()
+    }
+}
 
 /// A string attribute.
 pub fn string_attr(key: &str, value: &str) -> KeyValue {
@@ -104,6 +159,11 @@ pub fn delta(current: &AgentSnapshot, base: &AgentSnapshot) -> AgentSnapshot {
             *c = c.wrapping_sub(*b);
         }
         h.sum = h.sum.wrapping_sub(b.sum);
+    }
+    if let (Some(now), Some(base)) = (&mut d.native, &base.native) {
+        for (n, b) in now.iter_mut().zip(base.iter()) {
+            *n = n.minus(b);
+        }
     }
     d
 }
@@ -194,6 +254,23 @@ pub fn request(
                         })
                         .collect(),
                 }),
+                FamilySource::Histogram(t)
+                    if !rows.is_empty()
+                        && rows
+                            .iter()
+                            .all(|r| r.snapshot.native_histogram(t).is_some()) =>
+                {
+                    metric::Data::ExponentialHistogram(ExponentialHistogram {
+                        data_points: rows
+                            .iter()
+                            .map(|r| {
+                                let h = r.snapshot.native_histogram(t).expect("checked");
+                                exponential_point(h, attrs(r, None), r.start_ns, now_ns)
+                            })
+                            .collect(),
+                        aggregation_temporality: temporality,
+                    })
+                }
                 FamilySource::Histogram(t) => metric::Data::Histogram(Histogram {
                     data_points: rows
                         .iter()
@@ -222,6 +299,24 @@ pub fn request(
                 ..Default::default()
             }
         })
+        .chain(NATIVE_SIZE_FAMILIES.iter().filter_map(|&(name, help, t)| {
+            let data_points: Vec<ExponentialHistogramDataPoint> = rows
+                .iter()
+                .filter_map(|r| {
+                    let h = r.snapshot.native_histogram(t)?;
+                    Some(exponential_point(h, attrs(r, None), r.start_ns, now_ns))
+                })
+                .collect();
+            (!data_points.is_empty()).then(|| Metric {
+                name: name.to_owned(),
+                description: help.to_owned(),
+                data: Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
+                    data_points,
+                    aggregation_temporality: temporality,
+                })),
+                ..Default::default()
+            })
+        }))
         .chain(own.into_iter().flat_map(|own| {
             PUSH_COUNTERS.iter().map(move |counter| Metric {
                 name: counter.name.to_owned(),
@@ -424,9 +519,102 @@ impl Payload for Otlp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry_base::Event;
+    use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{AgentSeries, Buckets};
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess;
+
+    #[test]
+    fn the_aggregation_variable_is_parsed_strictly() {
+        let env = |v: &'static str| move |_: &str| Ok(Some(v.to_owned()));
+        assert_eq!(exponential_histograms(&|_: &str| Ok(None)), Ok(false));
+        assert_eq!(exponential_histograms(&env("")), Ok(false));
+        assert_eq!(
+            exponential_histograms(&env("explicit_bucket_histogram")),
+            Ok(false)
+        );
+        assert_eq!(
+            exponential_histograms(&env(" BASE2_exponential_bucket_histogram ")),
+            Ok(true)
+        );
+        let e = exponential_histograms(&env("exponential")).unwrap_err();
+        assert!(e.starts_with(ENV_HISTOGRAM_AGGREGATION), "{e}");
+    }
+
+    #[test]
+    fn native_histograms_become_exponential_histograms() {
+        let s = AgentSeries::new("a", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+        s.apply(&[
+            Event::new(EventType::AgentXferTime, 100),
+            Event::new(EventType::AgentXferTime, 200),
+            Event::new(EventType::AgentTxBytes, 4096),
+            Event::new(EventType::AgentRxBytes, 0),
+        ]);
+        let snapshot = s.snapshot();
+        let rows = [Row {
+            snapshot: &snapshot,
+            attributes: &[("agent_name", "a")],
+            start_ns: 1,
+        }];
+        let r = request(&rows, None, vec![], Temporality::Cumulative, 2);
+        let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
+        let exponential = |name: &str| -> ExponentialHistogramDataPoint {
+            let m = metrics.iter().find(|m| m.name == name).unwrap();
+            match &m.data {
+                Some(metric::Data::ExponentialHistogram(e)) => e.data_points[0].clone(),
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        let time = exponential("agent_xfer_time_us");
+        assert_eq!((time.count, time.sum, time.scale), (2, Some(300.0), 3));
+        // Prometheus buckets 54 and 62: OpenTelemetry's 53 and 61, dense between.
+        let positive = time.positive.unwrap();
+        assert_eq!(positive.offset, 53);
+        assert_eq!(positive.bucket_counts.len(), 9);
+        assert_eq!(
+            (positive.bucket_counts[0], positive.bucket_counts[8]),
+            (1, 1)
+        );
+        assert_eq!(positive.bucket_counts.iter().sum::<u64>(), 2);
+        assert_eq!(
+            exponential("agent_tx_request_size_bytes")
+                .positive
+                .unwrap()
+                .offset,
+            95
+        );
+        let rx = exponential("agent_rx_request_size_bytes");
+        assert_eq!((rx.count, rx.zero_count), (1, 1));
+        // The post-time histogram has no values yet but is still exponential.
+        assert_eq!(exponential("agent_xfer_post_time_us").count, 0);
+        // Without native histograms: explicit buckets, no size metrics.
+        let plain = AgentSeries::new("a", "h", Buckets::default()).snapshot();
+        let rows = [Row {
+            snapshot: &plain,
+            attributes: &[("agent_name", "a")],
+            start_ns: 1,
+        }];
+        let r = request(&rows, None, vec![], Temporality::Cumulative, 2);
+        let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
+        assert!(metrics.iter().all(|m| !m.name.contains("request_size")));
+        assert!(metrics
+            .iter()
+            .all(|m| !matches!(m.data, Some(metric::Data::ExponentialHistogram(_)))));
+    }
+
+    #[test]
+    fn a_delta_subtracts_the_native_histograms() {
+        let s = AgentSeries::new("a", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+        s.apply(&[Event::new(EventType::AgentXferTime, 100)]);
+        let base = s.snapshot();
+        s.apply(&[
+            Event::new(EventType::AgentXferTime, 100),
+            Event::new(EventType::AgentXferTime, 5000),
+        ]);
+        let d = delta(&s.snapshot(), &base);
+        let h = d.native_histogram(EventType::AgentXferTime).unwrap();
+        assert_eq!((h.count(), h.sum()), (2, 5100));
+        assert_eq!(h.buckets().map(|(_, n)| n).sum::<u64>(), 2);
+    }
 
     fn answer(rejected: i64, message: &str) -> Vec<u8> {
         ExportMetricsServiceResponse {

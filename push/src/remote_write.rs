@@ -2,7 +2,11 @@
 //! (exactly the series the `prometheus` exporter serves, one sample each at the push's
 //! timestamp, labels sorted by name and series by labels), its body (snappy block format,
 //! `Content-Encoding: snappy`, `Content-Type: application/x-protobuf`,
-//! `X-Prometheus-Remote-Write-Version: 0.1.0`), the configuration
+//! `X-Prometheus-Remote-Write-Version: 0.1.0`), with, when the series keep native histograms
+//! (`NIXL_TELEMETRY_NATIVE_HISTOGRAMS`), one native histogram sample per histogram family
+//! (`agent_xfer_time_us`, `agent_xfer_post_time_us`, `agent_tx_request_size_bytes`,
+//! `agent_rx_request_size_bytes`) beside the classic `_bucket`/`_sum`/`_count` series; the
+//! configuration
 //! (`NIXL_TELEMETRY_REMOTE_WRITE_*`) and the payload of the push loop. Used by the
 //! `remote_write` plug-in and `nixl-telemetry serve --remote-write`.
 
@@ -13,7 +17,10 @@ use crate::rows::{Labels, Source};
 use crate::target::{millis, Body, Target, TargetVars};
 use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_base::settings;
-use nixl_telemetry_series::{families, for_each_sample, AgentSnapshot};
+use nixl_telemetry_series::native::{NativeHistogram, ZERO_THRESHOLD};
+use nixl_telemetry_series::{
+    families, for_each_sample, AgentSnapshot, FamilySource, NATIVE_SIZE_FAMILIES,
+};
 use prost::Message;
 
 pub mod proto;
@@ -101,6 +108,7 @@ pub fn write_request(
                 value,
                 timestamp: timestamp_ms,
             }],
+            histograms: Vec::new(),
         }
     };
     for (snapshot, labels) in rows {
@@ -116,6 +124,27 @@ pub fn write_request(
                     value as f64,
                 ));
             });
+        }
+        // The native histograms, named as their families (the classic series are suffixed).
+        let natives = families()
+            .iter()
+            .filter_map(|f| match f.source {
+                FamilySource::Histogram(t) => Some((f.name, t)),
+                _ => None,
+            })
+            .chain(NATIVE_SIZE_FAMILIES.iter().map(|&(name, _, t)| (name, t)));
+        for (name, t) in natives {
+            let Some(h) = snapshot.native_histogram(t) else {
+                continue;
+            };
+            let mut s = series(
+                name.to_owned(),
+                &mut labels.iter().copied().chain(snapshot.labels.iter()),
+                0.0,
+            );
+            s.samples.clear();
+            s.histograms.push(native_sample(h, timestamp_ms));
+            timeseries.push(s);
         }
     }
     if let Some(own) = own {
@@ -134,6 +163,25 @@ pub fn write_request(
             .cmp(b.labels.iter().map(|l| (&l.name, &l.value)))
     });
     proto::WriteRequest { timeseries }
+}
+
+/// `h` as a remote-write native histogram sample at `timestamp_ms`.
+pub fn native_sample(h: &NativeHistogram, timestamp_ms: i64) -> proto::Histogram {
+    let (spans, deltas) = h.spans_and_deltas();
+    proto::Histogram {
+        count_int: h.count(),
+        sum: h.sum() as f64,
+        schema: i32::from(h.schema()),
+        zero_threshold: ZERO_THRESHOLD,
+        zero_count_int: h.zero_count(),
+        positive_spans: spans
+            .into_iter()
+            .map(|(offset, length)| proto::BucketSpan { offset, length })
+            .collect(),
+        positive_deltas: deltas,
+        reset_hint: 0,
+        timestamp: timestamp_ms,
+    }
 }
 
 /// The body of a push of `rows` (and the sender's own counters) at `timestamp_ms`: the
@@ -216,6 +264,63 @@ mod tests {
             assert!(names.contains(&"slurm_job_id"), "{names:?}");
             assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
         }
+    }
+
+    #[test]
+    fn native_histograms_are_one_histogram_sample_per_family_beside_the_classic_series() {
+        let off = AgentSeries::new("a", "h", Buckets::default());
+        let on =
+            AgentSeries::new("a", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+        for s in [&off, &on] {
+            s.apply(&[
+                Event::new(EventType::AgentXferTime, 100),
+                Event::new(EventType::AgentTxBytes, 4096),
+            ]);
+        }
+        let (off, on) = (off.snapshot(), on.snapshot());
+        let plain = write_request(&[(&off, &[("agent_name", "a")])], None, 7);
+        assert!(plain.timeseries.iter().all(|t| t.histograms.is_empty()));
+        let native = write_request(&[(&on, &[("agent_name", "a")])], None, 7);
+        let histograms: Vec<(&str, &proto::Histogram)> = native
+            .timeseries
+            .iter()
+            .filter(|t| !t.histograms.is_empty())
+            .map(|t| (t.labels[0].value.as_str(), &t.histograms[0]))
+            .collect();
+        let names: Vec<&str> = histograms.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "agent_rx_request_size_bytes",
+                "agent_tx_request_size_bytes",
+                "agent_xfer_post_time_us",
+                "agent_xfer_time_us"
+            ]
+        );
+        let time = histograms[3].1;
+        assert_eq!(
+            (time.count_int, time.sum, time.schema, time.timestamp),
+            (1, 100.0, 3, 7)
+        );
+        assert_eq!(
+            time.positive_spans,
+            [proto::BucketSpan {
+                offset: 54,
+                length: 1
+            }]
+        );
+        assert_eq!(time.positive_deltas, [1]);
+        assert!(native
+            .timeseries
+            .iter()
+            .all(|t| t.samples.is_empty() != t.histograms.is_empty()));
+        // The classic series are all still there, with the same samples.
+        let classic: Vec<&proto::TimeSeries> = native
+            .timeseries
+            .iter()
+            .filter(|t| t.histograms.is_empty())
+            .collect();
+        assert_eq!(classic, plain.timeseries.iter().collect::<Vec<_>>());
     }
 
     #[test]

@@ -351,6 +351,7 @@ fn a_panicking_encoder_is_reported_once_counted_and_does_not_hold_up_destroy() {
         "agent-p",
         "node-p",
         true,
+        false,
         Target::new(rx.url("/w").parse().unwrap(), Duration::from_secs(2)),
         PushConfig {
             name: "panicking".into(),

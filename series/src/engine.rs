@@ -11,11 +11,13 @@
 //! single value is still exact.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::buckets::Buckets;
 use crate::labels::WorkloadLabels;
+use crate::native::NativeHistogram;
 use nixl_telemetry_base::event::{Event, EventType, EVENT_TYPE_COUNT};
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// The events feeding a histogram, in exposition order (`agent_xfer_time_us`,
 /// `agent_xfer_post_time_us`).
@@ -32,8 +34,23 @@ const SMALL_BATCH: usize = 8;
 /// How many times a snapshot retries while batches are being applied before settling.
 const SNAPSHOT_ATTEMPTS: usize = 1000;
 
+/// The events feeding the native histograms (when on), in exposition order: the two transfer
+/// times (beside their classic buckets, in the same families) and the bytes of each transfer
+/// request, TX then RX (`add_xfer_stats` records one bytes event per request; families
+/// [`crate::NATIVE_SIZE_FAMILIES`]).
+pub const NATIVE_EVENTS: [EventType; 4] = [
+    EventType::AgentXferTime,
+    EventType::AgentXferPostTime,
+    EventType::AgentTxBytes,
+    EventType::AgentRxBytes,
+];
+
 fn histogram_slot(t: EventType) -> Option<usize> {
     HISTOGRAM_EVENTS.iter().position(|&h| h == t)
+}
+
+fn native_slot(t: EventType) -> Option<usize> {
+    NATIVE_EVENTS.iter().position(|&h| h == t)
 }
 
 struct Histogram {
@@ -63,6 +80,9 @@ pub struct AgentSeries {
     /// Last values by event type (exposed only where the descriptor has a gauge).
     gauges: [AtomicU64; EVENT_TYPE_COUNT],
     histograms: [Histogram; 2],
+    /// The native histograms of [`NATIVE_EVENTS`], when on. Only the writer and a snapshot
+    /// take their locks, each for the length of a batch or a copy.
+    native: Option<Box<[Mutex<NativeHistogram>; 4]>>,
     /// Odd while a batch is being applied.
     sequence: AtomicU64,
 }
@@ -89,7 +109,38 @@ impl AgentSeries {
             gauges: std::array::from_fn(|_| AtomicU64::new(0)),
             histograms: [Histogram::new(len), Histogram::new(len)],
             buckets,
+            native: None,
             sequence: AtomicU64::new(0),
+        }
+    }
+
+    /// The same series with native histograms (of [`NATIVE_EVENTS`]) kept beside the others
+    /// when `on`, each starting at `schema` and holding at most `max_buckets` buckets (see
+    /// [`crate::native`]).
+    pub fn with_native_histograms(mut self, on: bool, schema: i8, max_buckets: usize) -> Self {
+        self.native = on.then(|| {
+            Box::new(std::array::from_fn(|_| {
+                Mutex::new(NativeHistogram::new(schema, max_buckets))
+            }))
+        });
+        self
+    }
+
+    /// Whether native histograms are kept.
+    pub fn has_native_histograms(&self) -> bool {
+        self.native.is_some()
+    }
+
+    /// Observes the native histograms of `events` (inside a batch's sequence window).
+    fn observe_native(&self, events: &[Event]) {
+        let Some(native) = &self.native else {
+            return;
+        };
+        let mut guards: Vec<_> = native.iter().map(|m| m.lock_unpoisoned()).collect();
+        for e in events {
+            if let Some(slot) = e.kind().and_then(native_slot) {
+                guards[slot].observe(e.value);
+            }
         }
     }
 
@@ -183,6 +234,7 @@ impl AgentSeries {
             }
             hist.sum.fetch_add(hist_sums[h], Ordering::Relaxed);
         }
+        self.observe_native(events);
         self.sequence.fetch_add(1, Ordering::Release);
         applied
     }
@@ -206,6 +258,7 @@ impl AgentSeries {
                 hist.sum.fetch_add(e.value, Ordering::Relaxed);
             }
         }
+        self.observe_native(events);
         self.sequence.fetch_add(1, Ordering::Release);
         applied
     }
@@ -228,6 +281,7 @@ impl AgentSeries {
                 buckets: vec![0; self.buckets.len_with_inf()],
                 sum: 0,
             }),
+            native: None,
         };
         for attempt in 0..SNAPSHOT_ATTEMPTS {
             let before = self.sequence.load(Ordering::Acquire);
@@ -257,6 +311,10 @@ impl AgentSeries {
             }
             out.sum = h.sum.load(Ordering::Relaxed);
         }
+        snap.native = self
+            .native
+            .as_ref()
+            .map(|n| Box::new(std::array::from_fn(|i| n[i].lock_unpoisoned().clone())));
     }
 }
 
@@ -316,6 +374,8 @@ pub struct AgentSnapshot {
     pub gauges: [u64; EVENT_TYPE_COUNT],
     /// The histograms of [`HISTOGRAM_EVENTS`], in that order.
     pub histograms: [HistogramSnapshot; 2],
+    /// The native histograms of [`NATIVE_EVENTS`], in that order, when on.
+    pub native: Option<Box<[NativeHistogram; 4]>>,
 }
 
 impl AgentSnapshot {
@@ -332,6 +392,11 @@ impl AgentSnapshot {
     /// The histogram fed by `t`, if any.
     pub fn histogram(&self, t: EventType) -> Option<&HistogramSnapshot> {
         histogram_slot(t).map(|i| &self.histograms[i])
+    }
+
+    /// The native histogram fed by `t`, if native histograms are on and `t` feeds one.
+    pub fn native_histogram(&self, t: EventType) -> Option<&NativeHistogram> {
+        Some(&self.native.as_ref()?[native_slot(t)?])
     }
 
     /// `agent_errors_total{status=<status>}`.
@@ -491,6 +556,54 @@ mod tests {
             assert_eq!(h.cumulative()[i], expected as u64, "le={b}");
         }
         assert_eq!(snap.gauge(AgentXferTime), Some(30));
+    }
+
+    #[test]
+    fn native_histograms_are_off_unless_asked_for() {
+        let s = series();
+        apply(&s, AgentXferTime, &[5, 30]);
+        assert!(!s.has_native_histograms());
+        assert_eq!(s.snapshot().native, None);
+        assert_eq!(s.snapshot().native_histogram(AgentXferTime), None);
+    }
+
+    #[test]
+    fn native_histograms_see_transfer_times_and_request_sizes() {
+        let s = series().with_native_histograms(true, 3, 160);
+        // add_xfer_stats batches: post time, time, bytes, requests = 1.
+        let mut batch = Vec::new();
+        for (i, bytes) in [4096u64, 65536, 1 << 20].iter().enumerate() {
+            batch.push(Event::new(AgentXferPostTime, 10 + i as u64));
+            batch.push(Event::new(AgentXferTime, 100 * (i as u64 + 1)));
+            batch.push(Event::new(AgentTxBytes, *bytes));
+            batch.push(Event::new(AgentTxRequestsNum, 1));
+        }
+        batch.push(Event::new(AgentRxBytes, 0));
+        // One large batch and the same events in small ones give the same histograms.
+        let pieces = series().with_native_histograms(true, 3, 160);
+        assert_eq!(s.apply(&batch), batch.len());
+        for chunk in batch.chunks(3) {
+            pieces.apply(chunk);
+        }
+        let snap = s.snapshot();
+        assert_eq!(snap, pieces.snapshot());
+        let time = snap.native_histogram(AgentXferTime).unwrap();
+        assert_eq!((time.count(), time.sum(), time.schema()), (3, 600, 3));
+        assert_eq!(
+            time.buckets().map(|(i, _)| i).collect::<Vec<_>>(),
+            [54, 62, 66] // 100 in (2^(53/8), 2^(54/8)], 200 and 300 likewise
+        );
+        let tx = snap.native_histogram(AgentTxBytes).unwrap();
+        assert_eq!(
+            tx.buckets().collect::<Vec<_>>(),
+            [(96, 1), (128, 1), (160, 1)] // 2^12, 2^16, 2^20 are upper bounds
+        );
+        let rx = snap.native_histogram(AgentRxBytes).unwrap();
+        assert_eq!((rx.count(), rx.zero_count()), (1, 1));
+        assert_eq!(snap.native_histogram(AgentXferPostTime).unwrap().count(), 3);
+        assert_eq!(snap.native_histogram(AgentTxRequestsNum), None);
+        // The classic histogram is unchanged by the native one.
+        assert_eq!(snap.histogram(AgentXferTime).unwrap().count(), 3);
     }
 
     #[test]

@@ -16,6 +16,10 @@
 //! - [`labels`]: the workload labels (`NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`)
 //!   every exporter adds to its series ([`WorkloadLabels`]).
 //! - [`registry`]: the agents exposed by one endpoint ([`Registry`]).
+//! - [`native`]: native (exponential) histograms of transfer time and size, kept beside the
+//!   classic ones when `NIXL_TELEMETRY_NATIVE_HISTOGRAMS` is on.
+//! - [`protobuf`]: the Prometheus protobuf exposition format (`MetricFamily`, length-delimited),
+//!   the only one that carries native histograms to a scraper.
 //! - [`text`]: the Prometheus text exposition format 0.0.4 encoder (and its parser, for tests
 //!   and tools).
 //! - [`endpoint`]: the scrape endpoint (`GET /metrics`), a small `poll(2)` server hardened
@@ -29,6 +33,8 @@ pub mod buckets;
 pub mod endpoint;
 pub mod engine;
 pub mod labels;
+pub mod native;
+pub mod protobuf;
 pub mod registry;
 pub mod text;
 
@@ -39,7 +45,24 @@ use nixl_telemetry_base::event::{EventType, ERRORS_SERIES};
 use engine::AgentSnapshot as Snapshot;
 
 pub use buckets::{Buckets, DEFAULT_BUCKETS_US, ENV_HISTOGRAM_BUCKETS_US};
-pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS};
+pub use engine::{AgentSeries, AgentSnapshot, HistogramSnapshot, HISTOGRAM_EVENTS, NATIVE_EVENTS};
+pub use native::NativeHistogram;
+
+/// The native-only histogram families of transfer sizes: name, HELP text and the event whose
+/// values they observe (one bytes event per transfer request). Exposed only where native
+/// histograms are (the protobuf exposition); named by NIXL's convention, base unit last.
+pub const NATIVE_SIZE_FAMILIES: [(&str, &str, EventType); 2] = [
+    (
+        "agent_tx_request_size_bytes",
+        "Bytes per TX transfer request (native histogram)",
+        EventType::AgentTxBytes,
+    ),
+    (
+        "agent_rx_request_size_bytes",
+        "Bytes per RX transfer request (native histogram)",
+        EventType::AgentRxBytes,
+    ),
+];
 pub use labels::WorkloadLabels;
 pub use registry::{DuplicateAgent, Registry};
 

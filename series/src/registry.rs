@@ -88,6 +88,23 @@ impl Registry {
     pub fn encode_text(&self) -> String {
         crate::text::encode(&self.snapshot())
     }
+
+    /// The scrape response (content type and body): the protobuf exposition when `protobuf` is
+    /// asked for and an agent keeps native histograms (the only series it adds), else text.
+    pub fn encode(&self, protobuf: bool) -> (&'static str, Vec<u8>) {
+        let snapshots = self.snapshot();
+        if protobuf && snapshots.iter().any(|s| s.native.is_some()) {
+            (
+                crate::protobuf::CONTENT_TYPE,
+                crate::protobuf::encode(&snapshots),
+            )
+        } else {
+            (
+                crate::text::CONTENT_TYPE,
+                crate::text::encode(&snapshots).into_bytes(),
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -130,5 +147,22 @@ mod tests {
     #[test]
     fn an_empty_registry_encodes_nothing() {
         assert_eq!(Registry::new().encode_text(), "");
+    }
+
+    #[test]
+    fn protobuf_is_served_only_with_native_histograms() {
+        let r = Registry::new();
+        r.add(agent("a")).unwrap();
+        let text = (crate::text::CONTENT_TYPE, r.encode_text().into_bytes());
+        assert_eq!(r.encode(true), text);
+        assert_eq!(r.encode(false), text);
+        r.add(Arc::new(
+            AgentSeries::new("b", "h", Buckets::default()).with_native_histograms(true, 3, 160),
+        ))
+        .unwrap();
+        let (content_type, body) = r.encode(true);
+        assert_eq!(content_type, crate::protobuf::CONTENT_TYPE);
+        assert_eq!(body, crate::protobuf::encode(&r.snapshot()));
+        assert_eq!(r.encode(false).0, crate::text::CONTENT_TYPE);
     }
 }

@@ -557,7 +557,10 @@ fn scrapes_keep_answering_under_a_connect_flood_from_one_address() {
 struct Switchable(std::sync::atomic::AtomicBool);
 
 impl nixl_telemetry_series::endpoint::server::Pages for Switchable {
-    fn metrics(&self) -> (&'static str, Vec<u8>) {
+    fn metrics(
+        &self,
+        _format: nixl_telemetry_series::endpoint::http::Format,
+    ) -> (&'static str, Vec<u8>) {
         (CT, b"m 1\n".to_vec())
     }
 
@@ -603,4 +606,48 @@ fn health_answers_200_or_503_with_a_json_body() {
         (r.status, r.body.as_slice()),
         (200, &b"{\"status\":\"ok\"}\n"[..])
     );
+}
+
+#[test]
+fn the_shared_endpoint_answers_protobuf_when_asked_and_native_histograms_are_on() {
+    let _g = SERIAL.lock_unpoisoned();
+    let addr = free_port();
+    let native =
+        AgentSeries::new("n", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+    let a = ENDPOINT.join(addr, Arc::new(native)).unwrap();
+    a.apply(&[Event::new(EventType::AgentXferTime, 100)]);
+    let ask = |accept: &str| {
+        exchange(
+            addr,
+            format!("GET /metrics HTTP/1.1\r\nAccept: {accept}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+    };
+    let pb = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+              encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
+    let r = ask(pb);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some(nixl_telemetry_series::protobuf::CONTENT_TYPE)
+    );
+    let families = nixl_telemetry_series::protobuf::decode(&r.body).unwrap();
+    let time = families
+        .iter()
+        .find(|f| f.name == "agent_xfer_time_us")
+        .unwrap();
+    let h = time.metric[0].histogram.as_ref().unwrap();
+    assert_eq!(
+        (h.sample_count, h.schema, h.positive_delta.as_slice()),
+        (1, 3, &[1i64][..])
+    );
+    // Text stays the default and the answer to a scraper that prefers it.
+    for accept in ["text/plain;version=0.0.4", "*/*"] {
+        let r = ask(accept);
+        assert!(r.header("content-type").unwrap().starts_with("text/plain"));
+        assert!(String::from_utf8(r.body)
+            .unwrap()
+            .contains("agent_xfer_time_us_count"));
+    }
+    drop(a);
 }

@@ -10,6 +10,7 @@ pub mod fuzz;
 pub mod other_user;
 pub mod prometheus;
 pub mod receiver;
+pub mod transfers;
 
 use nixl_telemetry::sync::LockUnpoisoned;
 use std::net::{Ipv4Addr, TcpListener};

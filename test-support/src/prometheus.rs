@@ -51,6 +51,17 @@ impl Prometheus {
     /// Started in `work` (its configuration, data and log), scraping `scrape` (a port) if given, over https with basic auth if
     /// `secure` is given.
     pub fn start(work: &Path, scrape: Option<u16>, secure: Option<&Secure>) -> Prometheus {
+        Prometheus::start_with(work, scrape, secure, &[])
+    }
+
+    /// [`Prometheus::start`] with more command-line arguments (such as
+    /// `--enable-feature=native-histograms`).
+    pub fn start_with(
+        work: &Path,
+        scrape: Option<u16>,
+        secure: Option<&Secure>,
+        extra: &[&str],
+    ) -> Prometheus {
         let yml = work.join("prometheus.yml");
         let mut config = "global: {scrape_interval: 1s, scrape_timeout: 1s}\n".to_owned();
         if let Some(port) = scrape {
@@ -69,6 +80,7 @@ impl Prometheus {
             "--web.enable-remote-write-receiver".into(),
             "--log.level=warn".into(),
         ];
+        args.extend(extra.iter().map(|a| a.to_string()));
         let mut tls = None;
         if let Some(secure) = secure {
             args.push(format!("--web.config.file={}", secure.web_config.display()));

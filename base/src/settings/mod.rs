@@ -314,6 +314,14 @@ declare!(
     "Upper bounds (µs) of the transfer-time histograms: strictly increasing positive numbers."
 );
 declare!(
+    NATIVE_HISTOGRAMS,
+    "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
+    Bool,
+    Some("false"),
+    [Prometheus, RemoteWrite],
+    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it, pushed as remote-write histogram samples."
+);
+declare!(
     LABELS,
     "NIXL_TELEMETRY_LABELS",
     Text,
@@ -670,6 +678,7 @@ pub const SETTINGS: &[Setting] = &[
     TRACE_ROLL_BYTES,
     TRACE_MAX_SEGMENTS,
     HISTOGRAM_BUCKETS_US,
+    NATIVE_HISTOGRAMS,
     LABELS,
     LABELS_FROM,
     PROMETHEUS_PORT,

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
-use nixl_telemetry_push::otlp::{Otlp, OtlpConfig};
+use nixl_telemetry_push::otlp::{exponential_histograms, Otlp, OtlpConfig};
 use nixl_telemetry_push::rows::{instance, with_instance};
 use nixl_telemetry_push::AgentPush;
 use nixl_telemetry_series::hostname;
@@ -23,6 +23,8 @@ impl TelemetryPlugin for OtlpExporter {
     fn create(params: &InitParams) -> Result<Self, CreateError> {
         let mut config =
             OtlpConfig::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
+        let exponential = exponential_histograms(&nixl_telemetry_base::env::environment)
+            .map_err(CreateError::InvalidParam)?;
         let host = hostname();
         // `service.instance.id`: OTEL_RESOURCE_ATTRIBUTES's, else NIXL_TELEMETRY_PUSH_INSTANCE,
         // else `<host>:<pid>` (what remote-write's `instance` label holds too).
@@ -32,6 +34,7 @@ impl TelemetryPlugin for OtlpExporter {
             params.agent_name,
             &host,
             false,
+            exponential,
             config.target.clone(),
             config.push.clone(),
             |source, own_attributes| Box::new(Otlp::new(source, own_attributes, &config, &host)),

@@ -21,6 +21,7 @@ const VARS: &[&str] = &[
     "OTEL_EXPORTER_OTLP_HEADERS",
     "OTEL_METRIC_EXPORT_INTERVAL",
     "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
     "OTEL_SERVICE_NAME",
     "OTEL_RESOURCE_ATTRIBUTES",
     "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
@@ -518,4 +519,99 @@ fn a_user_set_instance_wins() {
             .collect();
         assert_eq!(ids, [expected]);
     }
+}
+
+/// The exponential histogram point of metric `name`, checked against a native histogram of
+/// the same values: count, sum, scale, zero count and buckets (OpenTelemetry's index is one
+/// below Prometheus's).
+fn check_exponential(request: &Value, name: &str, values: &[u64]) {
+    let m = metric(request, name);
+    let data = &m["exponential_histogram"];
+    assert!(data.is_object(), "{name}: {m}");
+    let p = &data["data_points"][0];
+    let mut h = nixl_telemetry_series::NativeHistogram::default();
+    values.iter().for_each(|&v| h.observe(v));
+    assert_eq!(int(&p["count"]), h.count(), "{name}");
+    assert_eq!(p["sum"].as_f64().unwrap(), h.sum() as f64, "{name}");
+    assert_eq!(
+        p["scale"].as_i64().unwrap_or(0),
+        i64::from(h.schema()),
+        "{name}"
+    );
+    assert_eq!(int(&p["zero_count"]), h.zero_count(), "{name}");
+    let (offset, counts) = h.dense();
+    assert_eq!(
+        p["positive"]["offset"].as_i64().unwrap_or(0),
+        i64::from(offset - 1),
+        "{name}"
+    );
+    let got: Vec<u64> = p["positive"]["bucket_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .collect();
+    assert_eq!(got, counts, "{name}");
+}
+
+#[test]
+fn base2_exponential_aggregation_sends_the_native_histograms() {
+    let _s = serial();
+    let rx = PyReceiver::start(None);
+    std::env::set_var(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("http://127.0.0.1:{}", rx.port),
+    );
+    std::env::set_var(
+        "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+        "base2_exponential_bucket_histogram",
+    );
+    let c = collector("otlp-exp");
+    // Heavy-tailed times and sizes from 4 KiB to 64 MiB, TX and RX in turn, and one 0-byte RX.
+    let transfers = nixl_telemetry_test_support::transfers::heavy_tailed(3000);
+    for (i, &(time, size)) in transfers.iter().enumerate() {
+        c.add_xfer_stats(time, i % 2 == 0, size, time / 4);
+        if i % 500 == 499 {
+            c.flush();
+        }
+    }
+    c.add_xfer_stats(5, false, 0, 1);
+    c.flush();
+    drop(c);
+    let all = rx.requests();
+    let r = all.last().unwrap();
+    let mut times: Vec<u64> = transfers.iter().map(|t| t.0).collect();
+    times.push(5);
+    let posts: Vec<u64> = times.iter().map(|t| t / 4).collect();
+    let tx: Vec<u64> = transfers.iter().step_by(2).map(|t| t.1).collect();
+    let mut rx_sizes: Vec<u64> = transfers.iter().skip(1).step_by(2).map(|t| t.1).collect();
+    rx_sizes.push(0);
+    check_exponential(r, "agent_xfer_time_us", &times);
+    check_exponential(r, "agent_xfer_post_time_us", &posts);
+    check_exponential(r, "agent_tx_request_size_bytes", &tx);
+    check_exponential(r, "agent_rx_request_size_bytes", &rx_sizes);
+    assert_eq!(
+        metric(r, "agent_xfer_time_us")["exponential_histogram"]["aggregation_temporality"],
+        "AGGREGATION_TEMPORALITY_CUMULATIVE"
+    );
+}
+
+#[test]
+fn an_unknown_aggregation_fails_the_creation() {
+    let _s = serial();
+    std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9");
+    std::env::set_var(
+        "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+        "exponential",
+    );
+    let r = Collector::new(
+        "otlp-bad",
+        Config {
+            buffer_size: 64,
+            run_interval: Duration::from_secs(3600),
+            exporter: ExporterChoice::Plugin("otlp".into()),
+            enabled_metrics: MetricMask::ALL,
+        },
+    );
+    assert!(r.is_err());
 }

@@ -21,11 +21,15 @@
 //!   `..._BASIC_AUTH_PASSWORD_FILE`, or `..._BEARER_TOKEN_FILE`; `..._CA_FILE` (PEM; else the
 //!   system's roots).
 //! - `NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`, `NIXL_TELEMETRY_RANK_ENV` as for `prometheus_mp`.
+//! - `NIXL_TELEMETRY_NATIVE_HISTOGRAMS` (false): true adds native histogram samples of
+//!   transfer time and size (see `nixl_telemetry_series::native`); the receiver must accept
+//!   them (Prometheus: `--enable-feature=native-histograms`).
 
 use std::ffi::CStr;
 
+use nixl_telemetry_base::env::read_bool;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
-use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_base::Event;
 use nixl_telemetry_push::remote_write::{Config, RemoteWrite};
 use nixl_telemetry_push::AgentPush;
@@ -40,10 +44,14 @@ impl TelemetryPlugin for RemoteWriteExporter {
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
         let config = Config::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
+        let native = read_bool(&process_settings, settings::NATIVE_HISTOGRAMS.name)
+            .map_err(|e| CreateError::InvalidParam(e.message))?
+            .unwrap_or(settings::NATIVE_HISTOGRAMS.default_bool());
         let push = AgentPush::start(
             params.agent_name,
             &hostname(),
             true,
+            native,
             config.target,
             config.push,
             |source, own_labels| Box::new(RemoteWrite { source, own_labels }),

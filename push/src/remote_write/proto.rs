@@ -19,6 +19,9 @@ pub struct TimeSeries {
     /// The samples, oldest first.
     #[prost(message, repeated, tag = "2")]
     pub samples: Vec<Sample>,
+    /// Native histogram samples (a series has these or `samples`, not both).
+    #[prost(message, repeated, tag = "4")]
+    pub histograms: Vec<Histogram>,
 }
 
 /// A label.
@@ -41,4 +44,49 @@ pub struct Sample {
     /// Milliseconds since the Unix epoch.
     #[prost(int64, tag = "2")]
     pub timestamp: i64,
+}
+
+/// A native histogram sample (remote-write 1.0's `Histogram`, integer counts): the schema,
+/// zero bucket, positive spans and their count deltas.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Histogram {
+    /// Observations (`count_int` of the `count` oneof).
+    #[prost(uint64, tag = "1")]
+    pub count_int: u64,
+    /// Their sum.
+    #[prost(double, tag = "3")]
+    pub sum: f64,
+    /// The schema.
+    #[prost(sint32, tag = "4")]
+    pub schema: i32,
+    /// The zero bucket's threshold.
+    #[prost(double, tag = "5")]
+    pub zero_threshold: f64,
+    /// Observations in the zero bucket (`zero_count_int`).
+    #[prost(uint64, tag = "6")]
+    pub zero_count_int: u64,
+    /// Spans of positive buckets.
+    #[prost(message, repeated, tag = "11")]
+    pub positive_spans: Vec<BucketSpan>,
+    /// Positive bucket counts as deltas from the previous one.
+    #[prost(sint64, repeated, tag = "12")]
+    pub positive_deltas: Vec<i64>,
+    /// Reset hint (0 unknown: Prometheus detects resets itself).
+    #[prost(int32, tag = "14")]
+    pub reset_hint: i32,
+    /// Milliseconds since the Unix epoch.
+    #[prost(int64, tag = "15")]
+    pub timestamp: i64,
+}
+
+/// Consecutive native buckets: the gap from the previous span (the first: the index of its
+/// first bucket) and the length.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BucketSpan {
+    /// The gap.
+    #[prost(sint32, tag = "1")]
+    pub offset: i32,
+    /// Buckets in the span.
+    #[prost(uint32, tag = "2")]
+    pub length: u32,
 }

@@ -103,6 +103,67 @@ impl Request {
     }
 }
 
+/// The exposition format a scraper asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The text format 0.0.4 (the default, and the answer to anything else).
+    Text,
+    /// The protobuf exposition (length-delimited `io.prometheus.client.MetricFamily`), when
+    /// the `Accept` header ranks it above every text range it names.
+    Protobuf,
+}
+
+impl Format {
+    /// The format `request`'s `Accept` header prefers: [`Format::Protobuf`] when it names
+    /// `application/vnd.google.protobuf` with `proto=io.prometheus.client.MetricFamily` and
+    /// `encoding=delimited` at a quality above 0 and not below any text range it names (text,
+    /// OpenMetrics, `*/*`); text otherwise (no header, a malformed one, text preferred).
+    pub fn of(request: &Request) -> Format {
+        let Some(accept) = request.header("accept") else {
+            return Format::Text;
+        };
+        let mut protobuf = 0.0f64;
+        let mut text = 0.0f64;
+        for range in accept.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("").to_ascii_lowercase();
+            let (mut q, mut proto, mut delimited) = (1.0, false, false);
+            for p in parts {
+                let Some((k, v)) = p.split_once('=') else {
+                    continue;
+                };
+                let v = v.trim().trim_matches('"');
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "q" => {
+                        q = v
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|q| (0.0..=1.0).contains(q))
+                            .unwrap_or(0.0)
+                    }
+                    "proto" => proto = v == "io.prometheus.client.MetricFamily",
+                    "encoding" => delimited = v == "delimited",
+                    _ => {}
+                }
+            }
+            match media.as_str() {
+                "application/vnd.google.protobuf" if proto && delimited => {
+                    protobuf = protobuf.max(q)
+                }
+                "text/plain" | "text/*" | "*/*" | "application/openmetrics-text" => {
+                    text = text.max(q)
+                }
+                _ => {}
+            }
+        }
+        if protobuf > 0.0 && protobuf >= text {
+            Format::Protobuf
+        } else {
+            Format::Text
+        }
+    }
+}
+
 /// Why a head was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseError {

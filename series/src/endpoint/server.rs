@@ -32,8 +32,9 @@ use nixl_telemetry_base::fork::Generation;
 
 /// What an endpoint serves, called on the server thread: `/metrics` and `/health`.
 pub trait Pages: Send + Sync {
-    /// The `/metrics` response: content type and body.
-    fn metrics(&self) -> (&'static str, Vec<u8>);
+    /// The `/metrics` response in the format the scraper asked for (one it cannot give falls
+    /// back to text): content type and body.
+    fn metrics(&self, format: http::Format) -> (&'static str, Vec<u8>);
 
     /// The `/health` response: whether the endpoint can answer a scrape (200) or not (503),
     /// with a short JSON object saying what it sees. The default: ready, `{"status":"ok"}`.
@@ -45,11 +46,11 @@ pub trait Pages: Send + Sync {
 /// An endpoint's pages, shared with its server thread.
 pub type MetricsFn = Arc<dyn Pages>;
 
-/// A `/metrics` page from a function, always healthy (tests, simple endpoints).
+/// A text `/metrics` page from a function, always healthy (tests, simple endpoints).
 pub struct PageFn<F>(pub F);
 
 impl<F: Fn() -> (&'static str, Vec<u8>) + Send + Sync> Pages for PageFn<F> {
-    fn metrics(&self) -> (&'static str, Vec<u8>) {
+    fn metrics(&self, _format: http::Format) -> (&'static str, Vec<u8>) {
         (self.0)()
     }
 }
@@ -371,7 +372,11 @@ fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Resp
     }
     Some(
         catch_unwind(AssertUnwindSafe(|| {
-            http::route(&request, || metrics.metrics(), || metrics.health())
+            http::route(
+                &request,
+                || metrics.metrics(http::Format::of(&request)),
+                || metrics.health(),
+            )
         }))
         .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
     )

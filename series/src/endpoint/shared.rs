@@ -10,9 +10,9 @@ use nixl_telemetry_base::fork::LockOrder;
 use nixl_telemetry_base::plugin::author::CreateError;
 use nixl_telemetry_base::Event;
 
-use crate::{text, AgentSeries, Registry};
+use crate::{AgentSeries, Registry};
 
-use super::http::Health;
+use super::http::{Format, Health};
 use super::server::{BindError, Limits, Pages, Server};
 use nixl_telemetry_base::sync::LockUnpoisoned;
 
@@ -59,8 +59,8 @@ struct Running {
 struct RegistryPages(Arc<Registry>);
 
 impl Pages for RegistryPages {
-    fn metrics(&self) -> (&'static str, Vec<u8>) {
-        (text::CONTENT_TYPE, self.0.encode_text().into_bytes())
+    fn metrics(&self, format: Format) -> (&'static str, Vec<u8>) {
+        self.0.encode(format == Format::Protobuf)
     }
 
     fn health(&self) -> Health {

@@ -21,7 +21,7 @@ use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared between tests.
-const VARS: [&str; 12] = [
+const VARS: [&str; 13] = [
     "NIXL_TELEMETRY_LABELS",
     "NIXL_TELEMETRY_LABELS_FROM",
     "POD_NAME",
@@ -29,6 +29,7 @@ const VARS: [&str; 12] = [
     "NIXL_TELEMETRY_PROMETHEUS_PORT",
     "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
     "NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US",
+    "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
     "NIXL_TELEMETRY_ENABLE",
     "NIXL_TELEMETRY_EXPORTER",
     "NIXL_TELEMETRY_ENABLED_METRICS",

@@ -1,0 +1,515 @@
+//! Native (exponential) histograms: Prometheus's native histograms and OpenTelemetry's base-2
+//! exponential histograms, which share one bucket grid.
+//!
+//! At schema `s` (OpenTelemetry's `scale`) the base is `b = 2^(2^-s)` and bucket `i` holds the
+//! values in `(b^(i-1), b^i]`; a zero bucket holds the value 0 (event values are integers, so
+//! any zero threshold below 1 gives the same buckets: [`ZERO_THRESHOLD`] is client_golang's).
+//! The grid needs no configuration: every value lands in a bucket whose bounds are within a
+//! factor `b` of each other, so any quantile is known to within one bucket.
+//!
+//! **Error bound.** A quantile reported as the point `2·L·U/(L+U)` of the bucket `(L, U]` that
+//! holds it (what [`NativeHistogram::quantile`] returns) is within `(b-1)/(b+1)` of the true
+//! value, relatively; at the default schema 3, `b = 2^(1/8) = 1.0905077…` and the bound is
+//! [`relative_error_bound`]`(3)` = 0.0432946… (4.33%). PromQL's `histogram_quantile` picks the same
+//! bucket but interpolates inside it, so its estimate is only guaranteed within the bucket's
+//! width, `b - 1` = 9.0508…% at schema 3 ([`bucket_width_bound`]).
+//!
+//! **Bounded memory.** A histogram keeps its buckets densely from its lowest to its highest
+//! populated index, and never more than its bucket bound ([`DEFAULT_MAX_BUCKETS`] = 160). When
+//! a value would widen it past the bound, the schema is lowered by one, merging each pair of
+//! buckets `(2k-1, 2k)` into bucket `k` (a bucket of the coarser grid is exactly two of the
+//! finer one), until the span fits, as Prometheus's client libraries do. Values from 1 to
+//! 2^64 fit at schema 1 in 160 buckets; at the lowest schema, -4, they span 5.
+
+/// The default schema: 8 buckets per power of two.
+pub const DEFAULT_SCHEMA: i8 = 3;
+/// The finest schema Prometheus accepts.
+pub const MAX_SCHEMA: i8 = 8;
+/// The coarsest schema Prometheus accepts.
+pub const MIN_SCHEMA: i8 = -4;
+/// The default bound on the buckets of one histogram (its zero bucket not counted).
+pub const DEFAULT_MAX_BUCKETS: usize = 160;
+/// The smallest bucket bound accepted: at [`MIN_SCHEMA`] every `u64` value fits in 5 buckets.
+pub const MIN_MAX_BUCKETS: usize = 8;
+/// The zero bucket's threshold, `2^-128` (client_golang's default): only 0 falls in it.
+pub const ZERO_THRESHOLD: f64 = 2.938735877055719e-39;
+
+/// The base of the grid at `schema`: `2^(2^-schema)`.
+pub fn base(schema: i8) -> f64 {
+    (2f64.powi(-i32::from(schema))).exp2()
+}
+
+/// The relative error bound of a quantile reported as the bucket's point `2LU/(L+U)`:
+/// `(b-1)/(b+1)` with `b` = [`base`]`(schema)`.
+pub fn relative_error_bound(schema: i8) -> f64 {
+    let b = base(schema);
+    (b - 1.0) / (b + 1.0)
+}
+
+/// The relative error bound of any estimate inside the right bucket (as `histogram_quantile`'s
+/// interpolation is): the bucket's relative width, `b - 1`.
+pub fn bucket_width_bound(schema: i8) -> f64 {
+    base(schema) - 1.0
+}
+
+/// The index of the bucket holding `value` (> 0) at `schema`: the `i` with
+/// `b^(i-1) < value <= b^i`. Exact at powers of two (the only grid bounds an integer can
+/// equal at schemas above 0).
+pub fn bucket_index(value: f64, schema: i8) -> i32 {
+    debug_assert!(value > 0.0);
+    let (frac, exp) = frexp(value);
+    if schema > 0 {
+        // value = frac · 2^exp, frac in [0.5, 1): the first j with 2^(j/2^s - 1) >= frac.
+        let per_octave = 1i32 << schema;
+        let mut j = ((frac.log2() + 1.0) * f64::from(per_octave)).ceil() as i32;
+        // Correct a rounding of log2 at a bound: the bound of j must be >= frac, j-1's below.
+        while j > 0 && bound_in_octave(j - 1, schema) >= frac {
+            j -= 1;
+        }
+        while bound_in_octave(j, schema) < frac {
+            j += 1;
+        }
+        j + (exp - 1) * per_octave
+    } else {
+        // Power-of-two buckets, merged 2^-schema at a time.
+        let key = if frac == 0.5 { exp - 1 } else { exp };
+        let shift = -i32::from(schema);
+        let offset = (1 << shift) - 1;
+        (key + offset) >> shift
+    }
+}
+
+/// `2^(j/2^schema - 1)`: the j-th bound within an octave, scaled to `[0.5, 1]`.
+fn bound_in_octave(j: i32, schema: i8) -> f64 {
+    (f64::from(j) / f64::from(1i32 << schema) - 1.0).exp2()
+}
+
+/// `value` as `frac · 2^exp` with `frac` in `[0.5, 1)` (value finite, > 0).
+fn frexp(value: f64) -> (f64, i32) {
+    let bits = value.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    if biased == 0 {
+        // Subnormal: scale up first.
+        let (f, e) = frexp(value * 2f64.powi(64));
+        return (f, e - 64);
+    }
+    let frac = f64::from_bits((bits & !(0x7ff << 52)) | (1022 << 52));
+    (frac, biased - 1022)
+}
+
+/// The upper bound of bucket `index` at `schema`: `b^index`.
+pub fn upper_bound(index: i32, schema: i8) -> f64 {
+    if schema > 0 {
+        (f64::from(index) / f64::from(1i32 << schema)).exp2()
+    } else {
+        (f64::from(index) * f64::from(1i32 << -i32::from(schema))).exp2()
+    }
+}
+
+/// One native histogram: zero bucket, count, sum and the populated span of buckets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NativeHistogram {
+    schema: i8,
+    max_buckets: usize,
+    zero_count: u64,
+    count: u64,
+    sum: u64,
+    /// The index of `buckets[0]`.
+    offset: i32,
+    /// Per-bucket counts from `offset` on (empty before the first positive value).
+    buckets: Vec<u64>,
+}
+
+impl Default for NativeHistogram {
+    /// Empty, at [`DEFAULT_SCHEMA`] with [`DEFAULT_MAX_BUCKETS`].
+    fn default() -> Self {
+        NativeHistogram::new(DEFAULT_SCHEMA, DEFAULT_MAX_BUCKETS)
+    }
+}
+
+impl NativeHistogram {
+    /// Empty, at `schema` (clamped to [`MIN_SCHEMA`]..=[`MAX_SCHEMA`]), holding at most
+    /// `max_buckets` buckets (at least [`MIN_MAX_BUCKETS`]).
+    pub fn new(schema: i8, max_buckets: usize) -> NativeHistogram {
+        NativeHistogram {
+            schema: schema.clamp(MIN_SCHEMA, MAX_SCHEMA),
+            max_buckets: max_buckets.max(MIN_MAX_BUCKETS),
+            zero_count: 0,
+            count: 0,
+            sum: 0,
+            offset: 0,
+            buckets: Vec::new(),
+        }
+    }
+
+    /// Records one value (0 goes in the zero bucket).
+    pub fn observe(&mut self, value: u64) {
+        self.count = self.count.wrapping_add(1);
+        self.sum = self.sum.wrapping_add(value);
+        if value == 0 {
+            self.zero_count += 1;
+            return;
+        }
+        let mut i = bucket_index(value as f64, self.schema);
+        if self.buckets.is_empty() {
+            self.offset = i;
+            self.buckets.push(1);
+            return;
+        }
+        let lo = self.offset.min(i);
+        let hi = (self.offset + self.buckets.len() as i32 - 1).max(i);
+        if (hi - lo + 1) as usize > self.max_buckets {
+            self.reduce_to_fit(lo, hi);
+            i = bucket_index(value as f64, self.schema);
+        }
+        if i < self.offset {
+            let grow = (self.offset - i) as usize;
+            self.buckets.splice(0..0, std::iter::repeat_n(0, grow));
+            self.offset = i;
+        } else if i >= self.offset + self.buckets.len() as i32 {
+            self.buckets.resize((i - self.offset + 1) as usize, 0);
+        }
+        self.buckets[(i - self.offset) as usize] += 1;
+    }
+
+    /// Lowers the schema until buckets `lo..=hi` (at the current schema) span at most the
+    /// bound, merging the held buckets pairwise at each step.
+    fn reduce_to_fit(&mut self, mut lo: i32, mut hi: i32) {
+        while (hi - lo + 1) as usize > self.max_buckets && self.schema > MIN_SCHEMA {
+            // Bucket i of schema s is inside bucket ceil(i/2) of schema s-1.
+            let merged_offset = (self.offset + 1) >> 1;
+            let mut merged = vec![0u64; self.buckets.len() / 2 + 1];
+            for (k, &n) in self.buckets.iter().enumerate() {
+                let i = self.offset + k as i32;
+                merged[(((i + 1) >> 1) - merged_offset) as usize] += n;
+            }
+            while merged.last() == Some(&0) {
+                merged.pop();
+            }
+            self.buckets = merged;
+            self.offset = merged_offset;
+            self.schema -= 1;
+            lo = (lo + 1) >> 1;
+            hi = (hi + 1) >> 1;
+        }
+    }
+
+    /// The current schema (lowered from the initial one when the bound was reached).
+    pub fn schema(&self) -> i8 {
+        self.schema
+    }
+
+    /// The bound on buckets.
+    pub fn max_buckets(&self) -> usize {
+        self.max_buckets
+    }
+
+    /// Observations in the zero bucket.
+    pub fn zero_count(&self) -> u64 {
+        self.zero_count
+    }
+
+    /// All observations.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of the observed values.
+    pub fn sum(&self) -> u64 {
+        self.sum
+    }
+
+    /// Buckets held: the span from the lowest to the highest populated bucket.
+    pub fn bucket_span(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// The populated buckets as `(index, count)`, in increasing index.
+    pub fn buckets(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| (self.offset + k as i32, n))
+    }
+
+    /// The index of the first held bucket and the dense counts from it on (empty buckets
+    /// included), as OpenTelemetry's exponential histogram carries them.
+    pub fn dense(&self) -> (i32, &[u64]) {
+        (self.offset, &self.buckets)
+    }
+
+    /// Prometheus's sparse form: spans `(offset, length)` (the first offset absolute, the
+    /// others from the end of the previous span) and the counts as deltas from the previous
+    /// populated bucket. Runs of empty buckets start a new span.
+    pub fn spans_and_deltas(&self) -> (Vec<(i32, u32)>, Vec<i64>) {
+        let mut spans: Vec<(i32, u32)> = Vec::new();
+        let mut deltas = Vec::new();
+        let mut previous_count = 0i64;
+        let mut next_index: Option<i32> = None;
+        for (i, n) in self.buckets() {
+            match next_index {
+                Some(next) if next == i => spans.last_mut().expect("a span").1 += 1,
+                Some(next) => spans.push((i - next, 1)),
+                None => spans.push((i, 1)),
+            }
+            next_index = Some(i + 1);
+            deltas.push(n as i64 - previous_count);
+            previous_count = n as i64;
+        }
+        (spans, deltas)
+    }
+
+    /// `self - base`, where `base` is an earlier state of the same histogram (a delta between
+    /// two snapshots): `base` is brought to this schema (schemas only ever drop), then counts,
+    /// sum and zero count are subtracted bucket by bucket.
+    pub fn minus(&self, base: &NativeHistogram) -> NativeHistogram {
+        let mut out = self.clone();
+        out.count = self.count.wrapping_sub(base.count);
+        out.sum = self.sum.wrapping_sub(base.sum);
+        out.zero_count = self.zero_count.wrapping_sub(base.zero_count);
+        let shift = i32::from(base.schema) - i32::from(self.schema);
+        for (i, n) in base.buckets() {
+            // Lowering the schema by one maps bucket i to ceil(i/2).
+            let mut j = i;
+            for _ in 0..shift.max(0) {
+                j = (j + 1) >> 1;
+            }
+            if let Some(slot) = usize::try_from(j - out.offset)
+                .ok()
+                .and_then(|k| out.buckets.get_mut(k))
+            {
+                *slot = slot.wrapping_sub(n);
+            }
+        }
+        out
+    }
+
+    /// The `q`-quantile (0..=1) as the point `2LU/(L+U)` of the bucket `(L, U]` holding the
+    /// observation of rank `ceil(q·count)` (0 for the zero bucket): within
+    /// [`relative_error_bound`] of that observation. `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        let mut seen = self.zero_count;
+        if seen >= rank {
+            return Some(0.0);
+        }
+        for (i, n) in self.buckets() {
+            seen += n;
+            if seen >= rank {
+                let upper = upper_bound(i, self.schema);
+                let lower = upper_bound(i - 1, self.schema);
+                return Some(2.0 * lower * upper / (lower + upper));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bounds_of_the_default_schema() {
+        let b = base(3);
+        assert_eq!(b, 2f64.powf(0.125));
+        assert!((b - 1.090_507_732_665_257_7).abs() < 1e-15);
+        assert!((relative_error_bound(3) - 0.043_294_617_499_389_19).abs() < 1e-12);
+        assert!((bucket_width_bound(3) - 0.090_507_732_665_257_7).abs() < 1e-12);
+        assert_eq!(base(0), 2.0);
+        assert_eq!(base(-1), 4.0);
+        assert!((relative_error_bound(0) - 1.0 / 3.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn indexes_of_known_values() {
+        // Schema 0: buckets (2^(i-1), 2^i].
+        for (v, i) in [
+            (1.0, 0),
+            (2.0, 1),
+            (3.0, 2),
+            (4.0, 2),
+            (5.0, 3),
+            (1024.0, 10),
+        ] {
+            assert_eq!(bucket_index(v, 0), i, "{v}");
+        }
+        assert_eq!(bucket_index(0.5, 0), -1);
+        assert_eq!(bucket_index(0.3, 0), -1);
+        // Schema 3: 8 buckets per octave; powers of two are upper bounds.
+        assert_eq!(bucket_index(1.0, 3), 0);
+        assert_eq!(bucket_index(2.0, 3), 8);
+        assert_eq!(bucket_index(1024.0, 3), 80);
+        assert_eq!(bucket_index(1025.0, 3), 81);
+        // 3 lies in (2^(12/8), 2^(13/8)] = (2.828, 3.084].
+        assert_eq!(bucket_index(3.0, 3), 13);
+        assert_eq!(bucket_index(100.0, 3), 54); // 2^(53/8)=98.7, 2^(54/8)=103.9
+                                                // Schema -1: buckets (4^(i-1), 4^i].
+        for (v, i) in [(1.0, 0), (2.0, 1), (4.0, 1), (5.0, 2), (16.0, 2), (17.0, 3)] {
+            assert_eq!(bucket_index(v, -1), i, "{v}");
+        }
+        assert_eq!(bucket_index(u64::MAX as f64, 3), 512);
+    }
+
+    #[test]
+    fn every_value_lies_in_its_buckets_bounds() {
+        for schema in MIN_SCHEMA..=MAX_SCHEMA {
+            let mut v = 1u64;
+            while v < 1 << 50 {
+                for value in [v, v + 1, v.saturating_mul(3) / 2] {
+                    let i = bucket_index(value as f64, schema);
+                    let x = value as f64;
+                    assert!(
+                        upper_bound(i - 1, schema) < x && x <= upper_bound(i, schema),
+                        "schema {schema} value {value} index {i}"
+                    );
+                }
+                v = v * 5 / 3 + 1;
+            }
+        }
+    }
+
+    #[test]
+    fn zero_count_sum_and_sparse_form() {
+        let mut h = NativeHistogram::default();
+        for v in [0, 1, 1, 2, 3, 1024, 0] {
+            h.observe(v);
+        }
+        assert_eq!((h.count(), h.sum(), h.zero_count()), (7, 1031, 2));
+        assert_eq!(
+            h.buckets().collect::<Vec<_>>(),
+            [(0, 2), (8, 1), (13, 1), (80, 1)]
+        );
+        let (spans, deltas) = h.spans_and_deltas();
+        assert_eq!(spans, [(0, 1), (7, 1), (4, 1), (66, 1)]);
+        assert_eq!(deltas, [2, -1, 0, 0]);
+        assert_eq!(h.bucket_span(), 81);
+        let empty = NativeHistogram::default();
+        assert_eq!(empty.spans_and_deltas(), (vec![], vec![]));
+        assert_eq!(empty.quantile(0.5), None);
+    }
+
+    #[test]
+    fn a_series_from_1_ns_to_1_hour_never_holds_more_buckets_than_the_bound() {
+        // Nanoseconds from 1 to 3.6e12 (one hour), geometrically spaced, and zeros.
+        let mut h = NativeHistogram::default();
+        let hour_ns = 3_600_000_000_000u64;
+        let mut v = 1.0f64;
+        let mut n = 0;
+        while v <= hour_ns as f64 {
+            h.observe(v as u64);
+            h.observe(0);
+            n += 2;
+            assert!(
+                h.bucket_span() <= DEFAULT_MAX_BUCKETS,
+                "{}",
+                h.bucket_span()
+            );
+            v *= 1.01;
+        }
+        h.observe(hour_ns);
+        assert!(h.bucket_span() <= DEFAULT_MAX_BUCKETS);
+        // log2(3.6e12) = 41.7 octaves: 8 or 4 per octave exceed 160 buckets, 2 do not.
+        assert_eq!((h.schema(), h.bucket_span()), (1, 85));
+        assert_eq!(h.count(), n + 1);
+        let held: u64 = h.buckets().map(|(_, c)| c).sum();
+        assert_eq!(held + h.zero_count(), h.count());
+        // Reversed order (largest first) ends at the same grid with the same counts.
+        let mut r = NativeHistogram::default();
+        let mut values = Vec::new();
+        let mut v = 1.0f64;
+        while v <= hour_ns as f64 {
+            values.push(v as u64);
+            v *= 1.01;
+        }
+        for &v in values.iter().rev() {
+            r.observe(v);
+            assert!(r.bucket_span() <= DEFAULT_MAX_BUCKETS);
+        }
+        let mut f = NativeHistogram::default();
+        values.iter().for_each(|&v| f.observe(v));
+        assert_eq!(r.schema(), f.schema());
+        assert_eq!(
+            r.buckets().collect::<Vec<_>>(),
+            f.buckets().collect::<Vec<_>>()
+        );
+        // The full u64 range at the coarsest schemas still fits a small bound.
+        let mut tiny = NativeHistogram::new(3, MIN_MAX_BUCKETS);
+        for v in [1, u64::MAX, 1 << 32] {
+            tiny.observe(v);
+        }
+        assert!(tiny.bucket_span() <= MIN_MAX_BUCKETS);
+        assert_eq!(tiny.schema(), -4);
+    }
+
+    #[test]
+    fn merging_keeps_every_value_in_its_coarser_bucket() {
+        let mut h = NativeHistogram::new(3, 20);
+        let values: Vec<u64> = (0..200).map(|k| 1 + k * k * 37).collect();
+        values.iter().for_each(|&v| h.observe(v));
+        assert!(h.schema() < 3);
+        let mut expected = std::collections::BTreeMap::new();
+        for &v in &values {
+            *expected
+                .entry(bucket_index(v as f64, h.schema()))
+                .or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            h.buckets().collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_delta_is_the_histogram_of_the_values_in_between_across_a_schema_drop() {
+        let mut base = NativeHistogram::new(3, 40);
+        for v in [0, 5, 100, 1000] {
+            base.observe(v);
+        }
+        let mut now = base.clone();
+        // Values far apart lower the schema of `now` after the base was taken.
+        for v in [7, 1 << 30, 0, 100] {
+            now.observe(v);
+        }
+        assert!(now.schema() < base.schema());
+        let d = now.minus(&base);
+        assert_eq!(
+            (d.count(), d.sum(), d.zero_count()),
+            (4, 7 + (1 << 30) + 100, 1)
+        );
+        let mut expected = std::collections::BTreeMap::new();
+        for v in [7u64, 1 << 30, 100] {
+            *expected
+                .entry(bucket_index(v as f64, now.schema()))
+                .or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            d.buckets().collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>()
+        );
+        assert_eq!(d.schema(), now.schema());
+        assert_eq!(base.minus(&base).count(), 0);
+        assert_eq!(base.minus(&base).buckets().count(), 0);
+    }
+
+    #[test]
+    fn quantiles_are_within_the_bound() {
+        let mut h = NativeHistogram::default();
+        let mut values: Vec<u64> = (1..=5000u64).map(|k| k * k % 100_003 + 1).collect();
+        values.iter().for_each(|&v| h.observe(v));
+        values.sort_unstable();
+        for q in [0.01, 0.5, 0.9, 0.99, 1.0] {
+            let exact = values[((q * values.len() as f64).ceil() as usize).max(1) - 1] as f64;
+            let estimate = h.quantile(q).unwrap();
+            let error = (estimate - exact).abs() / exact;
+            assert!(
+                error <= relative_error_bound(3),
+                "q={q} {estimate} vs {exact}"
+            );
+        }
+    }
+}
