@@ -180,6 +180,34 @@ fn run_textfile(
     Ok(())
 }
 
+/// `/health`'s push state: `"push":[{"name":"remote_write","attempts":..,"successes":..,
+/// "failures":..}]`, one object per protocol, read from the loops' counters when asked (the
+/// counters only: the loops themselves stay owned by `serve`, which stops them last).
+fn push_health(
+    pushers: &[nixl_telemetry_push::Pusher],
+) -> nixl_telemetry_mp_store::store_scan::HealthDetails {
+    let counters: Vec<(String, std::sync::Arc<nixl_telemetry_push::PushStats>)> = pushers
+        .iter()
+        .map(|p| (p.name().to_owned(), p.counters()))
+        .collect();
+    std::sync::Arc::new(move || {
+        let each: Vec<String> = counters
+            .iter()
+            .map(|(name, stats)| {
+                let s = stats.snapshot();
+                format!(
+                    r#"{{"name":{},"attempts":{},"successes":{},"failures":{}}}"#,
+                    nixl_telemetry_series::endpoint::http::json_string(name),
+                    s.attempts,
+                    s.successes,
+                    s.failures
+                )
+            })
+            .collect();
+        format!(r#""push":[{}]"#, each.join(","))
+    })
+}
+
 /// Runs the endpoint (or writes the textfile) until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> CliResult {
     nixl_telemetry::logging::init();
@@ -213,6 +241,9 @@ pub fn run(args: &ServeArgs) -> CliResult {
         return written;
     }
     let election = join_election(&scan, addr);
+    if !pushers.is_empty() {
+        election.scan().set_health_details(push_health(&pushers));
+    }
     let dir = election.dir().display().to_string();
     let mut out = std::io::stdout();
     let mut shown = None;

@@ -46,11 +46,12 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
             w
         })
         .collect();
+    let port = free_port();
     let mut serve = Command::cargo_bin("nixl-telemetry")
         .unwrap()
         .args(["serve", "--dir"])
         .arg(&dir)
-        .args(["--port", &free_port().to_string(), "--local"])
+        .args(["--port", &port.to_string(), "--local"])
         .args(["--stale-ttl", "2", "--push-interval-ms", "300"])
         .args(["--remote-write", &prom.write_url()])
         .env("NIXL_LOG_LEVEL", "WARN")
@@ -67,6 +68,15 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     poll("both ranks' totals", || {
         by_rank(&prom).filter(|v| *v == [("0".into(), 1000.0), ("1".into(), 2000.0)])
     });
+    // `/health` says how the pushes fare, beside the ranks it serves.
+    let health = poll("a push counted in /health", || {
+        let body = http_get(port, "/health")?;
+        let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (doc["push"][0]["successes"].as_u64()? > 0).then_some(doc)
+    });
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(health["ranks"], 2, "{health}");
+    assert_eq!(health["push"][0]["name"], "remote_write", "{health}");
     // Rank 1's last update, then it exits: its store is pushed before it is reaped.
     let mut writers = writers;
     let last = writers.pop().unwrap();
@@ -103,6 +113,18 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert!(rest.contains("stopped"), "{rest}");
     drop(writers);
+}
+
+/// The body of `GET path` on loopback `port`, if it answers.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    Some(reply.split_once("\r\n\r\n")?.1.to_owned())
 }
 
 /// Sends SIGTERM to `pid` (a child of this test).

@@ -97,6 +97,11 @@ impl std::fmt::Debug for Election {
 }
 
 impl Election {
+    /// The store scan this election serves.
+    pub fn scan(&self) -> &Arc<StoreScan> {
+        &self.scan
+    }
+
     /// Takes part in serving `scan`'s directory on `addr` (nothing happens before the
     /// first [`poll`](Self::poll)).
     pub fn new(scan: Arc<StoreScan>, addr: SocketAddr) -> Election {

@@ -72,6 +72,10 @@ impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
     }
 }
 
+/// More members of a scan's `/health` JSON object, encoded (`"push":[...]`), produced when a
+/// health check asks.
+pub type HealthDetails = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+
 /// What one scan does with files of other users: remember them, or count them when the memory
 /// is full.
 struct Foreign<'a> {
@@ -91,6 +95,8 @@ pub struct StoreScan {
     open: Mutex<HashMap<PathBuf, (u64, File, OpenStore)>>,
     /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
     refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
+    /// More members of `/health`'s JSON object (`serve`'s push state), if any.
+    health_details: Mutex<Option<HealthDetails>>,
     /// The last listing of the directory.
     listing: Mutex<Option<Listing>>,
 }
@@ -163,6 +169,7 @@ impl StoreScan {
             warned_bounds: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
+            health_details: Mutex::new(None),
             listing: Mutex::new(None),
         }
     }
@@ -389,6 +396,12 @@ impl StoreScan {
     /// updated its store within the stale TTL, or the directory cannot be read).
     pub fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
         use nixl_telemetry_series::endpoint::http::{json_string, Health};
+        let more = self
+            .health_details
+            .lock_unpoisoned()
+            .as_ref()
+            .map(|f| format!(",{}", f()))
+            .unwrap_or_default();
         let stores = self.live_stores();
         let now = sys::monotonic_ns();
         let newest = stores
@@ -398,7 +411,7 @@ impl StoreScan {
         let dir = json_string(&self.config.dir.display().to_string());
         match newest {
             Some(age_ns) => Health::ready(format!(
-                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}"#,
+                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}{more}"#,
                 stores.len(),
                 age_ns as f64 / 1e9
             )),
@@ -408,9 +421,14 @@ impl StoreScan {
                     self.config.dir.display(),
                     self.config.stale_ttl.as_secs()
                 ),
-                format!(r#""dir":{dir},"ranks":0"#),
+                format!(r#""dir":{dir},"ranks":0{more}"#),
             ),
         }
+    }
+
+    /// Adds `details` to every `/health` answer of this scan (`serve` adds its push state).
+    pub fn set_health_details(&self, details: HealthDetails) {
+        *self.health_details.lock_unpoisoned() = Some(details);
     }
 
     /// The scrape page: every live store's series (and node totals when configured).

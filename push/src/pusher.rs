@@ -191,6 +191,17 @@ impl Pusher {
     pub fn stats(&self) -> PushStatsSnapshot {
         self.stats.snapshot()
     }
+
+    /// The counters themselves, to read while the loop runs (a health check), without keeping
+    /// the loop alive.
+    pub fn counters(&self) -> Arc<PushStats> {
+        self.stats.clone()
+    }
+
+    /// The loop's name (`remote_write`, `otlp`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Drop for Pusher {
