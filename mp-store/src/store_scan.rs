@@ -76,6 +76,17 @@ impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
 /// health check asks.
 pub type HealthDetails = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
 
+/// Where a scan keeps its [`HealthDetails`] (shown by `Debug` as set or not).
+#[derive(Default)]
+struct DetailsSlot(Mutex<Option<HealthDetails>>);
+
+impl std::fmt::Debug for DetailsSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = self.0.lock_unpoisoned().is_some();
+        f.write_str(if set { "HealthDetails(set)" } else { "None" })
+    }
+}
+
 /// What one scan does with files of other users: remember them, or count them when the memory
 /// is full.
 struct Foreign<'a> {
@@ -96,7 +107,7 @@ pub struct StoreScan {
     /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
     refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
     /// More members of `/health`'s JSON object (`serve`'s push state), if any.
-    health_details: Mutex<Option<HealthDetails>>,
+    health_details: DetailsSlot,
     /// The last listing of the directory.
     listing: Mutex<Option<Listing>>,
 }
@@ -169,7 +180,7 @@ impl StoreScan {
             warned_bounds: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
-            health_details: Mutex::new(None),
+            health_details: DetailsSlot::default(),
             listing: Mutex::new(None),
         }
     }
@@ -398,6 +409,7 @@ impl StoreScan {
         use nixl_telemetry_series::endpoint::http::{json_string, Health};
         let more = self
             .health_details
+            .0
             .lock_unpoisoned()
             .as_ref()
             .map(|f| format!(",{}", f()))
@@ -428,7 +440,7 @@ impl StoreScan {
 
     /// Adds `details` to every `/health` answer of this scan (`serve` adds its push state).
     pub fn set_health_details(&self, details: HealthDetails) {
-        *self.health_details.lock_unpoisoned() = Some(details);
+        *self.health_details.0.lock_unpoisoned() = Some(details);
     }
 
     /// The scrape page: every live store's series (and node totals when configured).
