@@ -235,8 +235,8 @@ fn child() {
             );
         }
         "plugin_reads_the_file" => {
-            // The plug-in's own copy of this crate reads NIXL_TELEMETRY_MULTIPROC_DIR (and the
-            // core NIXL_PLUGIN_DIR) from the file: its store appears there.
+            // The plug-in asks the host, which reads NIXL_TELEMETRY_MULTIPROC_DIR (and the
+            // core's NIXL_PLUGIN_DIR) from the file: its store appears there.
             let c = Collector::from_env("mp-agent", false).unwrap();
             assert_eq!(c.exporter_name(), "prometheus_mp");
             let stores = std::fs::read_dir(home.join("mp")).unwrap().count();

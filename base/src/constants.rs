@@ -2,9 +2,9 @@
 //!
 //! This module is a leaf (it uses nothing of the crate), so the model types below the C ABI can
 //! depend on it: [`crate::Status`], [`crate::EventType`] and the logging levels take their
-//! values from these constants, and the core, plug-in and FPM ABIs ([`crate::ffi`],
-//! [`crate::plugin::abi`]) reuse them, so a C constant can never disagree with the Rust value it
-//! names. cbindgen writes them into `include/nixl_telemetry.h`, which the plug-in and FPM
+//! values from these constants, and the core, plug-in and FPM ABIs (the C ABI crate,
+//! `nixl-telemetry-c-api`, and [`crate::plugin::abi`]) reuse them, so a C constant can never
+//! disagree with the Rust value it names. cbindgen writes them into `include/nixl_telemetry.h`, which the plug-in and FPM
 //! headers include.
 #![allow(non_camel_case_types)]
 

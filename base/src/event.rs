@@ -212,7 +212,7 @@ impl EventType {
         &METRIC_DESCRIPTORS[self as usize]
     }
 
-    /// This type's bit in an event mask (see [`crate::filter::MetricMask`]).
+    /// This type's bit in an event mask (see the core's `filter::MetricMask`).
     pub const fn bit(self) -> u32 {
         1 << (self as u32)
     }

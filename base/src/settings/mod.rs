@@ -3,8 +3,10 @@
 //! the options of `nixl_telemetry_create_with_options` (for the settings they cover), the
 //! process environment, NIXL's configuration file ([`file`]), the default.
 //!
-//! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; so every reader (the core, the TRACE exporter, the plug-ins, each with its own copy of
-//! this crate) gets the file's values by the same rules. Names that are not in the table (other
+//! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; every
+//! reader (the core, the TRACE exporter, the plug-ins) gets the file's values by the same rules,
+//! and a plug-in's copy of this crate asks its host ([`route_to_host`]), so the process reads
+//! the file once. Names that are not in the table (other
 //! variables, such as Dynamo's `DYN_FPM_*` or the rank variable `prometheus_mp` is told to read)
 //! come from the environment only. The `OTEL_*` variables the `otlp` exporter reads are in the
 //! table: the environment first, then the file, as for every setting.
