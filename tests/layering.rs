@@ -324,20 +324,12 @@ impl CrateModules {
     /// Reads every module file of the crate whose sources are in `src`.
     fn read(src: &Path) -> CrateModules {
         let mut sources = BTreeMap::new();
-        let mut stack = vec![src.to_owned()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let rel = path.strip_prefix(src).unwrap().to_owned();
-                    if let Some(module) = module_of(&rel) {
-                        let code = std::fs::read_to_string(&path).unwrap();
-                        let code = strip_test_modules(&strip_comments_and_strings(&code));
-                        sources.insert(module, (rel, code));
-                    }
-                }
+        for path in rust_files(src) {
+            let rel = path.strip_prefix(src).unwrap().to_owned();
+            if let Some(module) = module_of(&rel) {
+                let code = std::fs::read_to_string(&path).unwrap();
+                let code = strip_test_modules(&strip_comments_and_strings(&code));
+                sources.insert(module, (rel, code));
             }
         }
         // Modules declared `#[cfg(test)] mod name;` (tests in a file of their own) are tests.
@@ -707,6 +699,20 @@ fn a_folder_naming_its_children_tests_comments_and_strings_are_not_cycles() {
 /// `[target.'cfg(...)']`): (name, canonical path). A `workspace = true` dependency takes its
 /// path from `[workspace.dependencies]` of `workspace_manifest`; registry crates have none.
 fn path_dependencies(workspace_manifest: &Path, manifest: &Path) -> Vec<(String, PathBuf)> {
+    path_dependencies_of(
+        workspace_manifest,
+        manifest,
+        &["dependencies", "dev-dependencies", "build-dependencies"],
+    )
+}
+
+/// [`path_dependencies`] in the dependency tables `kinds` only (and the same under
+/// `[target.'cfg(...)']`).
+fn path_dependencies_of(
+    workspace_manifest: &Path,
+    manifest: &Path,
+    kinds: &[&str],
+) -> Vec<(String, PathBuf)> {
     let read = |path: &Path| -> toml::Table {
         let text = std::fs::read_to_string(path).unwrap();
         text.parse()
@@ -723,11 +729,10 @@ fn path_dependencies(workspace_manifest: &Path, manifest: &Path) -> Vec<(String,
     let crate_manifest = read(manifest);
     let crate_dir = manifest.parent().unwrap();
     let mut tables: Vec<&toml::Value> = Vec::new();
-    const KINDS: [&str; 3] = ["dependencies", "dev-dependencies", "build-dependencies"];
-    tables.extend(KINDS.iter().filter_map(|k| crate_manifest.get(*k)));
+    tables.extend(kinds.iter().filter_map(|k| crate_manifest.get(*k)));
     if let Some(targets) = crate_manifest.get("target").and_then(toml::Value::as_table) {
         for target in targets.values() {
-            tables.extend(KINDS.iter().filter_map(|k| target.get(*k)));
+            tables.extend(kinds.iter().filter_map(|k| target.get(*k)));
         }
     }
     let mut found = Vec::new();
@@ -882,33 +887,14 @@ fn package_name(manifest: &Path) -> String {
 /// The workspace crates the crate at `crate_dir` depends on in its `[dependencies]` (not the
 /// tests' nor the build script's), by package name, sorted.
 fn normal_workspace_dependencies(root: &Path, crate_dir: &Path) -> Vec<String> {
-    let manifest = crate_dir.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let table: toml::Table = text.parse().unwrap();
-    let workspace: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let workspace_deps = workspace["workspace"]["dependencies"].as_table().unwrap();
-    let mut found = Vec::new();
-    for (name, dep) in table
-        .get("dependencies")
-        .and_then(toml::Value::as_table)
-        .into_iter()
-        .flatten()
-    {
-        let from_workspace = dep.get("workspace").and_then(toml::Value::as_bool) == Some(true);
-        let (base, entry) = match from_workspace {
-            true => (root, workspace_deps.get(name)),
-            false => (crate_dir, Some(dep)),
-        };
-        if let Some(path) = entry
-            .and_then(|e| e.get("path"))
-            .and_then(toml::Value::as_str)
-        {
-            found.push(package_name(&base.join(path).join("Cargo.toml")));
-        }
-    }
+    let mut found: Vec<String> = path_dependencies_of(
+        &root.join("Cargo.toml"),
+        &crate_dir.join("Cargo.toml"),
+        &["dependencies"],
+    )
+    .into_iter()
+    .map(|(_, path)| package_name(&path.join("Cargo.toml")))
+    .collect();
     found.sort();
     found
 }
