@@ -12,11 +12,12 @@
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry_core::settings::{self, SETTINGS};
 use nixl_telemetry_core::Collector;
+use nixl_telemetry_test_support::child;
 use nixl_telemetry_test_support::other_user::other_user;
 
 const CASE: &str = "NIXL_TEST_TRUST_CASE";
@@ -24,9 +25,8 @@ const CASE: &str = "NIXL_TEST_TRUST_CASE";
 /// Runs `case` in a child with `NIXL_CONFIG_FILE` = `file` (or none), no other NIXL setting
 /// but `env`; fails if it has not ended within 30 s, and returns its stderr when it passed.
 fn run_child(case: &str, file: Option<&Path>, env: &[(&str, &str)]) -> String {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CASE, case)
+    let mut cmd = child::test("child");
+    cmd.env(CASE, case)
         .env_remove(settings::file::CONFIG_FILE_VAR)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nixl_telemetry_core::settings::{self, SETTINGS};
 use nixl_telemetry_core::Collector;
-use nixl_telemetry_test_support::{built_plugins, free_port, plugin_config};
+use nixl_telemetry_test_support::{built_plugins, child, free_port, plugin_config};
 
 /// The variable that tells the child which case to run (and where its files are).
 const CASE: &str = "NIXL_TEST_ONE_CORE_CASE";
@@ -21,9 +21,8 @@ const DIR: &str = "NIXL_TEST_ONE_CORE_DIR";
 /// the plug-ins this build made; panics with the child's output when it fails.
 fn run_child(case: &str, dir: &Path, env: &[(&str, &str)]) {
     let plugins = built_plugins(&["prometheus", "doca", "remote_write", "otlp"]);
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CASE, case)
+    let mut cmd = child::test("child");
+    cmd.env(CASE, case)
         .env(DIR, dir)
         .env("HOME", dir)
         .env_remove(settings::file::CONFIG_FILE_VAR);
