@@ -115,16 +115,13 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     drop(writers);
 }
 
-/// The body of `GET path` on loopback `port`, if it answers.
+/// The body of `GET path` on loopback `port`, if it answers 200 (through the workspace's one
+/// HTTP client).
 fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .ok()?;
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).ok()?;
-    Some(reply.split_once("\r\n\r\n")?.1.to_owned())
+    use nixl_telemetry_push::http;
+    let url: http::Url = format!("http://127.0.0.1:{port}{path}").parse().ok()?;
+    let body = http::get(&url, "application/json", Duration::from_secs(5), 1 << 16).ok()?;
+    String::from_utf8(body).ok()
 }
 
 /// Sends SIGTERM to `pid` (a child of this test).
