@@ -6,9 +6,10 @@
 //! A reader takes a snapshot without blocking the writer: the batch sequence number lets it
 //! retry while a batch is being applied, so with one writer (the collector's flush thread) a
 //! snapshot shows whole batches only (for example `agent_tx_requests_num_total` always agrees
-//! with `agent_xfer_time_us_count` for transfers recorded by `add_xfer_stats`). If a writer
-//! keeps it busy for too long the reader settles for values that may straddle a batch; every
-//! single value is still exact.
+//! with `agent_xfer_time_us_count` for transfers recorded by `add_xfer_stats`). Writers apply
+//! their batches one at a time under an uncontended lock; a reader that keeps meeting a batch in
+//! progress (a writer descheduled mid-batch, or batches back to back) takes that lock for the
+//! length of its copy, so a snapshot always shows whole batches.
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,8 +32,9 @@ const LOCAL_BUCKETS: usize = 32;
 /// Batches up to this size are applied event by event; larger ones are accumulated first.
 const SMALL_BATCH: usize = 8;
 
-/// How many times a snapshot retries while batches are being applied before settling.
-const SNAPSHOT_ATTEMPTS: usize = 1000;
+/// How many times a snapshot retries without the writers' lock while batches are being
+/// applied before it takes the lock.
+const SNAPSHOT_ATTEMPTS: usize = 100;
 
 /// The events feeding the native histograms (when on), in exposition order: the two transfer
 /// times (beside their classic buckets, in the same families) and the bytes of each transfer
@@ -85,6 +87,9 @@ pub struct AgentSeries {
     native: Option<Box<[Mutex<NativeHistogram>; 4]>>,
     /// Odd while a batch is being applied.
     sequence: AtomicU64,
+    /// Held by a writer for each batch it publishes (one writer at a time), and by a snapshot
+    /// that could not find a quiet moment in [`SNAPSHOT_ATTEMPTS`] tries.
+    publishing: Mutex<()>,
 }
 
 impl std::fmt::Debug for AgentSeries {
@@ -111,6 +116,7 @@ impl AgentSeries {
             buckets,
             native: None,
             sequence: AtomicU64::new(0),
+            publishing: Mutex::new(()),
         }
     }
 
@@ -207,6 +213,7 @@ impl AgentSeries {
         if touched == 0 {
             return 0;
         }
+        let _publishing = self.publishing.lock_unpoisoned();
         self.sequence.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::Release);
         let mut bits = touched;
@@ -241,6 +248,7 @@ impl AgentSeries {
 
     /// Applies a small batch event by event (no accumulator to clear).
     fn apply_each(&self, events: &[Event]) -> usize {
+        let _publishing = self.publishing.lock_unpoisoned();
         self.sequence.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::Release);
         let mut applied = 0;
@@ -283,18 +291,20 @@ impl AgentSeries {
             }),
             native: None,
         };
-        for attempt in 0..SNAPSHOT_ATTEMPTS {
+        for _ in 0..SNAPSHOT_ATTEMPTS {
             let before = self.sequence.load(Ordering::Acquire);
-            if before & 1 == 1 && attempt + 1 < SNAPSHOT_ATTEMPTS {
+            if before & 1 == 1 {
                 std::thread::yield_now();
                 continue;
             }
             self.read_into(&mut snap);
             fence(Ordering::Acquire);
             if self.sequence.load(Ordering::Relaxed) == before {
-                break;
+                return snap;
             }
         }
+        let _publishing = self.publishing.lock_unpoisoned();
+        self.read_into(&mut snap);
         snap
     }
 
@@ -604,6 +614,27 @@ mod tests {
         assert_eq!(snap.native_histogram(AgentTxRequestsNum), None);
         // The classic histogram is unchanged by the native one.
         assert_eq!(snap.histogram(AgentXferTime).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn a_snapshot_waits_for_a_writer_stalled_mid_batch() {
+        // A writer descheduled half-way through a batch: the sequence is odd and only some of
+        // the batch's series are updated. A snapshot must not settle for that half batch.
+        let s = Arc::new(series());
+        let stalled = s.publishing.lock_unpoisoned();
+        s.sequence.fetch_add(1, Ordering::Relaxed);
+        s.counters[AgentTxRequestsNum as usize].fetch_add(1, Ordering::Relaxed);
+        let reader = {
+            let s = s.clone();
+            std::thread::spawn(move || s.snapshot())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        s.histograms[0].buckets[0].fetch_add(1, Ordering::Relaxed);
+        s.sequence.fetch_add(1, Ordering::Release);
+        drop(stalled);
+        let snap = reader.join().unwrap();
+        assert_eq!(snap.counter(AgentTxRequestsNum), 1);
+        assert_eq!(snap.histogram(AgentXferTime).unwrap().count(), 1);
     }
 
     #[test]
