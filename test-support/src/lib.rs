@@ -1,6 +1,7 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
 //! and plug-ins, a free loopback port, the C ABI's last-error message, a test run again in a child
-//! process ([`child`]) and forked children ([`forked`]). It depends on
+//! process ([`child`]), forked children ([`forked`]) and a scrape with a chosen `Accept` header
+//! ([`scrape`]). It depends on
 //! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
@@ -10,6 +11,7 @@ pub mod fuzz;
 pub mod other_user;
 pub mod prometheus;
 pub mod receiver;
+pub mod scrape;
 pub mod transfers;
 
 use nixl_telemetry::sync::LockUnpoisoned;

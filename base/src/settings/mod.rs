@@ -320,8 +320,8 @@ declare!(
     "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
     Bool,
     Some("false"),
-    [Prometheus, RemoteWrite],
-    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it, pushed as remote-write histogram samples."
+    [Prometheus, Doca, RemoteWrite],
+    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it (`prometheus`, the `scrape` backend of `doca`), pushed as remote-write histogram samples."
 );
 declare!(
     LABELS,

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::env::{read_bool, Lookup};
 use nixl_telemetry_base::settings;
 use nixl_telemetry_series::endpoint::address_from_env;
 use nixl_telemetry_series::{Buckets, WorkloadLabels};
@@ -108,6 +108,9 @@ pub struct DocaConfig {
     pub ipc: IpcSettings,
     /// The workload labels of the `scrape` backend's series.
     pub labels: WorkloadLabels,
+    /// `NIXL_TELEMETRY_NATIVE_HISTOGRAMS`: the `scrape` backend keeps native histograms (DOCA's
+    /// metrics API has fixed-bound histograms only, so `ipc` sends the classic ones).
+    pub native_histograms: bool,
 }
 
 fn non_empty(env: Lookup, name: &str) -> Result<Option<String>, String> {
@@ -130,12 +133,16 @@ impl DocaConfig {
             lib_dir: non_empty(env, ENV_LIB_DIR)?.map(PathBuf::from),
         };
         let labels = WorkloadLabels::from_lookup(env)?;
+        let native_histograms = read_bool(env, settings::NATIVE_HISTOGRAMS.name)
+            .map_err(|e| e.message)?
+            .unwrap_or(settings::NATIVE_HISTOGRAMS.default_bool());
         Ok(DocaConfig {
             backends,
             address,
             buckets,
             ipc,
             labels,
+            native_histograms,
         })
     }
 }

@@ -11,7 +11,9 @@
 //!   destroyed agent's series removed, a port held by another process a benign collision
 //!   (`BIND_FAILED`: one warning from the host, the agent runs without a sink). The workload
 //!   labels (`NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`,
-//!   [`nixl_telemetry_series::labels`]) are added to every series.
+//!   [`nixl_telemetry_series::labels`]) are added to every series, and with
+//!   `NIXL_TELEMETRY_NATIVE_HISTOGRAMS` the native histograms are kept and served in the
+//!   protobuf exposition to scrapers that ask for it, as by the Prometheus plug-in.
 //! - `ipc`: every event reported through NVIDIA's DOCA Telemetry Exporter library, loaded at
 //!   run time, to the DOCA Telemetry Service ([`ipc`]; the DOCA functions used are listed in
 //!   [`doca`]). Without the libraries, or when DTS is unreachable: one warning, and the
@@ -46,6 +48,7 @@ use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlug
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
 use nixl_telemetry_series::endpoint::{Membership, SharedEndpoint};
+use nixl_telemetry_series::native::{DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA};
 use nixl_telemetry_series::{hostname, AgentSeries, Buckets};
 
 pub mod config;
@@ -182,7 +185,12 @@ impl TelemetryPlugin for DocaExporter {
         };
         let membership = if choice.backends.scrape {
             let series = AgentSeries::new(agent, &hostname(), choice.buckets.clone())
-                .with_labels(config.labels.clone());
+                .with_labels(config.labels.clone())
+                .with_native_histograms(
+                    config.native_histograms,
+                    DEFAULT_SCHEMA,
+                    DEFAULT_MAX_BUCKETS,
+                );
             let series = Arc::new(series);
             Some(ENDPOINT.join(config.address, series)?)
         } else {

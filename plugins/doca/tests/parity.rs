@@ -6,7 +6,10 @@ mod common;
 
 use common::*;
 use nixl_telemetry::{Collector, EventType};
+use nixl_telemetry_series::native::DEFAULT_SCHEMA;
+use nixl_telemetry_series::protobuf;
 use nixl_telemetry_series::text::Sample;
+use nixl_telemetry_test_support::scrape::{scrape_as, ACCEPT_PROTOBUF};
 
 /// The stream: transfers with times 5, 30, 200, 700 µs and post times 2, 15, 80, 300 µs,
 /// both directions, registrations, errors of several statuses, and staging-queue drops
@@ -37,6 +40,11 @@ fn feed(c: &Collector) {
 
 /// Scrapes of a Prometheus-plug-in agent and a DOCA-scrape agent fed the same stream.
 fn both(agent: &str) -> ((String, Vec<Sample>), (String, Vec<Sample>)) {
+    both_scraped(agent, scrape)
+}
+
+/// [`both`] with the endpoints read by `scrape`.
+fn both_scraped<T>(agent: &str, scrape: impl Fn(u16) -> T) -> (T, T) {
     let prom_port = free_port();
     let doca_port = free_port();
     std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", prom_port.to_string());
@@ -111,4 +119,27 @@ fn bucket_overrides_apply_to_both_alike() {
         .filter_map(|s| s.label("le"))
         .collect();
     assert_eq!(les, ["2.5", "100", "250", "1000", "+Inf"]);
+}
+
+#[test]
+fn native_histograms_are_served_alike_in_the_protobuf_exposition() {
+    let _s = serial();
+    std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
+    let (prom, doca) = both_scraped("native", |port| scrape_as(port, ACCEPT_PROTOBUF));
+    assert_eq!(doca.0, protobuf::CONTENT_TYPE);
+    // The same bytes, so the same native histograms of the same events.
+    assert_eq!(prom, doca);
+    let families = protobuf::decode(&doca.1).unwrap();
+    let time = families
+        .iter()
+        .find(|f| f.name == "agent_xfer_time_us")
+        .unwrap();
+    let h = time.metric[0].histogram.as_ref().unwrap();
+    assert_eq!(h.sample_count, 12);
+    assert_eq!(h.schema, i32::from(DEFAULT_SCHEMA));
+    assert!(!h.positive_span.is_empty(), "{h:?}");
+    // Off (the default), the protobuf Accept is answered with the text page.
+    std::env::remove_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS");
+    let (_, doca) = both_scraped("classic", |port| scrape_as(port, ACCEPT_PROTOBUF));
+    assert!(doca.0.starts_with("text/plain"), "{}", doca.0);
 }

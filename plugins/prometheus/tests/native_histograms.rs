@@ -7,43 +7,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, relative_error_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_series::protobuf::{self, MetricFamily};
 use nixl_telemetry_test_support::prometheus::{poll, Prometheus};
+use nixl_telemetry_test_support::scrape::{scrape_as, ACCEPT_PROTOBUF};
 use nixl_telemetry_test_support::transfers::{
     exact_quantile as exact, heavy_tailed, relative_error as error,
 };
-
-const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;\
-    proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,\
-    text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
-
-/// `GET /metrics` with `accept`: content type and raw body.
-fn scrape_as(port: u16, accept: &str) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut all = Vec::new();
-    s.read_to_end(&mut all).unwrap();
-    let end = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8(all[..end].to_vec()).unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let content_type = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))
-        .unwrap()
-        .to_owned();
-    (content_type, all[end + 4..].to_vec())
-}
 
 fn one_value(prom: &Prometheus, promql: &str) -> f64 {
     let v = prom.vector(promql).unwrap_or_default();

@@ -20,7 +20,7 @@ use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared before and after each test.
-pub const VARS: [&str; 15] = [
+pub const VARS: [&str; 16] = [
     "NIXL_TELEMETRY_DOCA_BACKENDS",
     "NIXL_TELEMETRY_DOCA_PROMETHEUS_PORT",
     "NIXL_TELEMETRY_DOCA_PROMETHEUS_LOCAL",
@@ -36,6 +36,7 @@ pub const VARS: [&str; 15] = [
     "NIXL_TELEMETRY_LABELS",
     "NIXL_TELEMETRY_LABELS_FROM",
     "SLURM_JOB_ID",
+    "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
 ];
 
 use nixl_telemetry::sync::LockUnpoisoned;
