@@ -142,7 +142,7 @@ impl AgentSeries {
         let Some(native) = &self.native else {
             return;
         };
-        let mut guards: Vec<_> = native.iter().map(|m| m.lock_unpoisoned()).collect();
+        let mut guards: [_; 4] = std::array::from_fn(|i| native[i].lock_unpoisoned());
         for e in events {
             if let Some(slot) = e.kind().and_then(native_slot) {
                 guards[slot].observe(e.value);

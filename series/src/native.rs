@@ -60,16 +60,8 @@ pub fn bucket_index(value: f64, schema: i8) -> i32 {
     let (frac, exp) = frexp(value);
     if schema > 0 {
         // value = frac · 2^exp, frac in [0.5, 1): the first j with 2^(j/2^s - 1) >= frac.
-        let per_octave = 1i32 << schema;
-        let mut j = ((frac.log2() + 1.0) * f64::from(per_octave)).ceil() as i32;
-        // Correct a rounding of log2 at a bound: the bound of j must be >= frac, j-1's below.
-        while j > 0 && bound_in_octave(j - 1, schema) >= frac {
-            j -= 1;
-        }
-        while bound_in_octave(j, schema) < frac {
-            j += 1;
-        }
-        j + (exp - 1) * per_octave
+        let j = octave_bounds(schema).partition_point(|&bound| bound < frac) as i32;
+        j + (exp - 1) * (1i32 << schema)
     } else {
         // Power-of-two buckets, merged 2^-schema at a time.
         let key = if frac == 0.5 { exp - 1 } else { exp };
@@ -82,6 +74,43 @@ pub fn bucket_index(value: f64, schema: i8) -> i32 {
 /// `2^(j/2^schema - 1)`: the j-th bound within an octave, scaled to `[0.5, 1]`.
 fn bound_in_octave(j: i32, schema: i8) -> f64 {
     (f64::from(j) / f64::from(1i32 << schema) - 1.0).exp2()
+}
+
+/// The bounds within an octave at `schema` (1..=[`MAX_SCHEMA`]): [`bound_in_octave`] of
+/// `j = 0..=2^schema`, computed once per schema and kept for the process (at most 2 KiB each),
+/// so that placing a value is a binary search instead of three `exp2`/`log2` calls.
+///
+/// Lock-free on purpose: a thread that finds no table builds one and offers it; the loser of a
+/// race frees its copy. A `OnceLock` could leave a child forked during another thread's
+/// initialisation waiting forever.
+fn octave_bounds(schema: i8) -> &'static [f64] {
+    use std::ptr::{null_mut, slice_from_raw_parts_mut};
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    static TABLES: [AtomicPtr<f64>; MAX_SCHEMA as usize + 1] =
+        [const { AtomicPtr::new(null_mut()) }; MAX_SCHEMA as usize + 1];
+    debug_assert!((1..=MAX_SCHEMA).contains(&schema));
+    let len = (1usize << schema) + 1;
+    let slot = &TABLES[schema as usize];
+    let mut table = slot.load(Ordering::Acquire);
+    if table.is_null() {
+        let fresh: Box<[f64]> = (0..len as i32)
+            .map(|j| bound_in_octave(j, schema))
+            .collect();
+        let fresh = Box::into_raw(fresh) as *mut f64;
+        table = match slot.compare_exchange(null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` came from `Box::into_raw` of a `len`-element slice just above
+                // and was never published (the exchange failed), so this is its only owner.
+                drop(unsafe { Box::from_raw(slice_from_raw_parts_mut(fresh, len)) });
+                winner
+            }
+        };
+    }
+    // SAFETY: a published table is a leaked `len`-element slice (its length is fixed by the
+    // schema), initialised before its release-publication and never freed or written again.
+    unsafe { std::slice::from_raw_parts(table, len) }
 }
 
 /// `value` as `frac · 2^exp` with `frac` in `[0.5, 1)` (value finite, > 0).
@@ -370,6 +399,37 @@ mod tests {
                 }
                 v = v * 5 / 3 + 1;
             }
+        }
+    }
+
+    #[test]
+    fn the_octave_table_places_values_as_the_definition_does() {
+        // The definition, computed per value: the first j with bound(j) >= frac.
+        fn by_definition(value: f64, schema: i8) -> i32 {
+            let (frac, exp) = frexp(value);
+            let j = (0..).find(|&j| bound_in_octave(j, schema) >= frac).unwrap();
+            j + (exp - 1) * (1i32 << schema)
+        }
+        for schema in 1..=MAX_SCHEMA {
+            let values = (1..5_000u64).chain((0..60).flat_map(|k| {
+                let p = 1u64 << k;
+                [p - 1, p, p + 1, p + p / 3, p + p / 2 + 7]
+            }));
+            for v in values.filter(|&v| v > 0) {
+                assert_eq!(
+                    bucket_index(v as f64, schema),
+                    by_definition(v as f64, schema),
+                    "schema {schema} value {v}"
+                );
+            }
+        }
+        // Threads racing to build a table all get the same one.
+        let tables: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(|| octave_bounds(5).as_ptr() as usize))
+            .collect();
+        let first = octave_bounds(5).as_ptr() as usize;
+        for t in tables {
+            assert_eq!(t.join().unwrap(), first);
         }
     }
 
