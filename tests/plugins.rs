@@ -183,7 +183,7 @@ fn an_untrusted_or_foreign_library_is_refused_before_any_of_its_code_runs() {
     let e = Collector::new("a", config("ctor")).err().unwrap();
     assert_eq!(e.status, Status::NotAllowed);
     assert!(
-        e.message.contains("writable by other users"),
+        e.message.contains("writable by group or others"),
         "{}",
         e.message
     );

@@ -63,26 +63,38 @@ fn owner_trusted(meta: &Metadata) -> bool {
     meta.uid() == euid() || meta.uid() == 0
 }
 
+/// What a file or directory must be to be trusted (the rule of this module, and of the
+/// plug-in loader for plug-in files and their directories): owned by this process's user or by
+/// root, and writable by nobody else. `None` when `meta` passes; else why not, completing
+/// "<path> ..." (for example "is writable by group or others (mode 0777)").
+pub fn owner_or_mode_problem(meta: &Metadata) -> Option<Untrusted> {
+    if !owner_trusted(meta) {
+        Some(format!(
+            "is owned by uid {}, neither this process's user (uid {}) nor root",
+            meta.uid(),
+            euid()
+        ))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "is writable by group or others (mode {:04o})",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    }
+}
+
 fn check_file(path: &Path, meta: &Metadata) -> Result<(), Untrusted> {
     if !meta.is_file() {
         return Err(format!("is {}, not a regular file", kind(meta)));
     }
-    if !owner_trusted(meta) {
-        return Err(format!(
-            "is owned by uid {}, neither this process's user (uid {}) nor root: a file another \
-             user controls is not trusted; use a file of your own",
-            meta.uid(),
-            euid()
-        ));
+    match owner_or_mode_problem(meta) {
+        None => Ok(()),
+        Some(why) if !owner_trusted(meta) => Err(format!(
+            "{why}: a file another user controls is not trusted; use a file of your own"
+        )),
+        Some(why) => Err(format!("{why}: run chmod go-w {}", path.display())),
     }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "is writable by group or others (mode {:04o}): run chmod go-w {}",
-            meta.mode() & 0o7777,
-            path.display()
-        ));
-    }
-    Ok(())
 }
 
 fn check_directory(path: &Path) -> Result<(), Untrusted> {
@@ -96,25 +108,20 @@ fn check_directory(path: &Path) -> Result<(), Untrusted> {
             dir.display()
         )
     })?;
-    if !owner_trusted(&meta) {
-        return Err(format!(
-            "is in directory {}, owned by uid {}, neither this process's user nor root: \
-             another user could replace the file; move it",
-            dir.display(),
-            meta.uid()
-        ));
-    }
     let sticky_root = meta.uid() == 0 && meta.mode() & 0o1000 != 0;
-    if meta.mode() & 0o022 != 0 && !sticky_root {
-        return Err(format!(
-            "is in directory {}, writable by group or others (mode {:04o}): another user could \
-             replace the file; run chmod go-w {} or move the file",
+    match owner_or_mode_problem(&meta) {
+        Some(_) if sticky_root => Ok(()),
+        Some(why) => Err(format!(
+            "is in directory {}, which {why}: another user could replace the file; {}",
             dir.display(),
-            meta.mode() & 0o7777,
-            dir.display()
-        ));
+            if owner_trusted(&meta) {
+                format!("run chmod go-w {} or move the file", dir.display())
+            } else {
+                "move the file".to_owned()
+            }
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Untrusted> {

@@ -13,43 +13,29 @@
 
 use std::ffi::CStr;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+use nixl_telemetry_base::trusted_file::owner_or_mode_problem;
 
 use crate::error::{Error, Result, Status};
 
-/// Refuses `path` (a plug-in file or directory, named `what` in messages) when it is owned by
-/// another non-root user or writable by group or other.
+/// Refuses `path` (a plug-in file or directory, named `what` in messages) unless it passes the
+/// trusted-file rule of owner and mode ([`owner_or_mode_problem`]).
 pub(crate) fn check_owner_and_mode(path: &Path, what: &str) -> Result<()> {
     let meta = fs::metadata(path)
         .map_err(|e| Error::io(format!("cannot inspect {what} {}", path.display()), &e))?;
-    let euid = crate::owner_only::euid();
-    let refuse = |why: String| {
-        Err(Error::new(
+    match owner_or_mode_problem(&meta) {
+        None => Ok(()),
+        Some(why) => Err(Error::new(
             Status::NotAllowed,
             format!(
-                "refusing to load telemetry plug-ins from {what} {}: {why} (a plug-in runs \
+                "refusing to load telemetry plug-ins from {what} {}: it {why} (a plug-in runs \
                  inside the agent, so only files that the agent's user or root can write are \
                  trusted)",
                 path.display()
             ),
-        ))
-    };
-    if meta.uid() != euid && meta.uid() != 0 {
-        return refuse(format!("it is owned by uid {}", meta.uid()));
+        )),
     }
-    if meta.mode() & 0o022 != 0 {
-        return refuse(format!(
-            "it is writable by {} (mode {:o})",
-            if meta.mode() & 0o002 != 0 {
-                "other users"
-            } else {
-                "its group"
-            },
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
 }
 
 /// Refuses a relative `NIXL_PLUGIN_DIR`.
@@ -234,13 +220,14 @@ mod tests {
         let e = check_owner_and_mode(dir.path(), "directory").unwrap_err();
         assert_eq!(e.status, Status::NotAllowed);
         assert!(
-            e.message.contains("writable by other users (mode 777)"),
+            e.message
+                .contains("it is writable by group or others (mode 0777)"),
             "{}",
             e.message
         );
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).unwrap();
         let e = check_owner_and_mode(dir.path(), "directory").unwrap_err();
-        assert!(e.message.contains("writable by its group"), "{}", e.message);
+        assert!(e.message.contains("(mode 0770)"), "{}", e.message);
         assert!(check_plugin_dir_var(Path::new("plugins")).is_err());
         assert!(check_plugin_dir_var(Path::new("/opt/plugins")).is_ok());
     }
