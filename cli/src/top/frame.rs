@@ -122,8 +122,8 @@ fn percentile(q: Option<Quantile>, unit: fn(f64) -> String) -> (String, bool) {
 
 /// The line under the table explaining `<=` and `>` percentiles.
 pub const BUCKET_LEGEND: &str = "<=x, >x: the percentile lies in the histogram bucket ending at \
-x (or above the last bound): this scrape has classic buckets, not native histograms (turn on \
-NIXL_TELEMETRY_NATIVE_HISTOGRAMS at the exporter)";
+x (or above the last bound): this scrape has classic buckets only (the prometheus exporter \
+serves native histograms with NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true)";
 
 /// How a row's numbers read: rates of the last interval, or totals so far.
 #[derive(Clone, Copy, PartialEq, Eq)]
