@@ -16,7 +16,7 @@ use crate::output::{self, CliError, CliResult};
 use crate::rings::Mode;
 use crate::scrape;
 use crate::stats::Summary;
-use crate::top::{Frame, Rates, Row, Source};
+use crate::top::{Frame, Observed, Rates, Row, Source};
 
 /// Where the demo agent's telemetry goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -253,6 +253,7 @@ fn frame(args: &DemoArgs, rows: Vec<Row>, started: Instant) -> Frame {
         ),
         rows,
         notes: Vec::new(),
+        width: crate::top::terminal_width(),
     }
 }
 
@@ -277,7 +278,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
 
     output::catch_ctrl_c();
     let mut summary = Summary::default();
-    let mut interval = Summary::default();
+    let mut interval = Observed::default();
     let mut cursor = None;
     let mut take = |ring: &mut RingReader| -> Vec<nixl_telemetry::Event> {
         match mode {
@@ -301,7 +302,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
     let mut frame_at = started;
     let show = |events: Vec<nixl_telemetry::Event>,
                 summary: &mut Summary,
-                interval: &mut Summary,
+                interval: &mut Observed,
                 out: &mut std::io::StdoutLock|
      -> CliResult {
         for event in &events {
@@ -322,12 +323,12 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
             frame_at = Instant::now();
             let row = Row {
                 name: args.agent.clone(),
-                rates: Some(Rates::from_summary(&interval, seconds)),
+                rates: Some(Rates::from_events(&interval, seconds)),
                 note: None,
                 totals: None,
                 aggregate: false,
             };
-            interval = Summary::default();
+            interval = Observed::default();
             view.show(&mut out, &frame(args, vec![row], started))?;
         }
         if idle {

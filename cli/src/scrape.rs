@@ -1,8 +1,12 @@
 //! Reading a scrape endpoint (`http://host:port/metrics`: the Prometheus, DOCA `scrape` and
 //! `prometheus_mp` exporters, or `nixl-telemetry serve`) for `top`: a GET through the push
-//! exporters' HTTP client ([`nixl_telemetry_push::http::get`]), the text format parsed by
-//! [`nixl_telemetry_series::text::parse`], and the samples grouped into one set of cumulative
-//! totals per series identity (every label but `le` and `status`).
+//! exporters' HTTP client ([`nixl_telemetry_push::http::get_typed`]) asking for the protobuf
+//! exposition first ([`ACCEPT`], as Prometheus with native histograms does), and the answer
+//! grouped into one set of cumulative totals per series identity (every label but `le` and
+//! `status`). A text answer is parsed by [`nixl_telemetry_series::text::parse`]; a protobuf one
+//! ([`nixl_telemetry_series::protobuf::decode`]) is turned into the same samples, and its
+//! native histograms (transfer and post time, TX and RX request sizes) are kept beside them. Endpoints
+//! without native histograms answer text.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,12 +14,20 @@ use std::time::Duration;
 use nixl_telemetry::{EventType, METRIC_DESCRIPTORS};
 use nixl_telemetry_push::http;
 pub use nixl_telemetry_push::http::Url;
+use nixl_telemetry_series::native::NativeHistogram;
+use nixl_telemetry_series::protobuf::{self, MetricFamily};
 use nixl_telemetry_series::text::{parse, Sample};
+use nixl_telemetry_series::NATIVE_SIZE_FAMILIES;
 
 /// Connect, send and receive timeout of one scrape.
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest answer read.
 const MAX_RESPONSE: u64 = 64 << 20;
+/// The `Accept` header of a scrape: the protobuf exposition (the only one carrying native
+/// histograms) preferred, the text format 0.0.4 accepted, as Prometheus 2.42 asks with native
+/// histograms on.
+pub const ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;\
+                          encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
 
 /// Parses a scrape endpoint's URL, `http://host[:port][/path]` (the path `/metrics` when none
 /// is given; the port 80).
@@ -48,12 +60,6 @@ pub fn parse_url(text: &str) -> Result<Url, String> {
     Ok(url)
 }
 
-/// GETs `url` and returns the body of a 200 answer.
-pub fn fetch(url: &Url) -> Result<String, String> {
-    let body = http::get(url, "text/plain", TIMEOUT, MAX_RESPONSE)?;
-    Ok(String::from_utf8_lossy(&body).into_owned())
-}
-
 /// The cumulative values of one series identity.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Totals {
@@ -63,14 +69,21 @@ pub struct Totals {
     pub xfer_buckets: Vec<(f64, f64)>,
     /// `agent_xfer_post_time_us` buckets.
     pub post_buckets: Vec<(f64, f64)>,
+    /// The native histogram of `agent_xfer_time_us` (protobuf scrapes of exporters keeping
+    /// native histograms).
+    pub xfer_native: Option<NativeHistogram>,
+    /// The native histogram of `agent_xfer_post_time_us`.
+    pub post_native: Option<NativeHistogram>,
+    /// The native histograms of the TX and RX request sizes (`agent_tx_request_size_bytes`,
+    /// `agent_rx_request_size_bytes`).
+    pub size_native: [Option<NativeHistogram>; 2],
 }
 
 /// A series identity: its labels other than `le` and `status`, in exposition order.
 pub type Identity = Vec<(String, String)>;
 
-fn identity(sample: &Sample) -> Identity {
-    sample
-        .labels
+fn identity(labels: &[(String, String)]) -> Identity {
+    labels
         .iter()
         .filter(|(k, _)| k != "le" && k != "status")
         .cloned()
@@ -111,9 +124,11 @@ pub fn group(samples: &[Sample]) -> BTreeMap<Identity, Totals> {
             v => v.parse().unwrap_or(f64::NAN),
         });
         match (event, which, le) {
-            (Some(t), _, _) => out.entry(identity(s)).or_default().counters[t as usize] += s.value,
+            (Some(t), _, _) => {
+                out.entry(identity(&s.labels)).or_default().counters[t as usize] += s.value
+            }
             (None, Some(which), Some(le)) => {
-                let totals = out.entry(identity(s)).or_default();
+                let totals = out.entry(identity(&s.labels)).or_default();
                 let list = if which == 0 {
                     &mut totals.xfer_buckets
                 } else {
@@ -127,11 +142,107 @@ pub fn group(samples: &[Sample]) -> BTreeMap<Identity, Totals> {
     out
 }
 
-/// Scrapes `url` and groups its samples.
+/// A number as the text format writes it (`+Inf`, `0.5`, `100`).
+fn number(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// A native histogram of a scrape: its series, which of NIXL's families (0: transfer time, 1:
+/// post time, 2 and 3: TX and RX request sizes), and the histogram.
+type Native = (Identity, usize, NativeHistogram);
+
+/// The samples the text format would carry for `families` (counters, gauges, classic
+/// buckets with `+Inf`, `_sum` and `_count`), and the native histograms of NIXL's families.
+fn from_protobuf(families: &[MetricFamily]) -> Result<(Vec<Sample>, Vec<Native>), String> {
+    let histogram = |t: EventType| METRIC_DESCRIPTORS[t as usize].histogram.map(|h| h.name);
+    let (xfer, post) = (
+        histogram(EventType::AgentXferTime),
+        histogram(EventType::AgentXferPostTime),
+    );
+    let mut samples = Vec::new();
+    let mut natives = Vec::new();
+    for f in families {
+        let slot = if Some(f.name.as_str()) == xfer {
+            Some(0)
+        } else if Some(f.name.as_str()) == post {
+            Some(1)
+        } else {
+            NATIVE_SIZE_FAMILIES
+                .iter()
+                .position(|(name, _, _)| *name == f.name)
+                .map(|i| i + 2)
+        };
+        for m in &f.metric {
+            let labels: Vec<(String, String)> = m
+                .label
+                .iter()
+                .map(|l| (l.name.clone(), l.value.clone()))
+                .collect();
+            let sample = |suffix: &str, extra: Option<(&str, String)>, value: f64| Sample {
+                name: format!("{}{suffix}", f.name),
+                labels: labels
+                    .iter()
+                    .cloned()
+                    .chain(extra.map(|(k, v)| (k.to_owned(), v)))
+                    .collect(),
+                value,
+            };
+            if let Some(c) = &m.counter {
+                samples.push(sample("", None, c.value));
+            }
+            if let Some(g) = &m.gauge {
+                samples.push(sample("", None, g.value));
+            }
+            let Some(h) = &m.histogram else { continue };
+            let classic = h
+                .bucket
+                .iter()
+                .map(|b| (b.upper_bound, b.cumulative_count))
+                .chain((!h.bucket.is_empty()).then_some((f64::INFINITY, h.sample_count)));
+            for (le, n) in classic {
+                samples.push(sample("_bucket", Some(("le", number(le))), n as f64));
+            }
+            samples.push(sample("_sum", None, h.sample_sum));
+            samples.push(sample("_count", None, h.sample_count as f64));
+            if let (Some(slot), Some(native)) = (slot, h.native()) {
+                let native =
+                    native.map_err(|e| format!("{}: bad native histogram: {e}", f.name))?;
+                natives.push((identity(&labels), slot, native));
+            }
+        }
+    }
+    Ok((samples, natives))
+}
+
+/// Groups a scrape's answer of type `content_type` (the protobuf exposition or text).
+pub fn group_answer(content_type: &str, body: &[u8]) -> Result<BTreeMap<Identity, Totals>, String> {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case("application/vnd.google.protobuf") {
+        let samples = parse(&String::from_utf8_lossy(body))?;
+        return Ok(group(&samples));
+    }
+    let families = protobuf::decode(body).map_err(|e| format!("bad protobuf exposition: {e}"))?;
+    let (samples, natives) = from_protobuf(&families)?;
+    let mut out = group(&samples);
+    for (id, slot, native) in natives {
+        let totals = out.entry(id).or_default();
+        match slot {
+            0 => totals.xfer_native = Some(native),
+            1 => totals.post_native = Some(native),
+            n => totals.size_native[n - 2] = Some(native),
+        }
+    }
+    Ok(out)
+}
+
+/// Scrapes `url` (asking for the protobuf exposition first) and groups its answer.
 pub fn scrape(url: &Url) -> Result<BTreeMap<Identity, Totals>, String> {
-    let body = fetch(url)?;
-    let samples = parse(&body).map_err(|e| format!("{url}: {e}"))?;
-    Ok(group(&samples))
+    let (content_type, body) = http::get_typed(url, ACCEPT, TIMEOUT, MAX_RESPONSE)?;
+    group_answer(&content_type, &body).map_err(|e| format!("{url}: {e}"))
 }
 
 #[cfg(test)]
@@ -173,6 +284,53 @@ mod tests {
             let e = parse_url(bad).unwrap_err();
             assert!(e.starts_with(bad) && e.contains(why), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_protobuf_answer_groups_as_its_text_page_plus_the_native_histograms() {
+        use nixl_telemetry::Event;
+        use nixl_telemetry_series::{AgentSeries, Buckets};
+        let agent =
+            AgentSeries::new("a0", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+        agent.apply(&[
+            Event::new(EventType::AgentXferTime, 100),
+            Event::new(EventType::AgentXferTime, 3000),
+            Event::new(EventType::AgentTxBytes, 4096),
+            Event::new(EventType::AgentRxBytes, 1 << 20),
+            Event::new(EventType::AgentErrBackend, 1),
+        ]);
+        let snap = agent.snapshot();
+        let text = nixl_telemetry_series::text::encode(std::slice::from_ref(&snap));
+        let from_text = group_answer("text/plain; version=0.0.4", text.as_bytes()).unwrap();
+        let body = protobuf::encode(std::slice::from_ref(&snap));
+        let from_pb = group_answer(protobuf::CONTENT_TYPE, &body).unwrap();
+        assert_eq!(from_pb.len(), 1);
+        let (id, pb) = from_pb.iter().next().unwrap();
+        let t = &from_text[id];
+        assert_eq!(pb.counters, t.counters);
+        assert_eq!(pb.xfer_buckets, t.xfer_buckets);
+        assert_eq!(pb.post_buckets, t.post_buckets);
+        assert_eq!(
+            (t.xfer_native.as_ref(), &t.size_native),
+            (None, &[None, None])
+        );
+        assert_eq!(
+            pb.xfer_native.as_ref(),
+            snap.native_histogram(EventType::AgentXferTime)
+        );
+        assert_eq!(
+            pb.post_native.as_ref(),
+            snap.native_histogram(EventType::AgentXferPostTime)
+        );
+        assert_eq!(
+            pb.size_native[0].as_ref(),
+            snap.native_histogram(EventType::AgentTxBytes)
+        );
+        assert_eq!(
+            pb.size_native[1].as_ref(),
+            snap.native_histogram(EventType::AgentRxBytes)
+        );
+        assert!(group_answer(protobuf::CONTENT_TYPE, b"\x05abc").is_err());
     }
 
     #[test]

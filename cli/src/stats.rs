@@ -106,13 +106,6 @@ impl Summary {
             .map_or(0, |s| s.sum)
     }
 
-    /// The distribution of events of type `t` (transfer and post times), if any were seen.
-    pub fn sketch_of(&self, t: EventType) -> Option<&Sketch> {
-        self.by_event
-            .get(&(t as u32, t.name().to_owned()))
-            .and_then(|s| s.sketch.as_ref())
-    }
-
     /// The summary as a JSON value; `with_last` adds each event's last value.
     pub fn to_json(&self, with_last: bool) -> Value {
         let events: Vec<Value> = self
@@ -391,7 +384,6 @@ mod tests {
         );
         assert_eq!(d["mean"], 50.5);
         assert_eq!(s.sum_of(EventType::AgentTxBytes), 65);
-        assert_eq!(s.sketch_of(EventType::AgentXferTime).unwrap().count(), 100);
     }
 
     #[test]

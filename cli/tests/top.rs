@@ -1,5 +1,7 @@
 //! `nixl-telemetry top`: one frame (`--once`) from rings and from a scrape endpoint, and the
-//! live view in a real terminal (tmux), quit with q and with Ctrl+C.
+//! live view in a real terminal (tmux), quit with q and with Ctrl+C; the p50/p90/p99 of
+//! transfer time and size from native histograms, per rank and for the node, from rings and
+//! from the `prometheus` plug-in's protobuf exposition, against the exact quantiles.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -10,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nixl_telemetry::{Event, EventType, RingWriter};
+use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
+use nixl_telemetry_test_support::transfers::{exact_quantile, relative_error};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nixl-telemetry");
 
@@ -22,20 +26,26 @@ struct Busy {
 
 impl Busy {
     fn start(dir: &Path, name: &str) -> Busy {
+        let batch = vec![
+            Event::new(EventType::AgentXferPostTime, 8),
+            Event::new(EventType::AgentXferTime, 120),
+            Event::new(EventType::AgentTxBytes, 1 << 20),
+            Event::new(EventType::AgentTxRequestsNum, 1),
+            Event::new(EventType::AgentErrBackend, 1),
+        ];
+        Busy::start_with(dir, name, batch, Duration::from_millis(10))
+    }
+
+    /// A writer adding `batch` every `period` until dropped.
+    fn start_with(dir: &Path, name: &str, batch: Vec<Event>, period: Duration) -> Busy {
         let ring = Arc::new(RingWriter::create(dir, name, 1 << 16).unwrap());
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (ring, stop) = (ring.clone(), stop.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    ring.push_batch(&[
-                        Event::new(EventType::AgentXferPostTime, 8),
-                        Event::new(EventType::AgentXferTime, 120),
-                        Event::new(EventType::AgentTxBytes, 1 << 20),
-                        Event::new(EventType::AgentTxRequestsNum, 1),
-                        Event::new(EventType::AgentErrBackend, 1),
-                    ]);
-                    std::thread::sleep(Duration::from_millis(10));
+                    ring.push_batch(&batch);
+                    std::thread::sleep(period);
                 }
             })
         };
@@ -58,6 +68,36 @@ impl Drop for Busy {
             let _ = t.join();
         }
     }
+}
+
+/// The cell of percentile `column` (`xfer p50`, ...) in the row starting with `row`, in a
+/// frame's `lines` (`None` for `-`): cells are 9 wide, right-aligned under their headers.
+fn cell(lines: &[&str], row: &str, column: &str) -> Option<String> {
+    let header = lines.iter().find(|l| l.starts_with("AGENT "))?;
+    let line = lines.iter().find(|l| l.starts_with(row))?;
+    let end = header.find(column)? + column.len();
+    let text: String = line.chars().skip(end - 9).take(9).collect();
+    Some(text.trim().to_owned()).filter(|t| !t.is_empty() && t != "-")
+}
+
+/// A cell's `12.3 ms`, `4.10 KB`, in microseconds or bytes.
+fn value_of(cell: &str) -> f64 {
+    let (number, unit) = cell.split_once(' ').unwrap_or_else(|| panic!("{cell}"));
+    let scale = match unit {
+        "us" | "B" => 1.0,
+        "ms" | "KB" => 1e3,
+        "s" | "MB" => 1e6,
+        "GB" => 1e9,
+        _ => panic!("unit of {cell}"),
+    };
+    number.parse::<f64>().unwrap_or_else(|_| panic!("{cell}")) * scale
+}
+
+/// The largest relative error of a percentile shown by `top` from a native histogram:
+/// PromQL's interpolation stays inside the bucket of the exact value (its width at the
+/// default schema, 9.05%), and the cell rounds to three significant digits (0.5%).
+fn shown_bound() -> f64 {
+    bucket_width_bound(DEFAULT_SCHEMA) + 0.005
 }
 
 fn once(args: &[&str]) -> (i32, String, String) {
@@ -91,7 +131,20 @@ fn once_from_rings_peeks_and_shows_rates_and_errors() {
             .iter()
             .find(|l| l.starts_with(name))
             .unwrap_or_else(|| panic!("{out}"));
-        assert!(row.contains("MB/s") && row.contains("120 us"), "{row}");
+        assert!(row.contains("MB/s"), "{row}");
+        // Every transfer took 120 us: each percentile is within a bucket's width of it.
+        for column in ["xfer p50", "xfer p90", "xfer p99"] {
+            let shown = cell(&lines, name, column).unwrap_or_else(|| panic!("{out}"));
+            assert!(
+                relative_error(value_of(&shown), 120.0) <= shown_bound(),
+                "{name} {column}: {shown}"
+            );
+        }
+        let size = cell(&lines, name, "size p50").unwrap_or_else(|| panic!("{out}"));
+        assert!(
+            relative_error(value_of(&size), 1048576.0) <= shown_bound(),
+            "{size}"
+        );
     }
     assert!(out.contains("errors/s by status:"), "{out}");
     assert!(
@@ -173,12 +226,18 @@ fn once_from_a_scrape_endpoint_uses_counter_deltas_and_buckets() {
         .iter()
         .find(|l| l.starts_with("agent-x pid=7"))
         .unwrap_or_else(|| panic!("{out}"));
-    // p50 in the bucket (0, 100], p99 in (100, 1000]: shown as the buckets, not as values
-    // interpolated inside them (histogram_quantile would say 982 us for the p99).
-    assert!(
-        rank.contains(" <=100 us ") && rank.contains(" <=1.0 ms "),
-        "{rank}"
+    // A text page (no native histograms): p50 in the bucket (0, 100], p99 in (100, 1000],
+    // shown as the buckets, not as values interpolated inside them (histogram_quantile would
+    // say 982 us for the p99), and no sizes.
+    assert_eq!(
+        cell(&lines, "agent-x pid=7", "xfer p50").unwrap(),
+        "<=100 us"
     );
+    assert_eq!(
+        cell(&lines, "agent-x pid=7", "xfer p99").unwrap(),
+        "<=1.00 ms"
+    );
+    assert_eq!(cell(&lines, "agent-x pid=7", "size p50"), None);
     assert!(!rank.contains("982"), "{rank}");
     assert!(
         lines
@@ -236,6 +295,27 @@ impl Tmux {
         })
     }
 
+    /// Starts session `t`, `width` columns by 40 rows, running `command`.
+    fn start(&self, width: u16, command: &str) {
+        let width = width.to_string();
+        let out = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &width,
+            "-y",
+            "40",
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn run(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .args(["-L", &self.socket, "-f", "/dev/null"])
@@ -281,22 +361,7 @@ fn quit_with(tag: &str, key: &str) {
         "{BIN} top {}; echo \"top exited with $?\"; sleep 60",
         busy.path().display()
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "150",
-        "-y",
-        "40",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    tmux.start(150, &command);
     // A frame with rates, refreshed in place.
     let screen = tmux.wait("a frame with rates", |s| {
         s.lines()
@@ -319,6 +384,225 @@ fn quit_with(tag: &str, key: &str) {
         !screen.contains("AGENT"),
         "the normal screen is restored: {screen}"
     );
+}
+
+/// One round of transfers with known times (us) and sizes (bytes), TX and RX in turn: 40%,
+/// 45%, 10% and 5% of them on four plateaus, so that the p50, p90 and p99 of any number of
+/// whole rounds (and of rounds of several ranks together) lie well inside one plateau
+/// (1.2 ms and 70 kB, 9 ms and 1.2 MB, 70 ms and 20 MB): an interval's exact quantiles are the
+/// round's.
+fn round() -> Vec<(u64, u64, bool)> {
+    let plateaus = [
+        (150, 5_000, 8),
+        (1_200, 70_000, 9),
+        (9_000, 1_200_000, 2),
+        (70_000, 20_000_000, 1),
+    ];
+    plateaus
+        .iter()
+        .flat_map(|&(time, size, n)| std::iter::repeat_n((time, size), n))
+        .enumerate()
+        .map(|(i, (time, size))| (time, size, i % 2 == 0))
+        .collect()
+}
+
+/// A round's events, as an agent records its transfers.
+fn round_events() -> Vec<Event> {
+    round()
+        .into_iter()
+        .flat_map(|(time, size, tx)| {
+            let (bytes, requests) = if tx {
+                (EventType::AgentTxBytes, EventType::AgentTxRequestsNum)
+            } else {
+                (EventType::AgentRxBytes, EventType::AgentRxRequestsNum)
+            };
+            [
+                Event::new(EventType::AgentXferTime, time),
+                Event::new(bytes, size),
+                Event::new(requests, 1),
+            ]
+        })
+        .collect()
+}
+
+/// The percentile columns and the exact quantiles of a round's times and sizes.
+fn exact_percentiles() -> Vec<(&'static str, f64)> {
+    let mut times: Vec<u64> = round().iter().map(|t| t.0).collect();
+    let mut sizes: Vec<u64> = round().iter().map(|t| t.1).collect();
+    times.sort_unstable();
+    sizes.sort_unstable();
+    let exact = [
+        ("xfer p50", exact_quantile(&times, 0.5)),
+        ("xfer p90", exact_quantile(&times, 0.9)),
+        ("xfer p99", exact_quantile(&times, 0.99)),
+        ("size p50", exact_quantile(&sizes, 0.5)),
+        ("size p90", exact_quantile(&sizes, 0.9)),
+        ("size p99", exact_quantile(&sizes, 0.99)),
+    ];
+    // The plateaus, as the round's comment says.
+    let values: Vec<f64> = exact.iter().map(|e| e.1).collect();
+    assert_eq!(
+        values,
+        [1200.0, 9000.0, 70000.0, 70000.0, 1_200_000.0, 20_000_000.0]
+    );
+    exact.to_vec()
+}
+
+/// Waits for a frame of `top` in `tmux` showing every percentile of `rows`, and checks each
+/// against the exact quantiles of a round. Returns the screen.
+fn check_percentiles(tmux: &Tmux, rows: &[&str]) -> String {
+    let exact = exact_percentiles();
+    let screen = tmux.wait("percentiles of every row", |s| {
+        let lines: Vec<&str> = s.lines().collect();
+        rows.iter().all(|row| {
+            exact
+                .iter()
+                .all(|(column, _)| cell(&lines, row, column).is_some())
+        })
+    });
+    let lines: Vec<&str> = screen.lines().collect();
+    for row in rows {
+        for (column, exact) in &exact {
+            let shown = cell(&lines, row, column).unwrap();
+            assert!(
+                !shown.starts_with(['<', '>']),
+                "{row} {column}: a bucket, not a native estimate\n{screen}"
+            );
+            let error = relative_error(value_of(&shown), *exact);
+            assert!(
+                error <= shown_bound(),
+                "{row} {column}: {shown} vs exact {exact} ({:.2}%)\n{screen}",
+                error * 100.0
+            );
+        }
+    }
+    screen
+}
+
+/// Two ranks' rings in a 150-column terminal: the p50/p90/p99 of transfer time and size of
+/// each rank and of the node (their histograms merged) match the exact quantiles within the
+/// bound; at 80 columns, the rates and the transfer-time percentiles remain.
+#[test]
+fn live_view_shows_native_percentiles_of_rings_per_rank_and_node() {
+    let Some(tmux) = Tmux::new("rings") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let period = Duration::from_millis(5);
+    let ranks = [
+        Busy::start_with(dir.path(), "rank-0", round_events(), period),
+        Busy::start_with(dir.path(), "rank-1", round_events(), period),
+    ];
+    // A backlog of other transfers (10 us, 100 B) before top starts: its first look takes
+    // them as the baseline, not as the first interval's.
+    let backlog: Vec<Event> = (0..5000)
+        .flat_map(|_| {
+            [
+                Event::new(EventType::AgentXferTime, 10),
+                Event::new(EventType::AgentTxBytes, 100),
+            ]
+        })
+        .collect();
+    for rank in &ranks {
+        assert_eq!(rank.ring.push_batch(&backlog), backlog.len());
+    }
+    let command = format!("{BIN} top --consume {}; sleep 60", dir.path().display());
+    tmux.start(150, &command);
+    let screen = check_percentiles(&tmux, &["rank-0 ", "rank-1 ", "node (2 agents)"]);
+    assert!(
+        screen.starts_with("nixl-telemetry top - 2 agents"),
+        "{screen}"
+    );
+    assert!(!screen.contains("<=x, >x"), "{screen}");
+    // Narrower: the columns that fit, the first ones kept.
+    let out = tmux.run(&["resize-window", "-t", "t", "-x", "80", "-y", "40"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The frame drawn before the resize is cut by the terminal; the next one is laid out
+    // for 80 columns.
+    let narrow = tmux.wait("the 80-column frame", |s| {
+        s.lines().any(|l| {
+            l.split_whitespace().collect::<Vec<_>>().join(" ")
+                == "AGENT TX RX xfer p50 xfer p90 xfer p99 size p50"
+        })
+    });
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+    drop(ranks);
+}
+
+/// The `prometheus` plug-in with native histograms on, two agents in one process: `top`
+/// scrapes its protobuf exposition and shows each rank's and the node's p50/p90/p99 of
+/// transfer time and size within the bound of the exact quantiles.
+#[test]
+fn live_view_shows_native_percentiles_of_a_prometheus_scrape() {
+    let Some(tmux) = Tmux::new("prom") else {
+        return;
+    };
+    // The plug-in's settings, read when an agent is created (then cleared).
+    const VARS: [&str; 3] = [
+        "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
+        "NIXL_TELEMETRY_PROMETHEUS_PORT",
+        "NIXL_TELEMETRY_PROMETHEUS_LOCAL",
+    ];
+    let serial = nixl_telemetry_test_support::serial(&VARS);
+    let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus"]);
+    nixl_telemetry::plugin::add_plugin_dir(&plugins).unwrap();
+    let port = nixl_telemetry_test_support::free_port();
+    std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", port.to_string());
+    std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "true");
+    let mut config = nixl_telemetry_test_support::plugin_config("prometheus");
+    config.buffer_size = 4096;
+    let agents: Vec<nixl_telemetry::Collector> = ["rank-0", "rank-1"]
+        .iter()
+        .map(|name| nixl_telemetry::Collector::new(name, config.clone()).unwrap())
+        .collect();
+    drop(serial);
+    // Earlier transfers (10 us, 100 B), many more than the test adds: in the cumulative
+    // histograms, not in the increase between two scrapes that top shows.
+    for agent in &agents {
+        for i in 0..50_000 {
+            agent.add_xfer_stats(10, true, 100, 1);
+            if i % 500 == 499 {
+                agent.flush();
+            }
+        }
+        agent.flush();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for agent in &agents {
+                    for (time, size, tx) in round() {
+                        agent.add_xfer_stats(time, tx, size, time / 4);
+                    }
+                    agent.flush();
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    tmux.start(
+        150,
+        &format!("{BIN} top http://127.0.0.1:{port}/metrics; sleep 60"),
+    );
+    let screen = check_percentiles(&tmux, &["rank-0 ", "rank-1 ", "node (2 agents)"]);
+    // Post times are native histograms too: no classic bucket anywhere.
+    assert!(!screen.contains("<=x, >x"), "{screen}");
+    let lines: Vec<&str> = screen.lines().collect();
+    let post = cell(&lines, "rank-0 ", "post p50").unwrap();
+    // A quarter of each transfer's time: the p50 is 1200 / 4 = 300 us.
+    assert!(
+        relative_error(value_of(&post), 300.0) <= shown_bound(),
+        "{post}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
 }
 
 #[test]
@@ -354,7 +638,12 @@ fn once_on_a_finished_ring_shows_its_totals() {
         .find(|l| l.starts_with("done "))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains(" 10.0 MB ") && !row.contains("B/s"), "{row}");
-    assert!(row.contains(" 120 us "), "{row}");
+    let lines: Vec<&str> = out.lines().collect();
+    let p50 = cell(&lines, "done ", "xfer p50").unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        relative_error(value_of(&p50), 120.0) <= shown_bound(),
+        "{row}"
+    );
     // 10 requests and 10 errors: counts, not rates.
     assert_eq!(row.matches(" 10 ").count(), 2, "{row}");
     assert!(
@@ -379,7 +668,7 @@ fn once_on_an_idle_scrape_endpoint_shows_its_totals() {
         .unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains(" 1.0 MB ") && !row.contains("B/s"), "{row}");
     assert!(
-        row.contains(" <=100 us ") && row.contains(" <=1.0 ms "),
+        row.contains(" <=100 us ") && row.contains(" <=1.00 ms "),
         "{row}"
     );
     assert!(

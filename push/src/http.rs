@@ -76,6 +76,17 @@ pub(crate) fn transport_error(t: &ureq::Transport) -> String {
 /// error names the URL: a transport error (with its kind and cause), another status (a
 /// redirect says where to), or a body longer than `limit`.
 pub fn get(url: &Url, accept: &str, timeout: Duration, limit: u64) -> Result<Vec<u8>, String> {
+    get_typed(url, accept, timeout, limit).map(|(_, body)| body)
+}
+
+/// [`get`], with the answer's `Content-Type` (empty when it has none): for a scrape whose
+/// `Accept` offers several formats.
+pub fn get_typed(
+    url: &Url,
+    accept: &str,
+    timeout: Duration,
+    limit: u64,
+) -> Result<(String, Vec<u8>), String> {
     let answer = agent(None, Some(timeout))
         .request_url("GET", url)
         .set("Accept", accept)
@@ -94,6 +105,7 @@ pub fn get(url: &Url, accept: &str, timeout: Duration, limit: u64) -> Result<Vec
         }
         Err(ureq::Error::Transport(t)) => return Err(format!("{url}: {}", transport_error(&t))),
     };
+    let content_type = resp.header("Content-Type").unwrap_or_default().to_owned();
     let mut body = Vec::new();
     resp.into_reader()
         .take(limit.saturating_add(1))
@@ -102,7 +114,7 @@ pub fn get(url: &Url, accept: &str, timeout: Duration, limit: u64) -> Result<Vec
     if body.len() as u64 > limit {
         return Err(format!("{url}: the answer is longer than {limit} bytes"));
     }
-    Ok(body)
+    Ok((content_type, body))
 }
 
 #[cfg(test)]
@@ -143,15 +155,17 @@ mod tests {
     #[test]
     fn gets_plain_and_chunked_bodies_with_our_headers() {
         let (port, heads) = serve(vec![
-            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".into(),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/x-greeting\r\nContent-Length: 5\r\n\
+             Connection: close\r\n\r\nhello"
+                .into(),
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
              3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n"
                 .into(),
             "HTTP/1.0 200 OK\r\n\r\nuntil close".into(),
         ]);
         assert_eq!(
-            get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
-            b"hello"
+            get_typed(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
+            ("text/x-greeting".to_owned(), b"hello".to_vec())
         );
         let head = heads.recv().unwrap().to_ascii_lowercase();
         assert!(head.starts_with("get /metrics http/1.1\r\n"), "{head}");
@@ -161,8 +175,8 @@ mod tests {
             USER_AGENT.to_ascii_lowercase()
         )));
         assert_eq!(
-            get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
-            b"abcde"
+            get_typed(&url(port), "text/plain", TIMEOUT, 100).unwrap(),
+            (String::new(), b"abcde".to_vec())
         );
         assert_eq!(
             get(&url(port), "text/plain", TIMEOUT, 100).unwrap(),

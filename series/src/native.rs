@@ -20,6 +20,13 @@
 //! buckets `(2k-1, 2k)` into bucket `k` (a bucket of the coarser grid is exactly two of the
 //! finer one), until the span fits, as Prometheus's client libraries do. Values from 1 to
 //! 2^64 fit at schema 1 in 160 buckets; at the lowest schema, -4, they span 5.
+//!
+//! **Reading them as PromQL does.** [`NativeHistogram::from_sparse`] rebuilds a scraped
+//! histogram, [`NativeHistogram::since`] is the increase between two scrapes (Prometheus's
+//! `rate`, a reset included), [`NativeHistogram::merge`] adds the histograms of several series
+//! at the coarser schema (`sum`), and [`NativeHistogram::histogram_quantile`] estimates a
+//! quantile as `histogram_quantile` does, so a tool reading them (`nixl-telemetry top`) shows
+//! what a dashboard over the same series shows.
 
 /// The default schema: 8 buckets per power of two.
 pub const DEFAULT_SCHEMA: i8 = 3;
@@ -314,6 +321,201 @@ impl NativeHistogram {
         out
     }
 
+    /// A histogram from Prometheus's sparse form (what [`Self::spans_and_deltas`] gives, as a
+    /// scrape or a remote-write sample carries it): `schema`, the zero bucket's count, the
+    /// observations' `count` and `sum`, spans `(offset, length)` and count deltas. Its bucket
+    /// bound is [`DEFAULT_MAX_BUCKETS`], or the span it arrives with when wider. Refused: a
+    /// schema outside [`MIN_SCHEMA`]..=[`MAX_SCHEMA`], deltas not matching the spans, a
+    /// negative count, or more than `1 << 20` buckets.
+    pub fn from_sparse(
+        schema: i32,
+        zero_count: u64,
+        count: u64,
+        sum: u64,
+        spans: &[(i32, u32)],
+        deltas: &[i64],
+    ) -> Result<NativeHistogram, String> {
+        let schema = i8::try_from(schema)
+            .ok()
+            .filter(|s| (MIN_SCHEMA..=MAX_SCHEMA).contains(s))
+            .ok_or_else(|| format!("schema {schema} is outside {MIN_SCHEMA}..={MAX_SCHEMA}"))?;
+        let buckets: u64 = spans.iter().map(|s| u64::from(s.1)).sum();
+        if buckets != deltas.len() as u64 {
+            return Err(format!(
+                "{} count deltas for {buckets} buckets in the spans",
+                deltas.len()
+            ));
+        }
+        let mut h = NativeHistogram::new(schema, DEFAULT_MAX_BUCKETS);
+        (h.zero_count, h.count, h.sum) = (zero_count, count, sum);
+        let (mut index, mut previous, mut delta) = (0i64, 0i64, deltas.iter());
+        for (k, &(offset, length)) in spans.iter().enumerate() {
+            index += i64::from(offset);
+            if k == 0 {
+                h.offset = i32::try_from(index).map_err(|_| "bucket index out of range")?;
+            }
+            for _ in 0..length {
+                previous += delta.next().copied().unwrap_or(0);
+                let n = u64::try_from(previous).map_err(|_| "a negative bucket count")?;
+                let at = usize::try_from(index - i64::from(h.offset))
+                    .ok()
+                    .filter(|&at| at < 1 << 20)
+                    .ok_or("more than 2^20 buckets")?;
+                if at >= h.buckets.len() {
+                    h.buckets.resize(at + 1, 0);
+                }
+                h.buckets[at] = n;
+                index += 1;
+            }
+        }
+        h.max_buckets = h.max_buckets.max(h.buckets.len());
+        h.trim();
+        Ok(h)
+    }
+
+    /// Drops empty buckets at both ends of the held span.
+    fn trim(&mut self) {
+        while self.buckets.last() == Some(&0) {
+            self.buckets.pop();
+        }
+        let lead = self.buckets.iter().take_while(|&&n| n == 0).count();
+        if lead > 0 {
+            self.buckets.drain(..lead);
+            self.offset += lead as i32;
+        }
+        if self.buckets.is_empty() {
+            self.offset = 0;
+        }
+    }
+
+    /// The populated buckets as `(index, count)` at `schema` (at most this histogram's own):
+    /// bucket `i` lies in bucket `ceil(i / 2^d)` of the grid `d` schemas coarser.
+    fn buckets_at(&self, schema: i8) -> impl Iterator<Item = (i32, u64)> + '_ {
+        let shift = (i32::from(self.schema) - i32::from(schema)).max(0);
+        self.buckets()
+            .map(move |(i, n)| ((i + (1 << shift) - 1) >> shift, n))
+    }
+
+    /// Adds the counts of `buckets` (indexes at this histogram's schema, increasing).
+    fn add_buckets(&mut self, buckets: impl Iterator<Item = (i32, u64)>) {
+        for (i, n) in buckets {
+            if self.buckets.is_empty() {
+                self.offset = i;
+            }
+            if i < self.offset {
+                let grow = (self.offset - i) as usize;
+                self.buckets.splice(0..0, std::iter::repeat_n(0, grow));
+                self.offset = i;
+            }
+            let at = (i - self.offset) as usize;
+            if at >= self.buckets.len() {
+                self.buckets.resize(at + 1, 0);
+            }
+            self.buckets[at] += n;
+        }
+    }
+
+    /// Adds `other` (another series' histogram, as PromQL's `sum` or `+` adds native
+    /// histograms): both are brought to the coarser of their two schemas, then counts, sums
+    /// and bucket counts are added. The result is never coarser than that (as in PromQL): its
+    /// bucket bound grows when the union of the two spans needs more.
+    pub fn merge(&mut self, other: &NativeHistogram) {
+        let schema = self.schema.min(other.schema);
+        if schema < self.schema {
+            let mine: Vec<(i32, u64)> = self.buckets_at(schema).collect();
+            self.buckets.clear();
+            self.schema = schema;
+            self.add_buckets(mine.into_iter());
+        }
+        self.add_buckets(other.buckets_at(schema));
+        self.count = self.count.wrapping_add(other.count);
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.zero_count = self.zero_count.wrapping_add(other.zero_count);
+        self.max_buckets = self
+            .max_buckets
+            .max(other.max_buckets)
+            .max(self.buckets.len());
+    }
+
+    /// What was observed since `earlier`, a previous state (a scrape) of the same cumulative
+    /// histogram: `earlier` brought to this schema (a schema only drops between two states),
+    /// then subtracted from it. A reset in between (the exporter restarted: a finer schema
+    /// than `earlier`'s, or any count below `earlier`'s) makes this whole histogram the
+    /// increase, as Prometheus's `rate` takes it.
+    pub fn since(&self, earlier: &NativeHistogram) -> NativeHistogram {
+        let reset = || self.clone();
+        if earlier.schema < self.schema
+            || self.count < earlier.count
+            || self.zero_count < earlier.zero_count
+        {
+            return reset();
+        }
+        let mut out = self.clone();
+        out.count -= earlier.count;
+        out.sum = self.sum.saturating_sub(earlier.sum);
+        out.zero_count -= earlier.zero_count;
+        for (i, n) in earlier.buckets_at(self.schema) {
+            let slot = usize::try_from(i - out.offset)
+                .ok()
+                .and_then(|k| out.buckets.get_mut(k));
+            match slot {
+                Some(slot) if *slot >= n => *slot -= n,
+                _ => return reset(),
+            }
+        }
+        out.trim();
+        out
+    }
+
+    /// The `q`-quantile as PromQL's `histogram_quantile` computes it over a native histogram
+    /// (Prometheus 2.42, `promql/quantile.go`): the rank `q·count` is found in the first
+    /// bucket, in increasing order (the zero bucket first), whose cumulative count reaches it,
+    /// and the value is interpolated linearly inside that bucket `(L, U]`:
+    /// `L + (U-L)·(rank - below)/n`. The zero bucket spans `(0, ZERO_THRESHOLD]` (from
+    /// `-ZERO_THRESHOLD` when there are no positive buckets), and no positive bucket starts
+    /// below [`ZERO_THRESHOLD`]. `q` below 0 gives `-inf`, above 1 `+inf`; an empty histogram
+    /// or a NaN `q` gives `None` (PromQL's NaN). The estimate lies inside the bucket of the
+    /// observation of rank `ceil(q·count)`, so within [`bucket_width_bound`] of it.
+    pub fn histogram_quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 || q.is_nan() {
+            return None;
+        }
+        if q < 0.0 {
+            return Some(f64::NEG_INFINITY);
+        }
+        if q > 1.0 {
+            return Some(f64::INFINITY);
+        }
+        let total = self.count as f64;
+        let mut rank = q * total;
+        let zero_lower = if self.buckets.is_empty() {
+            -ZERO_THRESHOLD
+        } else {
+            0.0
+        };
+        let zero = (self.zero_count > 0).then_some((zero_lower, ZERO_THRESHOLD, self.zero_count));
+        let positive = self.buckets.iter().enumerate().map(|(k, &n)| {
+            let i = self.offset + k as i32;
+            let lower = upper_bound(i - 1, self.schema).max(ZERO_THRESHOLD);
+            (lower, upper_bound(i, self.schema), n)
+        });
+        let (mut bucket, mut count) = ((0.0, 0.0, 0u64), 0.0);
+        for b in zero.into_iter().chain(positive) {
+            bucket = b;
+            count += b.2 as f64;
+            if count >= rank {
+                break;
+            }
+        }
+        let (lower, upper, n) = bucket;
+        let count = count.min(total);
+        if count < rank {
+            return Some(upper);
+        }
+        rank -= count - n as f64;
+        Some(lower + (upper - lower) * (rank / n as f64))
+    }
+
     /// The `q`-quantile (0..=1) as the point `2LU/(L+U)` of the bucket `(L, U]` holding the
     /// observation of rank `ceil(q·count)` (0 for the zero bucket): within
     /// [`relative_error_bound`] of that observation. `None` when empty.
@@ -554,6 +756,183 @@ mod tests {
         assert_eq!(d.schema(), now.schema());
         assert_eq!(base.minus(&base).count(), 0);
         assert_eq!(base.minus(&base).buckets().count(), 0);
+    }
+
+    /// A histogram of `values` at `schema`, bound wide enough to keep that schema.
+    fn of(schema: i8, values: &[u64]) -> NativeHistogram {
+        let mut h = NativeHistogram::new(schema, 1 << 12);
+        values.iter().for_each(|&v| h.observe(v));
+        h
+    }
+
+    #[test]
+    fn histogram_quantile_is_promqls_interpolation_on_known_values() {
+        // Schema 0: (2,4] holds 3, 3, 4; (4,8] holds 5..=8; (64,128] holds 100.
+        let h = of(0, &[3, 3, 4, 5, 6, 7, 8, 100]);
+        let q = |q| h.histogram_quantile(q).unwrap();
+        // rank 2 of 3 in (2,4]: 2 + 2·2/3.
+        assert!((q(0.25) - (2.0 + 2.0 * 2.0 / 3.0)).abs() < 1e-12);
+        // rank 4: the first of 4 in (4,8]: 4 + 4·1/4 = 5.
+        assert_eq!(q(0.5), 5.0);
+        // rank 7.2: 0.2 into the one observation of (64,128]: 64 + 64·0.2.
+        assert!((q(0.9) - 76.8).abs() < 1e-9);
+        assert_eq!(q(1.0), 128.0);
+        assert_eq!(q(0.0), 2.0);
+        // rank 3 exactly: the upper bound of the bucket that reaches it.
+        assert_eq!(q(3.0 / 8.0), 4.0);
+        assert_eq!(h.histogram_quantile(-0.5), Some(f64::NEG_INFINITY));
+        assert_eq!(h.histogram_quantile(1.5), Some(f64::INFINITY));
+        assert_eq!(h.histogram_quantile(f64::NAN), None);
+        assert_eq!(NativeHistogram::default().histogram_quantile(0.5), None);
+        // Schema 3: 100 is alone in (2^(53/8), 2^(54/8)]; the median of one observation is
+        // the middle of its bucket.
+        let one = of(3, &[100]);
+        let (l, u) = (upper_bound(53, 3), upper_bound(54, 3));
+        assert!((one.histogram_quantile(0.5).unwrap() - (l + u) / 2.0).abs() < 1e-12);
+        // The zero bucket spans (0, threshold] beside positive buckets.
+        let zeros = of(0, &[0, 0, 0, 8]);
+        assert_eq!(
+            zeros.histogram_quantile(0.5).unwrap(),
+            ZERO_THRESHOLD * 2.0 / 3.0
+        );
+        assert_eq!(zeros.histogram_quantile(1.0).unwrap(), 8.0);
+        // Only zeros: (-threshold, threshold].
+        assert_eq!(of(0, &[0, 0]).histogram_quantile(0.5).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn histogram_quantile_is_within_the_bucket_width_of_the_exact_quantile() {
+        let values: Vec<u64> = (1..=5000u64).map(|k| k * k % 100_003 + 1).collect();
+        let h = of(DEFAULT_SCHEMA, &values);
+        let mut sorted = values.clone();
+        sorted.sort_unstable();
+        for q in [0.01, 0.5, 0.9, 0.99, 1.0] {
+            let exact = sorted[((q * sorted.len() as f64).ceil() as usize).max(1) - 1] as f64;
+            let estimate = h.histogram_quantile(q).unwrap();
+            let error = (estimate - exact).abs() / exact;
+            assert!(
+                error <= bucket_width_bound(3),
+                "q={q} {estimate} vs {exact}"
+            );
+        }
+    }
+
+    #[test]
+    fn sparse_form_round_trips_and_bad_forms_are_refused() {
+        let h = of(3, &[0, 1, 1, 2, 3, 1024, 1 << 40]);
+        let (spans, deltas) = h.spans_and_deltas();
+        let back =
+            NativeHistogram::from_sparse(3, h.zero_count(), h.count(), h.sum(), &spans, &deltas)
+                .unwrap();
+        assert_eq!(
+            back.buckets().collect::<Vec<_>>(),
+            h.buckets().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (back.count(), back.sum(), back.zero_count()),
+            (7, h.sum(), 1)
+        );
+        assert_eq!(back.schema(), 3);
+        assert!(back.max_buckets() >= back.bucket_span());
+        // Empty buckets inside a span (as other encoders send them) are kept out.
+        let gappy = NativeHistogram::from_sparse(0, 0, 2, 9, &[(-1, 4)], &[1, -1, 0, 1]).unwrap();
+        assert_eq!(gappy.buckets().collect::<Vec<_>>(), [(-1, 1), (2, 1)]);
+        assert_eq!(gappy.bucket_span(), 4);
+        for (schema, spans, deltas) in [
+            (9, vec![(0, 1)], vec![1]),
+            (-5, vec![(0, 1)], vec![1]),
+            (3, vec![(0, 2)], vec![1]),
+            (3, vec![(0, 2)], vec![1, -2]),
+            (3, vec![(0, 1), (1 << 30, 1)], vec![1, 0]),
+        ] {
+            assert!(
+                NativeHistogram::from_sparse(schema, 0, 1, 1, &spans, &deltas).is_err(),
+                "{schema} {spans:?} {deltas:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_merge_is_the_histogram_of_both_at_the_coarser_schema() {
+        let a_values = [1, 5, 100, 1000, 0];
+        let b_values = [7, 3000, 1 << 20];
+        let (a, b) = (of(3, &a_values), of(1, &b_values));
+        let mut m = a.clone();
+        m.merge(&b);
+        let all: Vec<u64> = a_values.iter().chain(&b_values).copied().collect();
+        let expected = of(1, &all);
+        assert_eq!(m.schema(), 1);
+        assert_eq!(
+            m.buckets().collect::<Vec<_>>(),
+            expected.buckets().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (m.count(), m.sum(), m.zero_count()),
+            (expected.count(), expected.sum(), 1)
+        );
+        // The other way round, the same.
+        let mut m2 = b.clone();
+        m2.merge(&a);
+        assert_eq!(
+            m2.buckets().collect::<Vec<_>>(),
+            m.buckets().collect::<Vec<_>>()
+        );
+        // Merging into an empty histogram (the default schema) lowers it to the other's.
+        let mut e = NativeHistogram::default();
+        e.merge(&b);
+        assert_eq!((e.schema(), e.count()), (1, 3));
+        assert_eq!(
+            e.buckets().collect::<Vec<_>>(),
+            b.buckets().collect::<Vec<_>>()
+        );
+        // Far apart spans: the bound grows instead of the schema dropping further.
+        let mut far = of(3, &[1]);
+        far.merge(&of(3, &[1 << 40]));
+        assert_eq!(far.schema(), 3);
+        assert!(far.bucket_span() > DEFAULT_MAX_BUCKETS);
+        assert!(far.max_buckets() >= far.bucket_span());
+        // The node's quantiles are the union's, not an average of the ranks'.
+        let (slow, fast) = (of(3, &[1000; 10]), of(3, &[10; 30]));
+        let mut node = slow.clone();
+        node.merge(&fast);
+        let p50 = node.histogram_quantile(0.5).unwrap();
+        assert!(p50 < 11.0, "{p50}");
+    }
+
+    #[test]
+    fn since_is_the_increase_and_a_reset_restarts_it() {
+        let mut before = NativeHistogram::new(3, 40);
+        for v in [0, 5, 100, 1000] {
+            before.observe(v);
+        }
+        let mut now = before.clone();
+        for v in [7, 1 << 30, 0, 100] {
+            now.observe(v);
+        }
+        assert!(now.schema() < before.schema());
+        let d = now.since(&before);
+        assert_eq!(
+            (d.count(), d.sum(), d.zero_count(), d.schema()),
+            (4, 7 + (1 << 30) + 100, 1, now.schema())
+        );
+        let expected = of(now.schema(), &[7, 1 << 30, 100]);
+        assert_eq!(
+            d.buckets().collect::<Vec<_>>(),
+            expected.buckets().collect::<Vec<_>>()
+        );
+        assert_eq!(d.bucket_span(), expected.bucket_span(), "trimmed");
+        assert_eq!(now.since(&now).count(), 0);
+        assert_eq!(now.since(&now).histogram_quantile(0.5), None);
+        // Reset: the exporter restarted with fewer observations, or at a finer schema, or
+        // a bucket went down.
+        let fresh = of(3, &[42]);
+        assert_eq!(fresh.since(&now), fresh);
+        assert_eq!(
+            of(3, &[5, 5, 5, 5, 5, 5, 5, 5, 5]).since(&before).count(),
+            9
+        );
+        let moved = of(3, &[0, 1, 1, 1, 1, 1]);
+        assert_eq!(moved.since(&before), moved);
     }
 
     #[test]

@@ -100,6 +100,34 @@ pub struct Histogram {
     pub positive_delta: Vec<i64>,
 }
 
+impl Histogram {
+    /// Whether it carries a native histogram (client_golang's test: a zero threshold, a zero
+    /// count or spans; a classic-only histogram has none of them).
+    pub fn is_native(&self) -> bool {
+        self.zero_threshold != 0.0 || self.zero_count != 0 || !self.positive_span.is_empty()
+    }
+
+    /// Its native histogram (positive buckets: NIXL's values are never negative), if it
+    /// carries one; an error for a malformed one.
+    pub fn native(&self) -> Option<Result<NativeHistogram, String>> {
+        self.is_native().then(|| {
+            let spans: Vec<(i32, u32)> = self
+                .positive_span
+                .iter()
+                .map(|s| (s.offset, s.length))
+                .collect();
+            NativeHistogram::from_sparse(
+                self.schema,
+                self.zero_count,
+                self.sample_count,
+                self.sample_sum.max(0.0) as u64,
+                &spans,
+                &self.positive_delta,
+            )
+        })
+    }
+}
+
 /// `io.prometheus.client.Metric`: labels and one value.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Metric {
@@ -346,6 +374,12 @@ mod tests {
             }]
         );
         assert_eq!(time.positive_delta, [1]);
+        let native = time.native().unwrap().unwrap();
+        let sent = s.snapshot();
+        assert_eq!(
+            &native,
+            sent.native_histogram(EventType::AgentXferTime).unwrap()
+        );
         let tx = by("agent_tx_request_size_bytes").metric[0]
             .histogram
             .clone()
@@ -388,6 +422,7 @@ mod tests {
             .unwrap();
         let h = time.metric[0].histogram.as_ref().unwrap();
         assert_eq!((h.zero_threshold, h.positive_span.len()), (0.0, 0));
+        assert!(!h.is_native() && h.native().is_none());
         assert!(encode(&[]).is_empty());
     }
 }

@@ -3,7 +3,7 @@
 
 use nixl_telemetry::EventType;
 
-use crate::top::rates::{Quantile, Rates};
+use crate::top::rates::{Dist, Quantile, Rates};
 
 /// One line of the table.
 #[derive(Clone, Debug)]
@@ -29,6 +29,9 @@ pub struct Frame {
     pub rows: Vec<Row>,
     /// Lines shown below the table.
     pub notes: Vec<String>,
+    /// The screen's width in columns: the table keeps the columns that fit (see
+    /// [`COLUMNS`]); `None` shows them all.
+    pub width: Option<usize>,
 }
 
 /// A byte rate with a decimal unit (`12.3 MB/s`).
@@ -55,6 +58,38 @@ fn bytes_in(v: f64, units: [&str; 5]) -> String {
     }
 }
 
+/// `v` with three significant digits (`123`, `12.3`, `1.23`), for `v` below 1000.
+fn three_digits(v: f64) -> String {
+    match v {
+        v if v >= 99.95 => format!("{v:.0}"),
+        v if v >= 9.995 => format!("{v:.1}"),
+        v => format!("{v:.2}"),
+    }
+}
+
+/// `v` in the largest of `units` (each 1000 times the one before) that keeps it at least 1,
+/// with three significant digits (`1.23 ms`, `12.3 MB`).
+fn scaled(v: f64, units: &[&str]) -> String {
+    let mut v = v;
+    let mut unit = 0;
+    // 999.95 would round to "1000": the next unit's "1.00" reads better.
+    while v >= 999.5 && unit + 1 < units.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    format!("{} {}", three_digits(v), units[unit])
+}
+
+/// A duration in microseconds, in us, ms or s with three significant digits.
+fn micros(v: f64) -> String {
+    scaled(v, &["us", "ms", "s"])
+}
+
+/// A size in bytes with a decimal unit and three significant digits (`4.10 KB`).
+fn size(v: f64) -> String {
+    scaled(v, &["B", "KB", "MB", "GB", "TB"])
+}
+
 /// A count, shortened with `k` and `M` (`12`, `12.3k`).
 fn count(v: f64) -> String {
     if v >= 1e4 {
@@ -73,31 +108,22 @@ fn per_s(v: f64) -> String {
     }
 }
 
-/// A duration in microseconds, in us, ms or s (`-` for none).
-fn micros(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v < 1000.0 => format!("{v:.0} us"),
-        Some(v) if v < 1e6 => format!("{:.1} ms", v / 1e3),
-        Some(v) => format!("{:.2} s", v / 1e6),
-    }
-}
-
-/// A percentile: a value, or the bound of the histogram bucket holding it (`<=1.0 ms`, or
-/// `>10.00 s` for the overflow bucket). The second element says whether it is a bucket.
-fn percentile(q: Option<Quantile>) -> (String, bool) {
+/// A percentile in `unit`: a value, or the bound of the histogram bucket holding it
+/// (`<=1.00 ms`, or `>10.0 s` for the overflow bucket); `-` for none. The second element
+/// says whether it is a bucket.
+fn percentile(q: Option<Quantile>, unit: fn(f64) -> String) -> (String, bool) {
     match q {
-        None => (micros(None), false),
-        Some(Quantile::Value(v)) => (micros(Some(v)), false),
-        Some(Quantile::AtMost(b)) => (format!("<={}", micros(Some(b))), true),
-        Some(Quantile::Above(b)) => (format!(">{}", micros(Some(b))), true),
+        None => ("-".into(), false),
+        Some(Quantile::Interpolated(v)) => (unit(v), false),
+        Some(Quantile::AtMost(b)) => (format!("<={}", unit(b)), true),
+        Some(Quantile::Above(b)) => (format!(">{}", unit(b)), true),
     }
 }
 
 /// The line under the table explaining `<=` and `>` percentiles.
 pub const BUCKET_LEGEND: &str = "<=x, >x: the percentile lies in the histogram bucket ending at \
-x (or above the last bound): a scrape has bucket counts, not values; `nixl-telemetry stats` on \
-a ring gives exact ones";
+x (or above the last bound): this scrape has classic buckets only (the prometheus exporter \
+serves native histograms with NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true)";
 
 /// How a row's numbers read: rates of the last interval, or totals so far.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,8 +132,110 @@ enum Shown {
     Totals,
 }
 
+/// One column of the table after the agent's name: header, width, and its rank among the
+/// columns kept as the screen narrows (0 is kept first).
+struct Column {
+    header: &'static str,
+    width: usize,
+    keep: u8,
+}
+
+/// The columns after the agent's name, in display order. From 80 columns on, the TX and RX
+/// rates and the transfer-time p50/p90/p99 are shown, then (in this order, as the screen
+/// widens) the size p50, p99 and p90, errors, the request rates, the post-time p50 and drops.
+const COLUMNS: [Column; 13] = [
+    Column {
+        header: "TX",
+        width: 11,
+        keep: 0,
+    },
+    Column {
+        header: "RX",
+        width: 11,
+        keep: 1,
+    },
+    Column {
+        header: "TX req",
+        width: 9,
+        keep: 9,
+    },
+    Column {
+        header: "RX req",
+        width: 9,
+        keep: 10,
+    },
+    Column {
+        header: "xfer p50",
+        width: 9,
+        keep: 2,
+    },
+    Column {
+        header: "xfer p90",
+        width: 9,
+        keep: 4,
+    },
+    Column {
+        header: "xfer p99",
+        width: 9,
+        keep: 3,
+    },
+    Column {
+        header: "size p50",
+        width: 9,
+        keep: 5,
+    },
+    Column {
+        header: "size p90",
+        width: 9,
+        keep: 7,
+    },
+    Column {
+        header: "size p99",
+        width: 9,
+        keep: 6,
+    },
+    Column {
+        header: "post p50",
+        width: 9,
+        keep: 11,
+    },
+    Column {
+        header: "errors",
+        width: 7,
+        keep: 8,
+    },
+    Column {
+        header: "drops",
+        width: 8,
+        keep: 12,
+    },
+];
+
+/// Which of [`COLUMNS`] fit in `width` screen columns after a name `name_width` wide (all of
+/// them without a width), keeping them by rank; at least the first three ranks.
+fn fitting(name_width: usize, width: Option<usize>) -> [bool; COLUMNS.len()] {
+    let Some(width) = width else {
+        return [true; COLUMNS.len()];
+    };
+    let mut shown = [false; COLUMNS.len()];
+    let mut used = name_width;
+    for rank in 0..COLUMNS.len() as u8 {
+        let i = COLUMNS
+            .iter()
+            .position(|c| c.keep == rank)
+            .expect("every rank");
+        if used + 1 + COLUMNS[i].width > width && rank > 2 {
+            break;
+        }
+        used += 1 + COLUMNS[i].width;
+        shown[i] = true;
+    }
+    shown
+}
+
 impl Frame {
-    /// The frame's lines (without escapes).
+    /// The frame's lines (without escapes), the table cut to the columns that fit in
+    /// [`Frame::width`].
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![self.title.clone(), String::new()];
         // The node row's name counts too, so that its numbers line up with the others'.
@@ -123,54 +251,57 @@ impl Frame {
             .max()
             .unwrap_or(0)
             .clamp(12, 40);
-        lines.push(format!(
-            "{:<width$} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}",
-            "AGENT",
-            "TX",
-            "RX",
-            "TX req",
-            "RX req",
-            "xfer p50",
-            "xfer p99",
-            "post p50",
-            "errors",
-            "drops"
-        ));
+        let shown = fitting(width, self.width);
+        let line_of = |name: &str, cells: &[String]| {
+            let mut line = format!("{name:<width$}");
+            for ((c, cell), show) in COLUMNS.iter().zip(cells).zip(shown) {
+                if show {
+                    line.push_str(&format!(" {cell:>w$}", w = c.width));
+                }
+            }
+            line
+        };
+        let headers: Vec<String> = COLUMNS.iter().map(|c| c.header.to_owned()).collect();
+        lines.push(line_of("AGENT", &headers));
         let mut node: Option<Rates> = None;
         let mut counted = 0;
         let mut error_lines = Vec::new();
         let mut bucketed = false;
-        let mut row_line = |name: &str, rates: Option<&Rates>, note: Option<&str>, shown| {
+        let mut row_line = |name: &str, rates: Option<&Rates>, note: Option<&str>, how| {
             let Some(r) = rates else {
                 return format!("{name:<width$} {}", note.unwrap_or("-"));
             };
             let p = |t: EventType| r.per_s[t as usize];
-            let amount = |v: f64| match shown {
+            let amount = |v: f64| match how {
                 Shown::Rates => bytes_per_s(v),
                 Shown::Totals => bytes(v),
             };
             // Rates say `/s`, totals do not: the headers name the quantity, the cells its unit.
-            let number = |v: f64| match shown {
+            let number = |v: f64| match how {
                 Shown::Rates => format!("{}/s", per_s(v)),
                 Shown::Totals => count(v),
             };
-            let mut quantile = |d: &crate::top::rates::Dist, q: f64| {
-                let (text, bucket) = percentile(d.quantile(q));
+            let mut quantile = |d: &Dist, q: f64, unit: fn(f64) -> String| {
+                let (text, bucket) = percentile(d.quantile(q), unit);
                 bucketed |= bucket;
                 text
             };
-            let mut line = format!(
-                "{name:<width$} {:>11} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}",
+            let cells = [
                 amount(p(EventType::AgentTxBytes)),
                 amount(p(EventType::AgentRxBytes)),
                 number(p(EventType::AgentTxRequestsNum)),
                 number(p(EventType::AgentRxRequestsNum)),
-                quantile(&r.xfer, 0.5),
-                quantile(&r.xfer, 0.99),
-                quantile(&r.post, 0.5),
+                quantile(&r.xfer, 0.5, micros),
+                quantile(&r.xfer, 0.9, micros),
+                quantile(&r.xfer, 0.99, micros),
+                quantile(&r.size, 0.5, size),
+                quantile(&r.size, 0.9, size),
+                quantile(&r.size, 0.99, size),
+                quantile(&r.post, 0.5, micros),
                 number(r.errors()),
                 number(p(EventType::AgentTelemetryEventsDropped)),
-            );
+            ];
+            let mut line = line_of(name, &cells);
             if let Some(note) = note {
                 line.push_str("  ");
                 line.push_str(note);
@@ -260,7 +391,9 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::rates::two_scrapes;
+    use crate::top::rates::{two_scrapes, Observed};
+    use nixl_telemetry::Event;
+    use nixl_telemetry_series::native::NativeHistogram;
 
     #[test]
     fn rows_sum_into_the_node() {
@@ -285,6 +418,7 @@ mod tests {
                 },
             ],
             notes: vec![],
+            width: None,
         };
         let lines = frame.lines();
         let node = lines
@@ -299,12 +433,135 @@ mod tests {
     fn units() {
         assert_eq!(bytes_per_s(999.0), "999 B/s");
         assert_eq!(bytes_per_s(12_345_678.0), "12.3 MB/s");
-        assert_eq!(micros(Some(150.0)), "150 us");
-        assert_eq!(micros(Some(2500.0)), "2.5 ms");
-        assert_eq!(micros(None), "-");
+        assert_eq!(micros(150.0), "150 us");
+        assert_eq!(micros(2500.0), "2.50 ms");
+        assert_eq!(micros(12.345), "12.3 us");
+        assert_eq!(micros(999.7), "1.00 ms");
+        assert_eq!(micros(123_456_789.0), "123 s");
+        assert_eq!(size(4100.0), "4.10 KB");
+        assert_eq!(size(512.0), "512 B");
+        assert_eq!(size(16_777_216.0), "16.8 MB");
         assert_eq!(per_s(12345.0), "12.3k");
         assert_eq!((count(13.0), count(12345.0)), ("13".into(), "12.3k".into()));
-        assert_eq!(percentile(Some(Quantile::AtMost(1000.0))).0, "<=1.0 ms");
-        assert_eq!(percentile(Some(Quantile::Above(1e7))).0, ">10.00 s");
+        assert_eq!(
+            percentile(Some(Quantile::AtMost(1000.0)), micros).0,
+            "<=1.00 ms"
+        );
+        assert_eq!(percentile(Some(Quantile::Above(1e7)), micros).0, ">10.0 s");
+        assert_eq!(
+            percentile(Some(Quantile::Interpolated(1234.0)), size).0,
+            "1.23 KB"
+        );
+        assert_eq!(percentile(None, size).0, "-");
+    }
+
+    /// A row named `name` with rates of `events`.
+    fn row(name: &str, events: &[Event]) -> Row {
+        let mut seen = Observed::default();
+        events.iter().for_each(|e| seen.add(e));
+        Row {
+            name: name.into(),
+            rates: Some(Rates::from_events(&seen, 1.0)),
+            note: None,
+            totals: None,
+            aggregate: false,
+        }
+    }
+
+    #[test]
+    fn percentiles_of_ranks_and_of_the_node_from_merged_histograms() {
+        let slow: Vec<Event> = (0..10)
+            .flat_map(|_| {
+                [
+                    Event::new(EventType::AgentXferTime, 50_000),
+                    Event::new(EventType::AgentTxBytes, 1 << 20),
+                ]
+            })
+            .collect();
+        let fast: Vec<Event> = (0..30)
+            .flat_map(|_| {
+                [
+                    Event::new(EventType::AgentXferTime, 100),
+                    Event::new(EventType::AgentRxBytes, 4000),
+                ]
+            })
+            .collect();
+        let frame = Frame {
+            title: "t".into(),
+            rows: vec![row("slow", &slow), row("fast", &fast)],
+            notes: vec![],
+            width: None,
+        };
+        let lines = frame.lines();
+        let header = lines.iter().find(|l| l.starts_with("AGENT")).unwrap();
+        let cell = |row: &str, column: &str| {
+            let line = lines.iter().find(|l| l.starts_with(row)).unwrap();
+            let end = header.find(column).unwrap() + column.len();
+            line[end - 9..end].trim().to_owned()
+        };
+        // One value per rank: PromQL's interpolation puts the p50 of 10 equal observations
+        // halfway through their bucket, the p90 at 9/10 of it.
+        let time = |q: f64, v: u64| {
+            let mut h = NativeHistogram::default();
+            (0..10).for_each(|_| h.observe(v));
+            micros(h.histogram_quantile(q).unwrap())
+        };
+        assert_eq!(cell("slow", "xfer p50"), time(0.5, 50_000));
+        assert_eq!(cell("slow", "xfer p90"), time(0.9, 50_000));
+        assert_eq!(cell("fast", "xfer p99"), time(0.99, 100));
+        let mut fast_sizes = NativeHistogram::default();
+        (0..30).for_each(|_| fast_sizes.observe(4000));
+        let fast_p50 = fast_sizes.histogram_quantile(0.5).unwrap();
+        assert_eq!(cell("fast", "size p50"), size(fast_p50));
+        assert!((fast_p50 - 4000.0).abs() / 4000.0 < 0.0905, "{fast_p50}");
+        // The node's p50 is among the fast transfers (3 of 4), not an average of the ranks'.
+        let node_p50 = cell("node (2 agents)", "xfer p50");
+        assert!(node_p50.ends_with(" us"), "{node_p50}");
+        let mut union = NativeHistogram::default();
+        (0..10).for_each(|_| union.observe(50_000));
+        (0..30).for_each(|_| union.observe(100));
+        for (q, column) in [(0.5, "xfer p50"), (0.9, "xfer p90"), (0.99, "xfer p99")] {
+            let expected = micros(union.histogram_quantile(q).unwrap());
+            assert_eq!(cell("node (2 agents)", column), expected, "{column}");
+        }
+        // Sizes: TX and RX requests together.
+        let mut sizes = NativeHistogram::default();
+        (0..10).for_each(|_| sizes.observe(1 << 20));
+        (0..30).for_each(|_| sizes.observe(4000));
+        assert_eq!(
+            cell("node (2 agents)", "size p90"),
+            size(sizes.histogram_quantile(0.9).unwrap())
+        );
+        assert!(!lines.iter().any(|l| l == BUCKET_LEGEND));
+    }
+
+    #[test]
+    fn narrow_screens_keep_the_rates_and_transfer_time_percentiles() {
+        let frame = |width| Frame {
+            title: "t".into(),
+            rows: vec![row("rank-0", &[Event::new(EventType::AgentXferTime, 9)])],
+            notes: vec![],
+            width,
+        };
+        let header = |width| frame(width).lines()[2].clone();
+        let all = header(None);
+        for h in COLUMNS.iter().map(|c| c.header) {
+            assert!(all.contains(h), "{all}");
+        }
+        let at_80 = header(Some(80));
+        assert!(at_80.chars().count() <= 80, "{at_80}");
+        assert_eq!(
+            at_80.split_whitespace().collect::<Vec<_>>().join(" "),
+            "AGENT TX RX xfer p50 xfer p90 xfer p99 size p50"
+        );
+        let at_100 = header(Some(100));
+        assert!(at_100.ends_with("size p50  size p90  size p99"), "{at_100}");
+        assert_eq!(header(Some(150)), all);
+        assert!(all.chars().count() <= 150, "{all}");
+        // Never fewer than the rates and the median.
+        assert!(header(Some(20)).ends_with("xfer p50"));
+        // Rows have the header's columns.
+        let lines = frame(Some(80)).lines();
+        assert!(lines[3].chars().count() <= 80, "{}", lines[3]);
     }
 }

@@ -1,15 +1,20 @@
 //! `nixl-telemetry top`: a live view of agents, refreshed in place every second like `top`:
-//! per agent TX/RX bytes/s and requests/s, transfer-time p50/p99, post-time p50, errors/s (by
-//! status below the table) and staging drops/s, plus a node total.
+//! per agent TX/RX bytes/s and requests/s, the p50/p90/p99 of transfer time and of transfer
+//! request size (TX and RX together), post-time p50, errors/s (by status below the table) and
+//! staging drops/s, plus a node total.
 //!
 //! Sources: rings (files or directories) and scrape URLs (`http://host:port/metrics`).
 //! A ring is peeked by default, so `top` never takes events from the ring's reader; with
 //! `--consume` it is the reader itself (then nothing else should read the ring). A scrape
-//! endpoint gives cumulative counters and histogram buckets: rates are the deltas between two
-//! scrapes, and a percentile is the bucket holding it (`<=1.0 ms`), not a value interpolated
-//! inside it. A row with no activity in the last interval (a finished ring, an idle agent)
-//! shows the totals seen so far instead, and says so. Plain ANSI escapes, no terminal library:
-//! `q` or Ctrl+C quits.
+//! endpoint gives cumulative counters and histograms: rates are the deltas between two scrapes.
+//! Percentiles come from native histograms (a ring's events of the interval observed into
+//! them; a scrape's, asked for in the protobuf exposition, subtracted), estimated as PromQL's
+//! `histogram_quantile` does; the node row merges its ranks' histograms first. A scrape
+//! answered in text has classic buckets only: a percentile is then the bucket holding it
+//! (`<=1.00 ms`), not a value interpolated inside it. A row with no activity in the last
+//! interval (a finished ring, an idle agent) shows the totals seen so far instead, and says
+//! so. The table keeps the columns that fit the terminal. Plain ANSI escapes, no terminal
+//! library: `q` or Ctrl+C quits.
 //!
 //! - [`rates`]: the rate and percentile arithmetic;
 //! - [`source`]: the rings and scrape endpoints rows come from;
@@ -29,8 +34,16 @@ use crate::output::{self, CliError, CliResult};
 use crate::rings::{self, Mode, RingSet};
 use crate::scrape;
 pub use frame::{Frame, Row};
-pub use rates::Rates;
+pub use rates::{Observed, Rates};
 use screen::{is_tty, wait_for_quit, Screen};
+
+/// The width in columns of the terminal on standard output, if it is one.
+pub fn terminal_width() -> Option<usize> {
+    is_tty(1)
+        .then(Screen::size)
+        .flatten()
+        .map(|(columns, _)| columns)
+}
 pub use source::Source;
 
 /// Options of `top`.
@@ -132,6 +145,10 @@ pub fn run(args: &TopArgs) -> CliResult {
             ),
             rows,
             notes: notes.clone(),
+            width: screen
+                .as_ref()
+                .and_then(|_| Screen::size())
+                .map(|(columns, _)| columns),
         };
         let lines = frame.lines();
         match &screen {

@@ -46,7 +46,7 @@ impl Screen {
     }
 
     /// The terminal's size (columns, rows), if known.
-    fn size() -> Option<(usize, usize)> {
+    pub(super) fn size() -> Option<(usize, usize)> {
         let mut ws = std::mem::MaybeUninit::<libc::winsize>::zeroed();
         // SAFETY: TIOCGWINSZ writes a winsize into the pointer, which points to one.
         let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, ws.as_mut_ptr()) } == 0;

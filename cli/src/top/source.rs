@@ -6,17 +6,16 @@ use std::time::{Duration, Instant};
 
 use crate::rings::{Mode, RingSet};
 use crate::scrape::{self, Identity, Totals, Url};
-use crate::stats::Summary;
 use crate::top::frame::Row;
-use crate::top::rates::Rates;
+use crate::top::rates::{Observed, Rates};
 
 /// What `top` saw of one ring.
 #[derive(Default)]
 pub struct Seen {
     /// The events since the last frame.
-    interval: Summary,
+    interval: Observed,
     /// Every event seen since `top` started (the ring's backlog included).
-    all: Summary,
+    all: Observed,
     /// When an interval after the first last had events (the first one's are the ring's
     /// backlog, however old).
     active: Option<Instant>,
@@ -127,9 +126,9 @@ impl Source {
                 let mut rows = Vec::new();
                 seen.resize_with(set.rings.len(), Seen::default);
                 for (ring, seen) in set.rings.iter_mut().zip(seen) {
-                    let summary = std::mem::take(&mut seen.interval);
-                    seen.all.merge(&summary);
-                    if summary.total() > 0 && seen.sampled {
+                    let observed = std::mem::take(&mut seen.interval);
+                    seen.all.merge(&observed);
+                    if observed.total() > 0 && seen.sampled {
                         seen.active = Some(Instant::now());
                     }
                     seen.sampled = true;
@@ -145,7 +144,7 @@ impl Source {
                         }),
                     };
                     let rates = (!baseline && ring.reader().is_some())
-                        .then(|| Rates::from_summary(&summary, seconds));
+                        .then(|| Rates::from_events(&observed, seconds));
                     let mut row = Row {
                         name: ring.name.clone(),
                         rates,
@@ -154,7 +153,7 @@ impl Source {
                         aggregate: false,
                     };
                     if row.rates.as_ref().is_some_and(Rates::is_idle) && seen.all.total() > 0 {
-                        row.totals = Some(Rates::from_summary(&seen.all, 1.0));
+                        row.totals = Some(Rates::from_events(&seen.all, 1.0));
                         row.note = with_note(
                             row.note,
                             match writer_idle(&ring.path, seen.active) {

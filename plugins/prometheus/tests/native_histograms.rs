@@ -3,7 +3,8 @@
 //! in a real Prometheus (Debian's 2.42, `--enable-feature=native-histograms`) against the exact
 //! quantiles of the recorded transfers, beside the classic buckets' (scraped as text by a second
 //! Prometheus without the feature, since 2.42 keeps only the native buckets of a histogram that
-//! has both).
+//! has both); and `NativeHistogram::histogram_quantile` over the served histograms (what
+//! `nixl-telemetry top` shows) equal to PromQL's.
 
 mod common;
 
@@ -139,6 +140,20 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
         100.0 * bound,
         100.0 * relative_error_bound(DEFAULT_SCHEMA)
     );
+    // The same histograms as the exporter serves them, for NativeHistogram's own estimate
+    // (what `nixl-telemetry top` shows): PromQL's, to rounding.
+    let (_, body) = scrape_as(port, ACCEPT_PROTOBUF);
+    let families = protobuf::decode(&body).unwrap();
+    let served = |name: &str| {
+        let f = families.iter().find(|f| f.name == name).unwrap();
+        let h = f.metric[0].histogram.as_ref().unwrap();
+        h.native().unwrap().unwrap()
+    };
+    let (served_time, served_size) = (
+        served("agent_xfer_time_us"),
+        served("agent_tx_request_size_bytes"),
+    );
+    let same = |ours: f64, promql: f64| (ours - promql).abs() <= 1e-9 * promql;
     println!("quantile  exact  native (error)  classic (error)");
     for q in [0.5, 0.9, 0.99] {
         let x = exact(&times, q);
@@ -157,6 +172,8 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
             100.0 * error(cla, x)
         );
         assert!(error(nat, x) <= bound, "time p{q}: {nat} vs {x}");
+        let ours = served_time.histogram_quantile(q).unwrap();
+        assert!(same(ours, nat), "time p{q}: ours {ours}, PromQL {nat}");
     }
     for q in [0.5, 0.9, 0.99] {
         let x = exact(&sizes, q);
@@ -170,6 +187,8 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
             100.0 * error(nat, x)
         );
         assert!(error(nat, x) <= bound, "size p{q}: {nat} vs {x}");
+        let ours = served_size.histogram_quantile(q).unwrap();
+        assert!(same(ours, nat), "size p{q}: ours {ours}, PromQL {nat}");
     }
     drop(c);
     std::env::remove_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS");
