@@ -162,7 +162,7 @@ pub fn delta(current: &AgentSnapshot, base: &AgentSnapshot) -> AgentSnapshot {
     }
     if let (Some(now), Some(base)) = (&mut d.native, &base.native) {
         for (n, b) in now.iter_mut().zip(base.iter()) {
-            *n = n.minus(b);
+            *n = n.since(b);
         }
     }
     d

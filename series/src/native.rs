@@ -296,31 +296,6 @@ impl NativeHistogram {
         (spans, deltas)
     }
 
-    /// `self - base`, where `base` is an earlier state of the same histogram (a delta between
-    /// two snapshots): `base` is brought to this schema (schemas only ever drop), then counts,
-    /// sum and zero count are subtracted bucket by bucket.
-    pub fn minus(&self, base: &NativeHistogram) -> NativeHistogram {
-        let mut out = self.clone();
-        out.count = self.count.wrapping_sub(base.count);
-        out.sum = self.sum.wrapping_sub(base.sum);
-        out.zero_count = self.zero_count.wrapping_sub(base.zero_count);
-        let shift = i32::from(base.schema) - i32::from(self.schema);
-        for (i, n) in base.buckets() {
-            // Lowering the schema by one maps bucket i to ceil(i/2).
-            let mut j = i;
-            for _ in 0..shift.max(0) {
-                j = (j + 1) >> 1;
-            }
-            if let Some(slot) = usize::try_from(j - out.offset)
-                .ok()
-                .and_then(|k| out.buckets.get_mut(k))
-            {
-                *slot = slot.wrapping_sub(n);
-            }
-        }
-        out
-    }
-
     /// A histogram from Prometheus's sparse form (what [`Self::spans_and_deltas`] gives, as a
     /// scrape or a remote-write sample carries it): `schema`, the zero bucket's count, the
     /// observations' `count` and `sum`, spans `(offset, length)` and count deltas. Its bucket
@@ -738,7 +713,7 @@ mod tests {
             now.observe(v);
         }
         assert!(now.schema() < base.schema());
-        let d = now.minus(&base);
+        let d = now.since(&base);
         assert_eq!(
             (d.count(), d.sum(), d.zero_count()),
             (4, 7 + (1 << 30) + 100, 1)
@@ -754,8 +729,8 @@ mod tests {
             expected.into_iter().collect::<Vec<_>>()
         );
         assert_eq!(d.schema(), now.schema());
-        assert_eq!(base.minus(&base).count(), 0);
-        assert_eq!(base.minus(&base).buckets().count(), 0);
+        assert_eq!(base.since(&base).count(), 0);
+        assert_eq!(base.since(&base).buckets().count(), 0);
     }
 
     /// A histogram of `values` at `schema`, bound wide enough to keep that schema.
