@@ -125,6 +125,9 @@ fn the_rules_read_only_series_that_are_exposed_or_recorded() {
             }
         }
     }
+    for (name, _, _) in nixl_telemetry_series::NATIVE_SIZE_FAMILIES {
+        exposed.insert(name.to_owned());
+    }
     for c in nixl_telemetry_push::PUSH_COUNTERS {
         exposed.insert(c.name.to_owned());
     }
@@ -153,6 +156,10 @@ fn the_rules_read_only_series_that_are_exposed_or_recorded() {
         "agent_telemetry_events_dropped_total",
         "agent_xfer_time_us_bucket",
         "agent_xfer_post_time_us_bucket",
+        "agent_xfer_time_us",
+        "agent_xfer_post_time_us",
+        "agent_tx_request_size_bytes",
+        "agent_rx_request_size_bytes",
         "nixl_telemetry_push_failures_total",
         "nixl_telemetry_push_successes_total",
     ] {
