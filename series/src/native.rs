@@ -106,6 +106,12 @@ pub fn upper_bound(index: i32, schema: i8) -> f64 {
     }
 }
 
+/// The index at schema `to` (<= `from`) of the bucket holding bucket `index` of schema `from`:
+/// lowering the schema by one maps bucket `i` to `ceil(i/2)`.
+fn coarser(index: i32, from: i8, to: i8) -> i32 {
+    (0..i32::from(from) - i32::from(to)).fold(index, |i, _| (i + 1) >> 1)
+}
+
 /// One native histogram: zero bucket, count, sum and the populated span of buckets.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NativeHistogram {
@@ -258,6 +264,83 @@ impl NativeHistogram {
             previous_count = n as i64;
         }
         (spans, deltas)
+    }
+
+    /// A histogram from its parts, as [`NativeHistogram::dense`] and the getters give them (a
+    /// copy kept elsewhere, such as a multi-process store): `None` when they are not one
+    /// histogram's (a schema outside [`MIN_SCHEMA`]..=[`MAX_SCHEMA`], more buckets than
+    /// `max_buckets`, a first or last held bucket empty, or a count other than the zero
+    /// bucket's and the buckets' counts together).
+    pub fn from_dense(
+        schema: i8,
+        max_buckets: usize,
+        zero_count: u64,
+        count: u64,
+        sum: u64,
+        offset: i32,
+        buckets: &[u64],
+    ) -> Option<NativeHistogram> {
+        let held = buckets
+            .iter()
+            .try_fold(zero_count, |total, &n| total.checked_add(n))?;
+        let trimmed =
+            buckets.first().is_none_or(|&n| n > 0) && buckets.last().is_none_or(|&n| n > 0);
+        let in_range = offset.checked_add(buckets.len() as i32).is_some();
+        ((MIN_SCHEMA..=MAX_SCHEMA).contains(&schema)
+            && max_buckets >= MIN_MAX_BUCKETS
+            && buckets.len() <= max_buckets
+            && held == count
+            && trimmed
+            && in_range)
+            .then(|| NativeHistogram {
+                schema,
+                max_buckets,
+                zero_count,
+                count,
+                sum,
+                offset: if buckets.is_empty() { 0 } else { offset },
+                buckets: buckets.to_vec(),
+            })
+    }
+
+    /// Adds `other`'s observations (another process's histogram of the same values, for a
+    /// total): both are brought to the lower of the two schemas (a bucket of the coarser grid
+    /// is exactly `2^d` buckets of a grid `d` finer), counts added bucket by bucket, and the
+    /// schema lowered further while the sum spans more than this histogram's bucket bound.
+    pub fn merge(&mut self, other: &NativeHistogram) {
+        let mut schema = self.schema.min(other.schema);
+        let mut held: std::collections::BTreeMap<i32, u64> = std::collections::BTreeMap::new();
+        for h in [&*self, other] {
+            for (i, n) in h.buckets() {
+                let e = held.entry(coarser(i, h.schema, schema)).or_insert(0);
+                *e = e.wrapping_add(n);
+            }
+        }
+        loop {
+            let span = match (held.keys().next(), held.keys().next_back()) {
+                (Some(&lo), Some(&hi)) => (hi - lo + 1) as usize,
+                _ => 0,
+            };
+            if span <= self.max_buckets || schema == MIN_SCHEMA {
+                break;
+            }
+            let mut lower = std::collections::BTreeMap::new();
+            for (i, n) in held {
+                *lower.entry(coarser(i, schema, schema - 1)).or_insert(0u64) += n;
+            }
+            held = lower;
+            schema -= 1;
+        }
+        self.schema = schema;
+        self.zero_count = self.zero_count.wrapping_add(other.zero_count);
+        self.count = self.count.wrapping_add(other.count);
+        self.sum = self.sum.wrapping_add(other.sum);
+        self.buckets.clear();
+        self.offset = held.keys().next().copied().unwrap_or(0);
+        for (i, n) in held {
+            self.buckets.resize((i - self.offset) as usize, 0);
+            self.buckets.push(n);
+        }
     }
 
     /// `self - base`, where `base` is an earlier state of the same histogram (a delta between
@@ -494,6 +577,83 @@ mod tests {
         assert_eq!(d.schema(), now.schema());
         assert_eq!(base.minus(&base).count(), 0);
         assert_eq!(base.minus(&base).buckets().count(), 0);
+    }
+
+    #[test]
+    fn a_histogram_rebuilt_from_its_parts_is_the_same_and_bad_parts_are_refused() {
+        let mut h = NativeHistogram::new(3, 40);
+        for v in [0, 5, 100, 1000, 1 << 20] {
+            h.observe(v);
+        }
+        let (offset, dense) = h.dense();
+        let part = |count: u64, buckets: &[u64], schema: i8, max: usize| {
+            NativeHistogram::from_dense(
+                schema,
+                max,
+                h.zero_count(),
+                count,
+                h.sum(),
+                offset,
+                buckets,
+            )
+        };
+        assert_eq!(part(h.count(), dense, h.schema(), 40), Some(h.clone()));
+        assert_eq!(part(h.count() + 1, dense, h.schema(), 40), None);
+        assert_eq!(part(h.count(), dense, 9, 40), None);
+        assert_eq!(part(h.count(), dense, h.schema(), dense.len() - 1), None);
+        let mut padded = dense.to_vec();
+        padded.push(0);
+        assert_eq!(part(h.count(), &padded, h.schema(), 40), None);
+        let empty = NativeHistogram::default();
+        assert_eq!(
+            NativeHistogram::from_dense(3, 160, 0, 0, 0, 0, &[]),
+            Some(empty)
+        );
+    }
+
+    #[test]
+    fn a_merge_is_the_histogram_of_both_value_sets_at_the_lower_schema() {
+        let a_values: Vec<u64> = (0..300).map(|k| 1 + k * 7).collect();
+        let b_values: Vec<u64> = (0..300)
+            .map(|k| (k * k * 1013) % 5_000_000)
+            .chain([1, 4_999_999])
+            .collect();
+        let (mut a, mut b) = (NativeHistogram::new(3, 160), NativeHistogram::new(3, 160));
+        a_values.iter().for_each(|&v| a.observe(v));
+        b_values.iter().for_each(|&v| b.observe(v));
+        assert!(
+            b.schema() < a.schema(),
+            "b spans more: {} {}",
+            a.schema(),
+            b.schema()
+        );
+        let mut merged = a.clone();
+        merged.merge(&b);
+        assert_eq!(merged.schema(), b.schema());
+        assert_eq!(merged.count(), a.count() + b.count());
+        assert_eq!(merged.sum(), a.sum() + b.sum());
+        assert_eq!(merged.zero_count(), b.zero_count());
+        let mut expected = std::collections::BTreeMap::new();
+        for &v in a_values.iter().chain(&b_values).filter(|&&v| v > 0) {
+            *expected
+                .entry(bucket_index(v as f64, merged.schema()))
+                .or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            merged.buckets().collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>()
+        );
+        // Merging the other way gives the same histogram.
+        let mut other_way = b.clone();
+        other_way.merge(&a);
+        assert_eq!(other_way, merged);
+        // Two histograms far apart: the sum spans more than the bound, so the schema drops.
+        let (mut low, mut high) = (NativeHistogram::new(3, 20), NativeHistogram::new(3, 20));
+        low.observe(1);
+        high.observe(1 << 40);
+        low.merge(&high);
+        assert!(low.bucket_span() <= 20 && low.schema() < 3, "{low:?}");
+        assert_eq!(low.buckets().map(|(_, n)| n).sum::<u64>(), 2);
     }
 
     #[test]
