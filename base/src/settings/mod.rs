@@ -320,8 +320,8 @@ declare!(
     "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
     Bool,
     Some("false"),
-    [Prometheus, RemoteWrite],
-    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it, pushed as remote-write histogram samples."
+    [Prometheus, PrometheusMp, RemoteWrite],
+    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it (prometheus_mp: kept in the rank's store, served by the node's endpoint), pushed as remote-write histogram samples."
 );
 declare!(
     LABELS,

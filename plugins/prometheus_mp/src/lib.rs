@@ -51,13 +51,14 @@ impl TelemetryPlugin for PrometheusMpExporter {
             &config.local_rank,
             config.labels.clone(),
         );
-        let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
-            CreateError::Other(format!(
-                "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",
-                params.agent_name,
-                dir.display()
-            ))
-        })?;
+        let store =
+            StoreWriter::create_with(dir, &id, &config.buckets, config.native).map_err(|e| {
+                CreateError::Other(format!(
+                    "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",
+                    params.agent_name,
+                    dir.display()
+                ))
+            })?;
         let election = match config.serve {
             false => None,
             true => {
