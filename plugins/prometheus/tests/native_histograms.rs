@@ -7,49 +7,13 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, relative_error_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_series::protobuf::{self, MetricFamily};
 use nixl_telemetry_test_support::prometheus::{poll, Prometheus};
-use nixl_telemetry_test_support::transfers::{
-    exact_quantile as exact, heavy_tailed, relative_error as error,
-};
-
-const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;\
-    proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,\
-    text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
-
-/// `GET /metrics` with `accept`: content type and raw body.
-fn scrape_as(port: u16, accept: &str) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut all = Vec::new();
-    s.read_to_end(&mut all).unwrap();
-    let end = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8(all[..end].to_vec()).unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let content_type = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))
-        .unwrap()
-        .to_owned();
-    (content_type, all[end + 4..].to_vec())
-}
-
-fn one_value(prom: &Prometheus, promql: &str) -> f64 {
-    let v = prom.vector(promql).unwrap_or_default();
-    assert_eq!(v.len(), 1, "{promql}: {v:?}");
-    v[0].1
-}
+use nixl_telemetry_test_support::transfers::{heavy_tailed, relative_error as error};
 
 #[test]
 fn text_stays_the_default_and_protobuf_is_answered_when_asked() {
@@ -166,38 +130,28 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
         100.0 * bound,
         100.0 * relative_error_bound(DEFAULT_SCHEMA)
     );
-    println!("quantile  exact  native (error)  classic (error)");
-    for q in [0.5, 0.9, 0.99] {
-        let x = exact(&times, q);
-        let nat = one_value(
-            &native,
-            &format!("histogram_quantile({q}, agent_xfer_time_us{{agent_name=\"acc\"}})"),
-        );
-        let cla = one_value(
-            &classic,
-            &format!("histogram_quantile({q}, agent_xfer_time_us_bucket{{agent_name=\"acc\"}})"),
-        );
+    let time = native.assert_native_quantiles(
+        "time (µs)",
+        "agent_xfer_time_us{agent_name=\"acc\"}",
+        &times,
+        bound,
+    );
+    for (q, x, _) in time {
+        let cla = classic.one_value(&format!(
+            "histogram_quantile({q}, agent_xfer_time_us_bucket{{agent_name=\"acc\"}})"
+        ));
         println!(
-            "time p{:<4} {x:>8} µs  {nat:>10.1} ({:.2}%)  {cla:>10.1} ({:.2}%)",
+            "time p{:<4} classic {cla:>10.1} ({:.2}%)",
             q * 100.0,
-            100.0 * error(nat, x),
             100.0 * error(cla, x)
         );
-        assert!(error(nat, x) <= bound, "time p{q}: {nat} vs {x}");
     }
-    for q in [0.5, 0.9, 0.99] {
-        let x = exact(&sizes, q);
-        let nat = one_value(
-            &native,
-            &format!("histogram_quantile({q}, agent_tx_request_size_bytes{{agent_name=\"acc\"}})"),
-        );
-        println!(
-            "size p{:<4} {x:>10} B  {nat:>12.1} ({:.2}%)  (no classic buckets)",
-            q * 100.0,
-            100.0 * error(nat, x)
-        );
-        assert!(error(nat, x) <= bound, "size p{q}: {nat} vs {x}");
-    }
+    native.assert_native_quantiles(
+        "size (B, no classic buckets)",
+        "agent_tx_request_size_bytes{agent_name=\"acc\"}",
+        &sizes,
+        bound,
+    );
     drop(c);
     std::env::remove_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS");
 }

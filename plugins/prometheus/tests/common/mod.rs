@@ -123,6 +123,34 @@ pub fn get(port: u16, path: &str) -> std::io::Result<Reply> {
     )
 }
 
+/// An `Accept` header as Prometheus's (2.42, native histograms on) preferring the protobuf
+/// exposition.
+pub const ACCEPT_PROTOBUF: &str = "application/vnd.google.protobuf;\
+    proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,\
+    text/plain;version=0.0.4;q=0.3,*/*;q=0.1";
+
+/// `GET /metrics` with `accept`: content type and raw body.
+pub fn scrape_as(port: u16, accept: &str) -> (String, Vec<u8>) {
+    let mut s = TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let end = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(all[..end].to_vec()).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let content_type = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap()
+        .to_owned();
+    (content_type, all[end + 4..].to_vec())
+}
+
 /// The body of a successful scrape.
 pub fn scrape_text(port: u16) -> String {
     let r = get(port, "/metrics").expect("scrape");
