@@ -15,6 +15,10 @@
 //! `RUN_INTERVAL` + 200 ms of the serving process's exit even when it records nothing.
 //! `nixl-telemetry serve --dir DIR` runs the same store scan, endpoint and election as a
 //! standalone process.
+//!
+//! With `NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true` the store also keeps native histograms (in its
+//! native-histograms extension, see [`nixl_telemetry_mp_store::layout`]), which the node's
+//! endpoint serves to a scraper that asks for the protobuf exposition.
 
 use std::ffi::CStr;
 use std::sync::Arc;
