@@ -673,6 +673,25 @@ mod tests {
         assert_eq!(native_of(off.path()), None);
     }
 
+    /// A writer killed in the middle of an update leaves the sequence odd: its store is still
+    /// read, without its native histograms (never the half-written ones).
+    #[test]
+    fn a_store_left_in_the_middle_of_an_update_is_read_without_native_histograms() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = StoreWriter::create_with(dir.path(), &identity("a"), &Buckets::default(), true)
+            .unwrap();
+        w.apply(&[Event::new(EventType::AgentXferTime, 30)]);
+        let at = w.native.as_ref().unwrap().at;
+        w.word(at + NATIVE_OFF_SEQUENCE).store(3, Ordering::Relaxed);
+        let ReadOutcome::Valid(view) = read_store(w.path()).unwrap() else {
+            panic!("invalid")
+        };
+        assert_eq!(view.snapshot.native, None);
+        assert_eq!(view.snapshot.counter(EventType::AgentXferTime), 30);
+        w.word(at + NATIVE_OFF_SEQUENCE).store(4, Ordering::Relaxed);
+        assert_eq!(native_of(w.path()).unwrap()[0].count(), 1);
+    }
+
     /// A writer applying batches as fast as it can while a reader with its own mapping of the
     /// file (as another process has) reads the store again and again: every batch gives the
     /// four native histograms the same values (spread over 2^40, so the schema drops and the
