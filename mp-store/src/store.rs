@@ -711,7 +711,10 @@ mod tests {
                 let len = file.metadata().unwrap().len();
                 let store = crate::reader::OpenStore::map(&file, len).unwrap().unwrap();
                 let (mut kept, mut without, mut last) = (0u64, 0u64, 0u64);
-                while !done.load(Ordering::Relaxed) {
+                // Reads until the writer is done, and once more after.
+                let mut finished = false;
+                while !finished {
+                    finished = done.load(Ordering::Acquire);
                     let ReadOutcome::Valid(view) = store.read(&file).unwrap() else {
                         panic!("invalid while written")
                     };
@@ -740,7 +743,7 @@ mod tests {
                 }
                 w.apply(&batch);
             }
-            done.store(true, Ordering::Relaxed);
+            done.store(true, Ordering::Release);
             reader.join().unwrap()
         });
         println!("{kept} reads kept the histograms, {without} went without");
