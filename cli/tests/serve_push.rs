@@ -446,3 +446,56 @@ fn push_only_needs_a_receiver_and_takes_no_port() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
 }
+
+/// Ranks that keep native histograms in their stores (`StoreWriter::create_with(.., true)`, as
+/// `NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true` makes `prometheus_mp` do): `serve --push-only
+/// --remote-write` pushes them as native histogram samples, each rank's, to a real Prometheus
+/// with native histograms on.
+#[test]
+fn serve_pushes_the_native_histograms_the_stores_keep() {
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start_with(
+        work.path(),
+        None,
+        None,
+        &["--enable-feature=native-histograms"],
+    );
+    let dir = work.path().join("mp");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let writers: Vec<StoreWriter> = (0..2u64)
+        .map(|r| {
+            let id = Identity::for_this_process(
+                "native",
+                &hostname(),
+                &r.to_string(),
+                WorkloadLabels::none(),
+            );
+            let w = StoreWriter::create_with(&dir, &id, &Buckets::default(), true).unwrap();
+            let batch: Vec<Event> = (1..=10 * (r + 1))
+                .map(|k| Event::new(EventType::AgentXferTime, 100 * k))
+                .collect();
+            w.apply(&batch);
+            w
+        })
+        .collect();
+    let sidecar = push_only(
+        &dir,
+        &[
+            "--remote-write",
+            &prom.write_url(),
+            "--push-interval-ms",
+            "300",
+        ],
+        &[],
+    );
+    for (rank, count) in [("0", 10.0), ("1", 20.0)] {
+        prom.wait_for_value(
+            &format!(
+                "histogram_count(agent_xfer_time_us{{agent_name=\"native\",local_rank=\"{rank}\"}})"
+            ),
+            count,
+        );
+    }
+    stop(sidecar);
+    drop(writers);
+}

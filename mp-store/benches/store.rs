@@ -1,7 +1,8 @@
 //! Criterion benches of the `prometheus_mp` store: the flush thread's update of a store per
 //! event (a full flush of 1024 transfers, 4096 events, and one transfer's 4 events), and a scrape of 8 processes'
 //! stores (read every file of the directory, check liveness, decode, optionally sum the node
-//! totals, encode the page).
+//! totals, encode the page); the same with native histograms kept in the stores (the update,
+//! and the scrape as text and in the protobuf exposition).
 //!
 //! Run with `cargo bench -p nixl-telemetry-mp-store --bench store`.
 
@@ -39,6 +40,11 @@ fn transfers(n: usize) -> Vec<Event> {
 }
 
 fn store(dir: &std::path::Path, rank: u64) -> StoreWriter {
+    store_with(dir, rank, false)
+}
+
+/// A store, keeping native histograms when `native`.
+fn store_with(dir: &std::path::Path, rank: u64, native: bool) -> StoreWriter {
     let id = Identity {
         agent_name: format!("agent-{rank}"),
         hostname: "bench-host".into(),
@@ -48,7 +54,7 @@ fn store(dir: &std::path::Path, rank: u64) -> StoreWriter {
         instance: 0,
         labels: Default::default(),
     };
-    StoreWriter::create(dir, &id, &Buckets::default()).unwrap()
+    StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap()
 }
 
 fn update(c: &mut Criterion) {
@@ -63,6 +69,16 @@ fn update(c: &mut Criterion) {
     let one = transfers(1);
     g.throughput(Throughput::Elements(4));
     g.bench_function("transfer_4_events", |b| b.iter(|| w.apply(black_box(&one))));
+    // The same with native histograms kept in the store.
+    let n = store_with(dir.path(), 1, true);
+    g.throughput(Throughput::Elements(batch.len() as u64));
+    g.bench_function("flush_4096_events_native", |b| {
+        b.iter(|| n.apply(black_box(&batch)))
+    });
+    g.throughput(Throughput::Elements(4));
+    g.bench_function("transfer_4_events_native", |b| {
+        b.iter(|| n.apply(black_box(&one)))
+    });
     g.finish();
 }
 
@@ -95,8 +111,27 @@ fn scrape(c: &mut Criterion) {
             });
         }
     }
+    // 8 stores with native histograms: the text page, and the protobuf exposition.
+    let native_dir = tempfile::tempdir().unwrap();
+    let natives: Vec<StoreWriter> = (0..8)
+        .map(|r| store_with(native_dir.path(), r, true))
+        .collect();
+    for w in &natives {
+        w.apply(&transfers(1024));
+    }
+    let scan = StoreScan::new(ScanConfig {
+        dir: native_dir.path().to_owned(),
+        stale_ttl: Duration::from_secs(30),
+        aggregate: Aggregate::None,
+    });
+    g.bench_with_input(BenchmarkId::new("native_text", 8), &scan, |b, c| {
+        b.iter(|| black_box(c.scrape_as(false)))
+    });
+    g.bench_with_input(BenchmarkId::new("native_protobuf", 8), &scan, |b, c| {
+        b.iter(|| black_box(c.scrape_as(true)))
+    });
     g.finish();
-    drop(writers);
+    drop((writers, natives));
 }
 
 criterion_group!(benches, update, scrape);

@@ -31,6 +31,8 @@ pub const DEFAULT_STALE_TTL_SECS: u64 = settings::MP_STALE_TTL.default_u64();
 /// `NIXL_TELEMETRY_MP_SERVE`: boolean, default true; false makes this process write its
 /// store without ever taking part in the election (a `nixl-telemetry serve` sidecar serves).
 pub const ENV_SERVE: &str = settings::MP_SERVE.name;
+/// `NIXL_TELEMETRY_NATIVE_HISTOGRAMS`: the store keeps native histograms.
+pub const ENV_NATIVE_HISTOGRAMS: &str = settings::NATIVE_HISTOGRAMS.name;
 /// `NIXL_TELEMETRY_MP_AGGREGATE`: `sum` adds node totals beside the per-rank series.
 pub const ENV_AGGREGATE: &str = settings::MP_AGGREGATE.name;
 
@@ -88,6 +90,9 @@ pub struct MpConfig {
     /// The workload labels its store carries (`NIXL_TELEMETRY_LABELS`,
     /// `NIXL_TELEMETRY_LABELS_FROM`).
     pub labels: WorkloadLabels,
+    /// Whether its store keeps native histograms (`NIXL_TELEMETRY_NATIVE_HISTOGRAMS`), in the
+    /// store's native-histograms extension ([`crate::layout`]).
+    pub native: bool,
 }
 
 /// Reads the stale TTL variable through `env` (default 30 s).
@@ -165,6 +170,9 @@ impl MpConfig {
                 .map_err(|e| e.message)?
                 .unwrap_or(settings::MP_SERVE.default_bool()),
             labels: WorkloadLabels::from_lookup(env)?,
+            native: read_bool(env, ENV_NATIVE_HISTOGRAMS)
+                .map_err(|e| e.message)?
+                .unwrap_or(settings::NATIVE_HISTOGRAMS.default_bool()),
         })
     }
 }
@@ -189,6 +197,7 @@ mod tests {
         assert_eq!(c.buckets, Buckets::default());
         assert!(c.serve);
         assert!(c.labels.is_empty());
+        assert!(!c.native);
     }
 
     #[test]
@@ -227,8 +236,10 @@ mod tests {
             ("NIXL_TELEMETRY_LABELS", "team=kv"),
             ("NIXL_TELEMETRY_LABELS_FROM", "slurm"),
             ("SLURM_JOB_ID", "77"),
+            (ENV_NATIVE_HISTOGRAMS, "true"),
         ])
         .unwrap();
+        assert!(c.native);
         assert_eq!(
             c.labels.pairs(),
             [
@@ -291,6 +302,10 @@ mod tests {
                 "NIXL_TELEMETRY_MP_STALE_TTL='-1'",
             ),
             (vec![d, (ENV_SERVE, "2")], "NIXL_TELEMETRY_MP_SERVE='2'"),
+            (
+                vec![d, (ENV_NATIVE_HISTOGRAMS, "sometimes")],
+                "NIXL_TELEMETRY_NATIVE_HISTOGRAMS='sometimes'",
+            ),
             (
                 vec![d, (ENV_AGGREGATE, "avg")],
                 "NIXL_TELEMETRY_MP_AGGREGATE='avg'",

@@ -36,10 +36,52 @@
 //! NIXL's reader only refuses stores *shorter* than 6,800 bytes and maps the first 6,800, so it
 //! reads such a store as any other (without the labels); a store without labels (every store
 //! NIXL writes, and ours when no label is set) is exactly 6,800 bytes and reads without
-//! labels. Bytes after 6,800 that do not start with this magic are ignored.
+//! labels.
+//!
+//! # The native-histograms extension (ours)
+//!
+//! A store whose writer keeps native histograms (`NIXL_TELEMETRY_NATIVE_HISTOGRAMS`, see
+//! [`nixl_telemetry_series::native`]) carries them in a second extension of fixed size,
+//! [`NATIVE_EXTENSION_SIZE`] = 5,344 bytes, at offset `E`: 6,800 when the store has no labels,
+//! else the end of the labels extension rounded up to a multiple of 8 (the padding is zeros).
+//! Offsets from `E`:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `NIXLNHS1` |
+//! | 8 | 4 | length of the rest of the extension (u32): 5,328 |
+//! | 12 | 4 | 0 (reserved) |
+//! | 16 | 4 | histogram count (u32): 4 |
+//! | 20 | 4 | buckets per histogram at most (u32): 160 |
+//! | 24 | 8 | sequence (u64): odd while the writer updates the histograms |
+//! | 32 | 4 x 1,328 | the histograms of `agent_xfer_time_us`, `agent_xfer_post_time_us`, `agent_tx_request_size_bytes`, `agent_rx_request_size_bytes` (the series engine's `NATIVE_EVENTS`), each: |
+//! | +0 | 8 | schema (i64), from 3 down to -4 |
+//! | +8 | 8 | index of the first held bucket (i64) |
+//! | +16 | 8 | `n`, buckets held (u64), at most 160 |
+//! | +24 | 8 | zero-bucket count (u64) |
+//! | +32 | 8 | count (u64): the zero bucket's and the buckets' together |
+//! | +40 | 8 | sum (u64) |
+//! | +48 | 8 x 160 | per-bucket counts of buckets `first` .. `first + n - 1` (u64, dense: empty buckets inside the span are 0); words past `n` are 0 |
+//!
+//! Its header (everything but the sequence and the histograms) is written before the store is
+//! published and never changed. The histograms change at every flush that observes a transfer,
+//! as one update of the four under the sequence (a seqlock, the series engine's scheme for its
+//! batches): the writer makes the sequence odd, writes the words, makes it even again; a reader
+//! takes the sequence (acquire), reads the words, and keeps what it read only when the sequence
+//! was even and is unchanged afterwards (an acquire fence before the second load), so it never
+//! keeps a torn histogram, nor histograms of different updates. Every word is written and read
+//! atomically, as the counters are. The 160-bucket bound (the histograms lower their schema
+//! rather than hold more) is what makes the size fixed.
+//!
+//! A reader walks the extensions from 6,800: each starts with its magic and the u32 length of
+//! the rest, and the next one starts at the end of the previous one rounded up to a multiple of
+//! 8. A magic it does not know ends the walk (the bytes after it are ignored). NIXL's reader
+//! maps only the first 6,800 bytes and reads such a store as any other; a store written with
+//! native histograms off has no such extension and is byte for byte what it was without it.
 
 use nixl_telemetry_base::event::EVENT_TYPE_COUNT;
-use nixl_telemetry_series::WorkloadLabels;
+use nixl_telemetry_series::native::{NativeHistogram, DEFAULT_MAX_BUCKETS};
+use nixl_telemetry_series::{WorkloadLabels, NATIVE_EVENTS};
 
 /// Size of a store file.
 pub const STORE_SIZE: usize = 6800;
@@ -114,6 +156,180 @@ pub const LABELS_HEADER: usize = 16;
 /// The most label bytes an extension may hold (the bounds of
 /// [`nixl_telemetry_series::labels`] need at most 16 x (128 + 1 + 256 + 1)).
 pub const MAX_LABEL_BYTES: usize = 8192;
+
+/// The native-histograms extension's magic, the bytes `NIXLNHS1` read as a little-endian u64.
+pub const NATIVE_MAGIC: u64 = u64::from_le_bytes(*b"NIXLNHS1");
+/// Histograms in the native-histograms extension: one per event of
+/// [`nixl_telemetry_series::NATIVE_EVENTS`], in that order.
+pub const NATIVE_HISTOGRAM_COUNT: usize = NATIVE_EVENTS.len();
+/// Buckets a stored native histogram holds at most (the series' default bound).
+pub const NATIVE_MAX_BUCKETS: usize = DEFAULT_MAX_BUCKETS;
+/// Words of a stored native histogram before its bucket counts: schema, first index, bucket
+/// count, zero count, count, sum.
+pub const NATIVE_HISTOGRAM_HEADER_WORDS: usize = 6;
+/// Bytes of one stored native histogram.
+pub const NATIVE_HISTOGRAM_BYTES: usize = 8 * (NATIVE_HISTOGRAM_HEADER_WORDS + NATIVE_MAX_BUCKETS);
+/// Offset, in the native-histograms extension, of its histogram count and bucket bound.
+pub const NATIVE_OFF_SHAPE: usize = 16;
+/// Offset, in the native-histograms extension, of its sequence.
+pub const NATIVE_OFF_SEQUENCE: usize = 24;
+/// Offset, in the native-histograms extension, of its first histogram.
+pub const NATIVE_OFF_HISTOGRAMS: usize = 32;
+/// Bytes of the native-histograms extension (fixed).
+pub const NATIVE_EXTENSION_SIZE: usize =
+    NATIVE_OFF_HISTOGRAMS + NATIVE_HISTOGRAM_COUNT * NATIVE_HISTOGRAM_BYTES;
+/// The most bytes a store file has: NIXL's, the largest labels extension, its padding, and the
+/// native-histograms extension.
+pub const MAX_FILE_SIZE: usize =
+    STORE_SIZE + LABELS_HEADER + MAX_LABEL_BYTES + 7 + NATIVE_EXTENSION_SIZE;
+
+const _: () = {
+    assert!(NATIVE_EXTENSION_SIZE == 5344);
+    assert!(NATIVE_HISTOGRAM_COUNT == 4);
+};
+
+/// Offset, in the native-histograms extension, of word `word` of histogram `slot`.
+pub const fn native_word(slot: usize, word: usize) -> usize {
+    NATIVE_OFF_HISTOGRAMS + slot * NATIVE_HISTOGRAM_BYTES + 8 * word
+}
+
+/// What a store's extensions hold: its workload labels, and where its native histograms are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Extensions {
+    /// The workload labels (none without a labels extension).
+    pub labels: WorkloadLabels,
+    /// The file offset of the native-histograms extension, if the store has one.
+    pub native: Option<usize>,
+}
+
+/// The extension bytes of a store (the bytes after [`OFF_LABELS`]): the labels extension for
+/// `labels` (none when there is no label), then, when `native` holds histograms, the padding
+/// and the native-histograms extension with them (sequence 0); and the file offset of the
+/// native-histograms extension. Empty without labels and native histograms.
+pub fn encode_extensions(
+    labels: &WorkloadLabels,
+    native: Option<&[NativeHistogram; NATIVE_HISTOGRAM_COUNT]>,
+) -> (Vec<u8>, Option<usize>) {
+    let mut out = encode_labels(labels);
+    let Some(native) = native else {
+        return (out, None);
+    };
+    out.resize(out.len().next_multiple_of(8), 0);
+    let at = OFF_LABELS + out.len();
+    let mut ext = vec![0u8; NATIVE_EXTENSION_SIZE];
+    let mut put = |off: usize, bytes: &[u8]| ext[off..off + bytes.len()].copy_from_slice(bytes);
+    put(0, &NATIVE_MAGIC.to_ne_bytes());
+    put(
+        8,
+        &((NATIVE_EXTENSION_SIZE - LABELS_HEADER) as u32).to_ne_bytes(),
+    );
+    put(
+        NATIVE_OFF_SHAPE,
+        &(NATIVE_HISTOGRAM_COUNT as u32).to_ne_bytes(),
+    );
+    put(
+        NATIVE_OFF_SHAPE + 4,
+        &(NATIVE_MAX_BUCKETS as u32).to_ne_bytes(),
+    );
+    for (slot, h) in native.iter().enumerate() {
+        for (i, word) in native_histogram_words(h).enumerate() {
+            put(native_word(slot, i), &word.to_ne_bytes());
+        }
+    }
+    out.extend_from_slice(&ext);
+    (out, Some(at))
+}
+
+/// The words of a stored native histogram, from its first (the schema) to its last bucket
+/// count (at most [`NATIVE_HISTOGRAM_HEADER_WORDS`] + [`NATIVE_MAX_BUCKETS`]; the histogram's
+/// bound must be at most [`NATIVE_MAX_BUCKETS`]).
+pub fn native_histogram_words(h: &NativeHistogram) -> impl Iterator<Item = u64> + '_ {
+    let (first, counts) = h.dense();
+    debug_assert!(counts.len() <= NATIVE_MAX_BUCKETS);
+    [
+        i64::from(h.schema()) as u64,
+        i64::from(first) as u64,
+        counts.len() as u64,
+        h.zero_count(),
+        h.count(),
+        h.sum(),
+    ]
+    .into_iter()
+    .chain(counts.iter().copied())
+}
+
+/// The native histogram of `slot` of a native-histograms extension whose words `word` reads
+/// (by offset in the extension); an error saying why when they are not a histogram (a reader
+/// reading while the writer updates may see that: it decides by the sequence first).
+pub fn decode_native_histogram(
+    word: impl Fn(usize) -> u64,
+    slot: usize,
+) -> Result<NativeHistogram, String> {
+    let at = |i: usize| word(native_word(slot, i));
+    let (schema, first, n) = (at(0) as i64, at(1) as i64, at(2));
+    let held = n.min(NATIVE_MAX_BUCKETS as u64) as usize;
+    let counts: Vec<u64> = (0..held)
+        .map(|i| at(NATIVE_HISTOGRAM_HEADER_WORDS + i))
+        .collect();
+    let bad = || format!("its native histogram {slot} is malformed");
+    if n > NATIVE_MAX_BUCKETS as u64 {
+        return Err(bad());
+    }
+    let schema = i8::try_from(schema).map_err(|_| bad())?;
+    let first = i32::try_from(first).map_err(|_| bad())?;
+    NativeHistogram::from_dense(
+        schema,
+        NATIVE_MAX_BUCKETS,
+        at(3),
+        at(4),
+        at(5),
+        first,
+        &counts,
+    )
+    .ok_or_else(bad)
+}
+
+/// Walks the extensions of a store (`tail`: the bytes of the file after [`OFF_LABELS`]): its
+/// labels, and where its native histograms are; an error saying why when an extension it knows
+/// is truncated or malformed.
+pub fn decode_extensions(tail: &[u8]) -> Result<Extensions, String> {
+    let mut out = Extensions::default();
+    let mut at = 0usize;
+    let word = |i: usize| {
+        tail.get(i..i + 8)
+            .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+    };
+    while let Some(magic) = word(at) {
+        let len = word(at + 8).map_or(u64::MAX, |h| h & 0xffff_ffff) as usize;
+        match magic {
+            LABELS_MAGIC if at == 0 => {
+                out.labels = decode_labels(&tail[at..])?;
+                at += LABELS_HEADER + len;
+            }
+            NATIVE_MAGIC if out.native.is_none() => {
+                let shape = word(at + NATIVE_OFF_SHAPE).unwrap_or(0);
+                let expected =
+                    (NATIVE_HISTOGRAM_COUNT as u64) | ((NATIVE_MAX_BUCKETS as u64) << 32);
+                if len != NATIVE_EXTENSION_SIZE - LABELS_HEADER
+                    || word(at + 8).map(|h| h >> 32) != Some(0)
+                    || shape != expected
+                    || tail.len() < at + NATIVE_EXTENSION_SIZE
+                {
+                    return Err(
+                        "its native-histograms extension is truncated or of another \
+                                shape"
+                            .into(),
+                    );
+                }
+                out.native = Some(OFF_LABELS + at);
+                at += NATIVE_EXTENSION_SIZE;
+            }
+            _ => break,
+        }
+        at = at.next_multiple_of(8);
+    }
+    Ok(out)
+}
 
 /// The extension bytes for `labels` (header and labels); empty when there is no label.
 pub fn encode_labels(labels: &WorkloadLabels) -> Vec<u8> {
@@ -299,6 +515,85 @@ mod tests {
         let mut huge = bytes.clone();
         huge[8..12].copy_from_slice(&(MAX_LABEL_BYTES as u32 + 1).to_ne_bytes());
         assert!(decode_labels(&huge).is_err());
+    }
+
+    /// Histograms of `values` as a writer keeps them: the widest one at its bound.
+    fn histograms(values: &[&[u64]; 4]) -> [NativeHistogram; 4] {
+        std::array::from_fn(|slot| {
+            let mut h = NativeHistogram::new(3, NATIVE_MAX_BUCKETS);
+            values[slot].iter().for_each(|&v| h.observe(v));
+            h
+        })
+    }
+
+    #[test]
+    fn native_histograms_round_trip_in_a_fixed_size_after_the_labels() {
+        // Buckets 0 to 159 at schema 3, and zeros: the span is the bound, at schema 3.
+        let wide: Vec<u64> = (0..160)
+            .flat_map(|i| {
+                [
+                    nixl_telemetry_series::native::upper_bound(i, 3).floor() as u64,
+                    0,
+                ]
+            })
+            .collect();
+        let hs = histograms(&[&[5, 100, 1000], &[], &wide, &[0, 0, 7]]);
+        assert_eq!(
+            (hs[2].schema(), hs[2].bucket_span()),
+            (3, NATIVE_MAX_BUCKETS)
+        );
+        let labels = WorkloadLabels::from_pairs(vec![("team".into(), "abc".into())]).unwrap();
+        for labels in [WorkloadLabels::none(), labels] {
+            let (bytes, at) = encode_extensions(&labels, Some(&hs));
+            let at = at.unwrap();
+            let labels_len = encode_labels(&labels).len();
+            // After the labels, at a multiple of 8, always the same size.
+            assert_eq!(at, OFF_LABELS + labels_len.next_multiple_of(8));
+            assert_eq!(at % 8, 0);
+            assert_eq!(bytes.len() + OFF_LABELS, at + NATIVE_EXTENSION_SIZE);
+            assert!(OFF_LABELS + bytes.len() <= MAX_FILE_SIZE);
+            assert_eq!(&bytes[at - OFF_LABELS..][..8], b"NIXLNHS1");
+            let ext = decode_extensions(&bytes).unwrap();
+            assert_eq!((ext.labels, ext.native), (labels.clone(), Some(at)));
+            let word = |off: usize| {
+                let i = at - OFF_LABELS + off;
+                u64::from_ne_bytes(bytes[i..i + 8].try_into().unwrap())
+            };
+            assert_eq!(word(NATIVE_OFF_SEQUENCE), 0);
+            for (slot, h) in hs.iter().enumerate() {
+                assert_eq!(decode_native_histogram(word, slot).as_ref(), Ok(h));
+            }
+        }
+        // Native histograms off: the labels extension alone, or nothing.
+        assert_eq!(
+            encode_extensions(&WorkloadLabels::none(), None),
+            (vec![], None)
+        );
+        assert_eq!(decode_extensions(&[]).unwrap(), Extensions::default());
+    }
+
+    #[test]
+    fn a_native_extension_of_another_shape_is_refused_and_unknown_bytes_are_ignored() {
+        let hs = histograms(&[&[5], &[6], &[7], &[8]]);
+        let (bytes, _) = encode_extensions(&WorkloadLabels::none(), Some(&hs));
+        assert!(decode_extensions(&bytes[..bytes.len() - 8]).is_err());
+        let mut other = bytes.clone();
+        other[NATIVE_OFF_SHAPE + 4] = 100; // another bucket bound
+        assert!(decode_extensions(&other).is_err());
+        // Bytes after the extension that are not one we know are ignored.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0xff; 24]);
+        assert_eq!(decode_extensions(&longer).unwrap().native, Some(OFF_LABELS));
+        // A histogram whose words are not one: more buckets than the bound, a count that is
+        // not its buckets', a schema out of range.
+        for (word, value) in [(2, 161), (4, 99), (0, 9)] {
+            let mut bad = bytes.clone();
+            let off = native_word(1, word);
+            bad[off..off + 8].copy_from_slice(&(value as u64).to_ne_bytes());
+            let read = |off: usize| u64::from_ne_bytes(bad[off..off + 8].try_into().unwrap());
+            assert!(decode_native_histogram(read, 1).is_err(), "word {word}");
+            assert!(decode_native_histogram(read, 0).is_ok());
+        }
     }
 
     #[test]

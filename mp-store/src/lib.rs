@@ -9,7 +9,8 @@
 //!
 //! - [`config`]: the variables (NIXL's, plus `NIXL_TELEMETRY_MP_SERVE` and
 //!   `NIXL_TELEMETRY_MP_AGGREGATE`).
-//! - [`layout`]: the 6,800-byte store layout; [`store`] writes one, [`reader`] reads one.
+//! - [`layout`]: the 6,800-byte store layout and our extensions after it (workload labels,
+//!   native histograms); [`store`] writes one, [`reader`] reads one.
 //! - [`store_scan`]: the store scan, the scrape-time reader of every rank's store in the
 //!   directory (liveness, TTL, reaping, the scrape page).
 //! - [`textfile`]: the same page as a file for node_exporter's textfile collector

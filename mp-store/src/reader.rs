@@ -1,17 +1,19 @@
 //! Reading one store file (ours or NIXL's): the words a decode needs, read in place from the
 //! mapping with atomic loads (the magic first, with acquire ordering), checked, and decoded into
-//! the series engine's [`AgentSnapshot`] so the shared text encoder can expose it; the
-//! workload labels, when the file has the labels extension ([`crate::layout`]), with it.
+//! the series engine's [`AgentSnapshot`] so the shared encoders can expose it; the workload
+//! labels and the native histograms, when the file has their extensions ([`crate::layout`]),
+//! with it.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 use nixl_telemetry_base::fault_guard::{self, FaultGuard};
+use nixl_telemetry_series::native::NativeHistogram;
 use nixl_telemetry_series::{
     AgentSnapshot, Buckets, HistogramSnapshot, WorkloadLabels, HISTOGRAM_EVENTS,
 };
@@ -71,9 +73,14 @@ pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
     }
 }
 
+/// How many times a read of the native histograms tries to find the writer between two
+/// updates (each try after the first yields the processor) before the read goes without them.
+pub const NATIVE_READ_ATTEMPTS: usize = 100;
+
 /// A store file mapped once and read at every scrape (the store scan keeps one per file
-/// between scrapes: no open, map and unmap per scrape); its labels extension, written before
-/// the store is published and never changed, is read once.
+/// between scrapes: no open, map and unmap per scrape); its extensions' headers, written
+/// before the store is published and never changed, are read once; its native histograms,
+/// which change, at every read.
 ///
 /// The mapping is guarded against SIGBUS (`nixl_telemetry_base::fault_guard`): a process of the
 /// same user that truncates the store while the serving process reads it cannot end that
@@ -83,26 +90,28 @@ pub struct OpenStore {
     guard: FaultGuard,
     map: MmapRaw,
     len: u64,
-    /// The labels extension, once read.
-    labels: std::sync::OnceLock<Result<WorkloadLabels, String>>,
+    /// The extensions, once read.
+    extensions: std::sync::OnceLock<Result<Extensions, String>>,
 }
 
 impl OpenStore {
-    /// Maps the 6,800 bytes of the store open as `file`, `len` bytes long; `Err` with the
-    /// outcome when it is too small to be a store.
+    /// Maps the store open as `file`, `len` bytes long (NIXL's 6,800 bytes and our extensions,
+    /// at most [`MAX_FILE_SIZE`] bytes); `Err` with the outcome when it is too small to be a
+    /// store.
     pub fn map(file: &File, len: u64) -> io::Result<Result<OpenStore, ReadOutcome>> {
         if len < STORE_SIZE as u64 {
             return Ok(Err(invalid(format!(
                 "it is {len} bytes, smaller than a store ({STORE_SIZE})"
             ))));
         }
-        let map = MmapOptions::new().len(STORE_SIZE).map_raw_read_only(file)?;
+        let mapped = len.min(MAX_FILE_SIZE as u64) as usize;
+        let map = MmapOptions::new().len(mapped).map_raw_read_only(file)?;
         fault_guard::reassert();
         Ok(Ok(OpenStore {
             guard: FaultGuard::new(map.as_ptr(), map.len()),
             map,
             len,
-            labels: std::sync::OnceLock::new(),
+            extensions: std::sync::OnceLock::new(),
         }))
     }
 
@@ -126,22 +135,74 @@ impl OpenStore {
             return Ok(outcome);
         };
         if self.len > STORE_SIZE as u64 {
-            let labels = match self.labels.get() {
-                Some(labels) => labels,
+            let extensions = match self.extensions.get() {
+                Some(extensions) => extensions,
                 None => {
-                    let tail_len = (self.len - STORE_SIZE as u64)
-                        .min((LABELS_HEADER + MAX_LABEL_BYTES) as u64);
-                    let mut tail = vec![0u8; tail_len as usize];
+                    let tail_len = (self.len.min(MAX_FILE_SIZE as u64)) as usize - STORE_SIZE;
+                    let mut tail = vec![0u8; tail_len];
                     file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
-                    self.labels.get_or_init(|| decode_labels(&tail))
+                    self.extensions.get_or_init(|| decode_extensions(&tail))
                 }
             };
-            match labels {
-                Ok(labels) => view.snapshot.labels = labels.clone(),
+            let extensions = match extensions {
+                Ok(extensions) => extensions,
                 Err(reason) => return Ok(invalid(reason.clone())),
+            };
+            view.snapshot.labels = extensions.labels.clone();
+            if let Some(at) = extensions.native {
+                let native = self.read_native(at);
+                if self.guard.faulted() {
+                    return Err(truncated());
+                }
+                match native {
+                    Ok(native) => view.snapshot.native = native,
+                    Err(reason) => return Ok(invalid(reason)),
+                }
             }
         }
         Ok(ReadOutcome::Valid(view))
+    }
+
+    /// The native histograms of the extension at file offset `at`, read between two updates
+    /// of the writer (see [`crate::layout`]): `None` when the writer was updating them at each
+    /// of [`NATIVE_READ_ATTEMPTS`] tries (never a torn histogram); an error when a read
+    /// between two updates finds words that are not histograms.
+    pub fn read_native(&self, at: usize) -> Result<Option<Box<[NativeHistogram; 4]>>, String> {
+        let word = |off: usize, order: Ordering| self.ext_word(at + off, order);
+        for attempt in 0..NATIVE_READ_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::yield_now();
+            }
+            let before = word(NATIVE_OFF_SEQUENCE, Ordering::Acquire);
+            if before & 1 == 1 {
+                continue;
+            }
+            let read: [Result<NativeHistogram, String>; NATIVE_HISTOGRAM_COUNT] =
+                std::array::from_fn(|slot| {
+                    decode_native_histogram(|off| word(off, Ordering::Relaxed), slot)
+                });
+            fence(Ordering::Acquire);
+            if word(NATIVE_OFF_SEQUENCE, Ordering::Relaxed) != before {
+                continue;
+            }
+            let [a, b, c, d] = read;
+            return Ok(Some(Box::new([a?, b?, c?, d?])));
+        }
+        Ok(None)
+    }
+
+    /// The word at file offset `off` of the mapping (past NIXL's 6,800 bytes), loaded with
+    /// `order`; 0 outside the mapping.
+    fn ext_word(&self, off: usize, order: Ordering) -> u64 {
+        if !off.is_multiple_of(8) || off + 8 > self.map.len() {
+            return 0;
+        }
+        // SAFETY: as for `MappedWords::u64_at`: the mapping lives as long as `self`, its base
+        // is page-aligned and `off` (8-aligned, its word inside the mapping, checked above)
+        // addresses an aligned u64; writers change it only atomically, and an atomic load is
+        // allowed on a read-only page.
+        unsafe { AtomicU64::from_ptr(self.map.as_ptr().add(off).cast::<u64>().cast_mut()) }
+            .load(order)
     }
 
     /// The mapping's words, read where a decode reads them.

@@ -1,7 +1,8 @@
 //! One process's store file, written as NIXL writes it: created owner-only and unnamed
 //! (`O_TMPFILE`, or a `.staging` name when the file system cannot), locked with an exclusive
 //! `flock` for the writer's life, sized to 6,800 bytes (plus the workload-labels extension
-//! when the writer has labels, see [`crate::layout`]), filled (header, heartbeat, magic last
+//! when the writer has labels and the native-histograms extension when it keeps native
+//! histograms, see [`crate::layout`]), filled (header, heartbeat, magic last
 //! with release ordering), then published under its final name
 //! `nixl.<pid>.<run marker>.<instance>.mmap` in one step (`linkat`, or `rename`). Dropping the
 //! writer unmaps and closes it (releasing the lock) and leaves the file for the store scan,
@@ -10,7 +11,10 @@
 //! [`StoreWriter::apply`] runs on the agent's collector's flush thread, inside the exporter's export:
 //! the producer hot path never touches the store. It is the only writer of its store (the
 //! lock keeps other processes out, the agent's collector serialises its flushes), so every
-//! update is a relaxed load and store of one word; readers load words atomically too.
+//! update is a relaxed load and store of one word; readers load words atomically too. The
+//! native histograms (when kept) are observed into the writer's own copy, then the ones a
+//! batch changed are copied into the mapping as one update under the extension's sequence,
+//! so that a reader never keeps a torn histogram.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -19,13 +23,15 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use memmap2::{MmapOptions, MmapRaw};
 use nixl_telemetry_base::fork::{replace_in_child, ReplacedInChild};
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use nixl_telemetry_base::{Event, EventType};
-use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS};
+use nixl_telemetry_series::native::{NativeHistogram, DEFAULT_SCHEMA};
+use nixl_telemetry_series::{Buckets, WorkloadLabels, HISTOGRAM_EVENTS, NATIVE_EVENTS};
 
 use crate::layout::*;
 use crate::sys;
@@ -123,6 +129,21 @@ pub struct StoreWriter {
     buckets: Buckets,
     gauges: u32,
     histograms: u32,
+    /// The native histograms, when kept: their extension, and this process's copy of them.
+    native: Option<NativeStore>,
+}
+
+/// A writer's native histograms: the process's own copy (the writer updates it, then copies
+/// what changed into the mapping under the extension's sequence) and where they are mapped.
+struct NativeStore {
+    /// The file offset of the native-histograms extension.
+    at: usize,
+    /// The histograms of [`NATIVE_EVENTS`], and the bucket count each had when last written
+    /// (words past a shorter new count are zeroed). Only the flush thread takes the lock.
+    state: std::sync::Mutex<(
+        [NativeHistogram; NATIVE_HISTOGRAM_COUNT],
+        [usize; NATIVE_HISTOGRAM_COUNT],
+    )>,
 }
 
 impl std::fmt::Debug for StoreWriter {
@@ -138,6 +159,19 @@ impl StoreWriter {
     /// (at most [`MAX_BUCKETS`] bounds). Names longer than the layout holds are truncated
     /// with a warning.
     pub fn create(dir: &Path, id: &Identity, buckets: &Buckets) -> io::Result<StoreWriter> {
+        StoreWriter::create_with(dir, id, buckets, false)
+    }
+
+    /// [`StoreWriter::create`], keeping native histograms of [`NATIVE_EVENTS`] (schema 3 at
+    /// first, at most [`NATIVE_MAX_BUCKETS`] buckets each) in the store's native-histograms
+    /// extension when `native` is true (see [`crate::layout`]); false writes the same store
+    /// as [`StoreWriter::create`].
+    pub fn create_with(
+        dir: &Path,
+        id: &Identity,
+        buckets: &Buckets,
+        native: bool,
+    ) -> io::Result<StoreWriter> {
         if buckets.bounds().len() > MAX_BUCKETS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -149,7 +183,10 @@ impl StoreWriter {
         }
         let path = dir.join(id.file_name());
         let header = header(id, buckets);
-        let extension = encode_labels(&id.labels);
+        let histograms: Option<[NativeHistogram; NATIVE_HISTOGRAM_COUNT]> = native.then(|| {
+            std::array::from_fn(|_| NativeHistogram::new(DEFAULT_SCHEMA, NATIVE_MAX_BUCKETS))
+        });
+        let (extension, native_at) = encode_extensions(&id.labels, histograms.as_ref());
         let (file, map) = match create_unnamed(dir, &path, &header, &extension) {
             Ok(created) => created,
             // No O_TMPFILE on this file system (or no /proc to link it through): a staging
@@ -165,6 +202,10 @@ impl StoreWriter {
             buckets: buckets.clone(),
             gauges: s.gauges,
             histograms: s.histograms,
+            native: native_at.zip(histograms).map(|(at, h)| NativeStore {
+                at,
+                state: std::sync::Mutex::new((h, [0; NATIVE_HISTOGRAM_COUNT])),
+            }),
         })
     }
 
@@ -199,11 +240,52 @@ impl StoreWriter {
                 add(self.word(hist_sum(t)), e.value);
             }
         }
+        if let Some(native) = &self.native {
+            self.apply_native(native, events);
+        }
         if applied > 0 {
             self.word(OFF_LAST_UPDATE)
                 .store(sys::monotonic_ns(), Ordering::Relaxed);
         }
         applied
+    }
+
+    /// Observes the native histograms of `events`, then writes those that changed into the
+    /// mapping as one update under the extension's sequence (see [`crate::layout`]).
+    fn apply_native(&self, native: &NativeStore, events: &[Event]) {
+        let mut state = native.state.lock_unpoisoned();
+        let (histograms, written) = &mut *state;
+        let mut changed = [false; NATIVE_HISTOGRAM_COUNT];
+        for e in events {
+            if let Some(slot) = e
+                .kind()
+                .and_then(|t| NATIVE_EVENTS.iter().position(|&n| n == t))
+            {
+                histograms[slot].observe(e.value);
+                changed[slot] = true;
+            }
+        }
+        if !changed.contains(&true) {
+            return;
+        }
+        let word = |off: usize| self.word(native.at + off);
+        let sequence = word(NATIVE_OFF_SEQUENCE);
+        let before = sequence.load(Ordering::Relaxed);
+        sequence.store(before.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        for slot in (0..NATIVE_HISTOGRAM_COUNT).filter(|&s| changed[s]) {
+            let h = &histograms[slot];
+            for (i, value) in native_histogram_words(h).enumerate() {
+                word(native_word(slot, i)).store(value, Ordering::Relaxed);
+            }
+            let held = h.bucket_span();
+            for i in held..written[slot] {
+                word(native_word(slot, NATIVE_HISTOGRAM_HEADER_WORDS + i))
+                    .store(0, Ordering::Relaxed);
+            }
+            written[slot] = held;
+        }
+        sequence.store(before.wrapping_add(2), Ordering::Release);
     }
 }
 
@@ -218,10 +300,10 @@ fn add(word: &AtomicU64, value: u64) {
 
 /// The word at byte offset `off` of a store mapping.
 fn word_of(map: &MmapRaw, off: usize) -> &AtomicU64 {
-    assert!(off.is_multiple_of(8) && off + 8 <= STORE_SIZE && map.len() >= STORE_SIZE);
-    // SAFETY: `map` is a live shared mapping of at least STORE_SIZE bytes (asserted), whose
-    // base is page-aligned, so `off` (a multiple of 8 below STORE_SIZE - 7) addresses an
-    // aligned, in-bounds u64 that stays mapped as long as `map` is borrowed. Other processes
+    assert!(off.is_multiple_of(8) && off + 8 <= map.len());
+    // SAFETY: `map` is a live shared mapping whose base is page-aligned, so `off` (a multiple
+    // of 8 whose word is inside the mapping, asserted) addresses an aligned, in-bounds u64 that
+    // stays mapped as long as `map` is borrowed. Other processes
     // access the same bytes only with atomic operations (ours, or NIXL's `__atomic` builtins),
     // so viewing them as an AtomicU64 does not race with a non-atomic access.
     unsafe { AtomicU64::from_ptr(map.as_mut_ptr().add(off).cast::<u64>()) }
@@ -259,12 +341,15 @@ fn header(id: &Identity, buckets: &Buckets) -> Vec<u8> {
     h
 }
 
-/// Sizes `file` to a store (and its labels `extension`, possibly empty), writes the extension,
+/// Sizes `file` to a store (and its `extension` bytes, possibly none), writes the extension,
 /// maps the store, writes `header`, the heartbeat and, last, the magic.
 fn fill(file: &File, header: &[u8], extension: &[u8]) -> io::Result<MmapRaw> {
     file.set_len((STORE_SIZE + extension.len()) as u64)?;
     file.write_all_at(extension, OFF_LABELS as u64)?;
-    let map = MmapOptions::new().len(STORE_SIZE).map_raw(file)?;
+    // The whole file: the native-histograms extension (if any) is updated in place.
+    let map = MmapOptions::new()
+        .len(STORE_SIZE + extension.len())
+        .map_raw(file)?;
     for (i, chunk) in header.chunks_exact(8).enumerate().skip(1) {
         let value = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
         word_of(&map, 8 * i).store(value, Ordering::Relaxed);
@@ -490,6 +575,182 @@ mod tests {
             .collect();
         assert_eq!(names, [id.file_name()]);
         assert_eq!(words(&path)[0], MAGIC);
+    }
+
+    fn native_of(path: &Path) -> Option<Box<[NativeHistogram; 4]>> {
+        let ReadOutcome::Valid(view) = read_store(path).unwrap() else {
+            panic!("invalid")
+        };
+        view.snapshot.native
+    }
+
+    #[test]
+    fn native_histograms_are_the_series_engines_for_the_same_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut id = identity("a");
+        let w = StoreWriter::create_with(dir.path(), &id, &Buckets::default(), true).unwrap();
+        assert_eq!(
+            std::fs::metadata(w.path()).unwrap().len(),
+            (STORE_SIZE + NATIVE_EXTENSION_SIZE) as u64
+        );
+        // Published with empty histograms at schema 3.
+        let empty = native_of(w.path()).unwrap();
+        assert!(empty.iter().all(|h| h.count() == 0 && h.schema() == 3));
+        let engine = nixl_telemetry_series::AgentSeries::new("a", "host", Buckets::default())
+            .with_native_histograms(true, DEFAULT_SCHEMA, NATIVE_MAX_BUCKETS);
+        // Far apart values lower the schema; later batches shrink nothing but rewrite.
+        let batches: Vec<Vec<Event>> = (0..6u64)
+            .map(|k| {
+                vec![
+                    Event::new(EventType::AgentXferTime, 3 + k * 1000),
+                    Event::new(EventType::AgentXferPostTime, 1 << (5 * k)),
+                    Event::new(EventType::AgentTxBytes, 4096 << k),
+                    Event::new(EventType::AgentRxBytes, k),
+                    Event::new(EventType::AgentTxRequestsNum, 1),
+                ]
+            })
+            .collect();
+        for b in &batches {
+            w.apply(b);
+            engine.apply(b);
+        }
+        let stored = native_of(w.path()).unwrap();
+        assert_eq!(Some(stored), engine.snapshot().native);
+        assert!(native_of(w.path()).unwrap()[1].schema() < 3);
+        // No native event: nothing rewritten (the sequence stays).
+        let seq = |w: &StoreWriter| {
+            let at = w.native.as_ref().unwrap().at;
+            w.word(at + NATIVE_OFF_SEQUENCE).load(Ordering::Relaxed)
+        };
+        let before = seq(&w);
+        assert_eq!(before, 2 * batches.len() as u64);
+        w.apply(&[Event::new(EventType::AgentTxRequestsNum, 1)]);
+        assert_eq!(seq(&w), before);
+        // With labels: after them, 8-aligned; the labels read as before.
+        id.instance = 4;
+        id.labels = WorkloadLabels::from_pairs(vec![("team".into(), "x".into())]).unwrap();
+        let l = StoreWriter::create_with(dir.path(), &id, &Buckets::default(), true).unwrap();
+        l.apply(&batches[0]);
+        let len = std::fs::metadata(l.path()).unwrap().len() as usize;
+        assert_eq!(
+            len,
+            (STORE_SIZE + 16 + 7).next_multiple_of(8) + NATIVE_EXTENSION_SIZE
+        );
+        let ReadOutcome::Valid(view) = read_store(l.path()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(view.snapshot.labels, id.labels);
+        assert_eq!(view.snapshot.native.unwrap()[0].count(), 1);
+    }
+
+    #[test]
+    fn without_native_histograms_the_store_is_what_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut a, mut b) = (identity("a"), identity("a"));
+        b.instance = 9;
+        let batch = [
+            Event::new(EventType::AgentXferTime, 30),
+            Event::new(EventType::AgentTxBytes, 4096),
+        ];
+        let plain = StoreWriter::create(dir.path(), &a, &Buckets::default()).unwrap();
+        let off = StoreWriter::create_with(dir.path(), &b, &Buckets::default(), false).unwrap();
+        a.instance = 10;
+        let on = StoreWriter::create_with(dir.path(), &a, &Buckets::default(), true).unwrap();
+        for w in [&plain, &off, &on] {
+            w.apply(&batch);
+        }
+        let bytes = |w: &StoreWriter| {
+            let mut b = std::fs::read(w.path()).unwrap();
+            b[OFF_LAST_UPDATE..OFF_LAST_UPDATE + 8].fill(0);
+            b[OFF_INSTANCE..OFF_INSTANCE + 8].fill(0);
+            b
+        };
+        assert_eq!(bytes(&off).len(), STORE_SIZE);
+        assert_eq!(bytes(&off), bytes(&plain));
+        // On: NIXL's 6,800 bytes are the same, the extension follows.
+        assert_eq!(bytes(&on)[..STORE_SIZE], bytes(&off)[..]);
+        assert_eq!(&bytes(&on)[STORE_SIZE..STORE_SIZE + 8], b"NIXLNHS1");
+        assert_eq!(native_of(off.path()), None);
+    }
+
+    /// A writer killed in the middle of an update leaves the sequence odd: its store is still
+    /// read, without its native histograms (never the half-written ones).
+    #[test]
+    fn a_store_left_in_the_middle_of_an_update_is_read_without_native_histograms() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = StoreWriter::create_with(dir.path(), &identity("a"), &Buckets::default(), true)
+            .unwrap();
+        w.apply(&[Event::new(EventType::AgentXferTime, 30)]);
+        let at = w.native.as_ref().unwrap().at;
+        w.word(at + NATIVE_OFF_SEQUENCE).store(3, Ordering::Relaxed);
+        let ReadOutcome::Valid(view) = read_store(w.path()).unwrap() else {
+            panic!("invalid")
+        };
+        assert_eq!(view.snapshot.native, None);
+        assert_eq!(view.snapshot.counter(EventType::AgentXferTime), 30);
+        w.word(at + NATIVE_OFF_SEQUENCE).store(4, Ordering::Relaxed);
+        assert_eq!(native_of(w.path()).unwrap()[0].count(), 1);
+    }
+
+    /// A writer applying batches as fast as it can while a reader with its own mapping of the
+    /// file (as another process has) reads the store again and again: every batch gives the
+    /// four native histograms the same values (spread over 2^40, so the schema drops and the
+    /// spans move), so a read that kept a torn histogram, or histograms of two different
+    /// updates, would find them different, or fail to decode them.
+    #[test]
+    fn a_reader_never_sees_a_torn_native_histogram() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = StoreWriter::create_with(dir.path(), &identity("a"), &Buckets::default(), true)
+            .unwrap();
+        let path = w.path().to_owned();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let batches = 20_000u64;
+        let (kept, without) = std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let file = crate::sys::open_read_nofollow(&path).unwrap();
+                let len = file.metadata().unwrap().len();
+                let store = crate::reader::OpenStore::map(&file, len).unwrap().unwrap();
+                let (mut kept, mut without, mut last) = (0u64, 0u64, 0u64);
+                // Reads until the writer is done, and once more after.
+                let mut finished = false;
+                while !finished {
+                    finished = done.load(Ordering::Acquire);
+                    let ReadOutcome::Valid(view) = store.read(&file).unwrap() else {
+                        panic!("invalid while written")
+                    };
+                    let Some(n) = view.snapshot.native else {
+                        without += 1;
+                        continue;
+                    };
+                    assert!(n.iter().all(|h| *h == n[0]), "torn: {n:?}");
+                    assert!(n[0].count() >= last, "went back");
+                    last = n[0].count();
+                    kept += 1;
+                }
+                (kept, without)
+            });
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..batches {
+                let mut batch = Vec::new();
+                for _ in 0..8 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let v = x >> (24 + x % 40);
+                    for t in NATIVE_EVENTS {
+                        batch.push(Event::new(t, v));
+                    }
+                }
+                w.apply(&batch);
+            }
+            done.store(true, Ordering::Release);
+            reader.join().unwrap()
+        });
+        println!("{kept} reads kept the histograms, {without} went without");
+        assert!(kept > 0);
+        let last = native_of(&path).unwrap();
+        assert_eq!(last[3].count(), 8 * batches);
+        assert!(last[0].schema() < 3);
     }
 
     #[test]

@@ -13,7 +13,11 @@
 //! labels, whatever their agent names (ranks are usually named apart), with no gauges and none
 //! of the per-process labels (`agent_name`, `pid`, `agent_instance`, `local_rank`), so a total
 //! is what `sum without (agent_name, pid, agent_instance, local_rank)` of its ranks gives (two
-//! jobs on one node get a total each). No live store: an empty page.
+//! jobs on one node get a total each). No live store: an empty page. A scraper whose `Accept`
+//! prefers Prometheus's protobuf exposition gets the same families and series in it
+//! ([`StoreScan::scrape_as`]), with the native histograms of the stores that keep them; a
+//! node total has native histograms when all its ranks keep them, merged at their lowest
+//! schema.
 //!
 //! A store file stays open and mapped between scrapes ([`OpenStore`], keyed by its name and
 //! inode, dropped when the file is gone or another file has its name), so a scrape costs one
@@ -59,12 +63,14 @@ pub const MAX_REFUSED_FILES: usize = 16_384;
 pub struct ScanPages(pub std::sync::Arc<StoreScan>);
 
 impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
-    /// Text always: the stores hold no native histograms (yet).
+    /// The protobuf exposition when the scraper's `Accept` prefers it and a store keeps native
+    /// histograms, else the text page ([`StoreScan::scrape_as`]).
     fn metrics(
         &self,
-        _format: nixl_telemetry_series::endpoint::http::Format,
+        format: nixl_telemetry_series::endpoint::http::Format,
     ) -> (&'static str, Vec<u8>) {
-        (text::CONTENT_TYPE, self.0.scrape().into_bytes())
+        self.0
+            .scrape_as(format == nixl_telemetry_series::endpoint::http::Format::Protobuf)
     }
 
     fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
@@ -447,6 +453,27 @@ impl StoreScan {
     pub fn scrape(&self) -> String {
         let stores = self.live_stores();
         let (text, mixed) = encode(&stores, self.config.aggregate);
+        self.warn_mixed(mixed);
+        text
+    }
+
+    /// The scrape response (content type and body): with `protobuf`, the protobuf exposition
+    /// ([`encode_protobuf`]) when a live store keeps native histograms; otherwise (the default)
+    /// the text page of [`StoreScan::scrape`].
+    pub fn scrape_as(&self, protobuf: bool) -> (&'static str, Vec<u8>) {
+        let stores = self.live_stores();
+        if protobuf && stores.iter().any(|s| s.snapshot.native.is_some()) {
+            let (body, mixed) = encode_protobuf(&stores, self.config.aggregate);
+            self.warn_mixed(mixed);
+            return (nixl_telemetry_series::protobuf::CONTENT_TYPE, body);
+        }
+        let (text, mixed) = encode(&stores, self.config.aggregate);
+        self.warn_mixed(mixed);
+        (text::CONTENT_TYPE, text.into_bytes())
+    }
+
+    /// Warns once that some totals have no histograms (`mixed`: their ranks' bounds differ).
+    fn warn_mixed(&self, mixed: bool) {
         if mixed && !self.warned_bounds.swap(true, Ordering::Relaxed) {
             log::warn!(
                 "prometheus_mp: ranks of telemetry dir {} with the same agent name use different \
@@ -454,7 +481,6 @@ impl StoreScan {
                 self.config.dir.display()
             );
         }
-        text
     }
 }
 
@@ -469,6 +495,12 @@ struct Total {
 fn add_into(total: &mut Total, s: &AgentSnapshot) {
     for (t, v) in total.snapshot.counters.iter_mut().zip(&s.counters) {
         *t = t.wrapping_add(*v);
+    }
+    // Native histograms: merged at the lower schema of the two, and only while every rank of
+    // the total keeps them (a total of some ranks only would undercount).
+    match (&mut total.snapshot.native, &s.native) {
+        (Some(t), Some(h)) => t.iter_mut().zip(h.iter()).for_each(|(t, h)| t.merge(h)),
+        (t, _) => *t = None,
     }
     if !total.histograms {
         return;
@@ -512,6 +544,31 @@ fn totals(stores: &[StoreView]) -> Vec<Total> {
 /// Encodes `stores` (and their node totals with [`Aggregate::Sum`]); the flag says whether
 /// some totals lost their histograms to differing bucket bounds.
 pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
+    with_rows(stores, aggregate, |rows| {
+        let mut out = String::with_capacity(rows.len() * 14 * 1024);
+        text::encode_rows_into(rows, &mut out);
+        out
+    })
+}
+
+/// [`encode`] in the protobuf exposition: the same families, series and labels, with the native
+/// histograms of the stores that keep them (and of the node totals whose ranks all do, merged
+/// at the lowest schema).
+pub fn encode_protobuf(stores: &[StoreView], aggregate: Aggregate) -> (Vec<u8>, bool) {
+    with_rows(
+        stores,
+        aggregate,
+        nixl_telemetry_series::protobuf::encode_rows,
+    )
+}
+
+/// The rows of `stores` (and their node totals with [`Aggregate::Sum`]) given to `encode`; the
+/// flag says whether some totals lost their histograms to differing bucket bounds.
+fn with_rows<R>(
+    stores: &[StoreView],
+    aggregate: Aggregate,
+    encode: impl FnOnce(&[Row]) -> R,
+) -> (R, bool) {
     let ids: Vec<(String, String)> = stores
         .iter()
         .map(|s| (s.pid.to_string(), s.instance.to_string()))
@@ -561,9 +618,7 @@ pub fn encode(stores: &[StoreView], aggregate: Aggregate) -> (String, bool) {
         labels,
         kinds: if t.histograms { &SUMMED } else { &COUNTERS },
     }));
-    let mut out = String::with_capacity(rows.len() * 14 * 1024);
-    text::encode_rows_into(&rows, &mut out);
-    (out, totals.iter().any(|t| !t.histograms))
+    (encode(&rows), totals.iter().any(|t| !t.histograms))
 }
 
 #[cfg(test)]
@@ -1063,6 +1118,146 @@ mod tests {
         let count = [("hostname", "node"), ("slurm_job_id", "7")];
         assert_eq!(value(&page, "agent_xfer_time_us_count", &count), Some(8.0));
         assert_eq!(value(&page, "agent_xfer_time_us_sum", &count), Some(360.0));
+        drop(writers);
+    }
+
+    fn native_writer(dir: &Path, pid: i64, native: bool) -> StoreWriter {
+        let id = Identity {
+            agent_name: format!("rank{pid}"),
+            hostname: "node".into(),
+            local_rank: pid.to_string(),
+            pid,
+            run_marker: 1,
+            instance: 0,
+            labels: WorkloadLabels::none(),
+        };
+        StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap()
+    }
+
+    /// Native histograms in the protobuf scrape: each rank's, and the node total's merged at the
+    /// lower schema; the text page is the same as without them; text stays the default.
+    #[test]
+    fn the_protobuf_scrape_carries_each_ranks_native_histograms_and_their_total() {
+        use nixl_telemetry_series::native::bucket_index;
+        use nixl_telemetry_series::protobuf;
+        let (on_dir, off_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ranks: Vec<Vec<u64>> = vec![
+            (1..=200).map(|k| 10 * k).collect(),
+            // Far apart: this rank's histogram drops its schema.
+            (0..60).map(|k| 1u64 << (k % 60)).collect(),
+        ];
+        let mut writers = Vec::new();
+        for (dir, native) in [(on_dir.path(), true), (off_dir.path(), false)] {
+            for (i, values) in ranks.iter().enumerate() {
+                let w = native_writer(dir, i as i64 + 1, native);
+                let batch: Vec<Event> = values
+                    .iter()
+                    .flat_map(|&v| {
+                        [
+                            Event::new(EventType::AgentXferTime, v),
+                            Event::new(EventType::AgentTxBytes, v * 4),
+                        ]
+                    })
+                    .collect();
+                w.apply(&batch);
+                writers.push(w);
+            }
+        }
+        let scan = |dir: &Path| StoreScan::new(config(dir, Duration::ZERO, Aggregate::Sum));
+        let (on, off) = (scan(on_dir.path()), scan(off_dir.path()));
+        // Text: the same page, native histograms or not; the default, and the answer to a
+        // protobuf scraper where no store keeps native histograms.
+        let text_on = on.scrape();
+        assert_eq!(text_on, off.scrape());
+        assert_eq!(
+            on.scrape_as(false),
+            (text::CONTENT_TYPE, text_on.into_bytes())
+        );
+        assert_eq!(off.scrape_as(true).0, text::CONTENT_TYPE);
+        let (content_type, body) = on.scrape_as(true);
+        assert_eq!(content_type, protobuf::CONTENT_TYPE);
+        let families = protobuf::decode(&body).unwrap();
+        let family = |n: &str| families.iter().find(|f| f.name == n).unwrap();
+        let pid = |m: &protobuf::Metric| {
+            m.label
+                .iter()
+                .find(|l| l.name == "pid")
+                .map(|l| l.value.clone())
+        };
+        let time = family("agent_xfer_time_us");
+        assert_eq!(time.metric.len(), 3, "two ranks and their total");
+        let as_native = |m: &protobuf::Metric| {
+            let h = m.histogram.as_ref().unwrap();
+            let mut index = 0;
+            let mut count = 0i64;
+            let mut buckets = Vec::new();
+            let mut deltas = h.positive_delta.iter();
+            for s in &h.positive_span {
+                index += s.offset;
+                for _ in 0..s.length {
+                    count += deltas.next().unwrap();
+                    buckets.push((index, count as u64));
+                    index += 1;
+                }
+            }
+            (h.schema, h.sample_count, buckets)
+        };
+        let expected = |values: &[u64], schema: i32| {
+            let mut b = std::collections::BTreeMap::new();
+            for &v in values {
+                *b.entry(bucket_index(v as f64, schema as i8))
+                    .or_insert(0u64) += 1;
+            }
+            b.into_iter().collect::<Vec<_>>()
+        };
+        let mut schemas = Vec::new();
+        for (i, values) in ranks.iter().enumerate() {
+            let m = time
+                .metric
+                .iter()
+                .find(|m| pid(m) == Some((i + 1).to_string()))
+                .unwrap();
+            let (schema, count, buckets) = as_native(m);
+            assert_eq!(count, values.len() as u64);
+            assert_eq!(buckets, expected(values, schema));
+            schemas.push(schema);
+        }
+        assert!(schemas[1] < schemas[0], "{schemas:?}");
+        let total = time.metric.iter().find(|m| pid(m).is_none()).unwrap();
+        let (schema, count, buckets) = as_native(total);
+        assert_eq!(schema, schemas[1], "the lower schema");
+        assert_eq!(count, 260);
+        let all: Vec<u64> = ranks.concat();
+        assert_eq!(buckets, expected(&all, schema));
+        assert_eq!(
+            total.histogram.as_ref().unwrap().bucket.len(),
+            18,
+            "classic too"
+        );
+        // The size families: each rank and the total.
+        assert_eq!(family("agent_tx_request_size_bytes").metric.len(), 3);
+        // A rank without native histograms: its series stay, the total has none.
+        let plain = native_writer(on_dir.path(), 3, false);
+        plain.apply(&[Event::new(EventType::AgentXferTime, 5)]);
+        let families = protobuf::decode(&on.scrape_as(true).1).unwrap();
+        let time = families
+            .iter()
+            .find(|f| f.name == "agent_xfer_time_us")
+            .unwrap();
+        let native: Vec<(Option<String>, bool)> = time
+            .metric
+            .iter()
+            .map(|m| (pid(m), m.histogram.as_ref().unwrap().zero_threshold > 0.0))
+            .collect();
+        assert_eq!(
+            native,
+            [
+                (Some("1".into()), true),
+                (Some("2".into()), true),
+                (Some("3".into()), false),
+                (None, false)
+            ]
+        );
         drop(writers);
     }
 

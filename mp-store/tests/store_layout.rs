@@ -344,3 +344,116 @@ fn our_store_scan_serves_nixls_stores_as_nixl_does() {
     assert_eq!(by_rank, [("0".into(), 6500), ("1".into(), 16384)].into());
     drop(holders);
 }
+
+/// With native histograms on, the store is NIXL's 6,800 bytes for the same stream followed by
+/// the documented native-histograms extension; our scan serves it beside NIXL's own stores in
+/// the protobuf exposition: NIXL's ranks with their classic histograms as NIXL's page has them
+/// and no native buckets, ours with both, and the node total (NIXL's ranks and ours) without
+/// native buckets, since NIXL's ranks keep none.
+#[test]
+fn a_native_store_is_nixls_bytes_then_its_extension_and_is_served_beside_nixls() {
+    use nixl_telemetry_series::protobuf;
+    let exp = expected();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut writers, mut holders) = (Vec::new(), Vec::new());
+    for (name, store) in exp["stores"].as_object().unwrap() {
+        let id = Identity {
+            agent_name: store["agent_name"].as_str().unwrap().into(),
+            hostname: store["hostname"].as_str().unwrap().into(),
+            local_rank: store["local_rank"].as_str().unwrap().into(),
+            pid: store["pid"].as_i64().unwrap() + 1_000_000,
+            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
+            instance: store["instance"].as_u64().unwrap(),
+            labels: Default::default(),
+        };
+        let w = StoreWriter::create_with(dir.path(), &id, &Buckets::default(), true).unwrap();
+        let batch = events(store);
+        assert_eq!(w.apply(&batch), batch.len());
+        let ours = std::fs::read(w.path()).unwrap();
+        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
+        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        assert!(
+            differing.iter().all(|i| (16..32).contains(i)),
+            "{name}: bytes {differing:?} differ (only the pid and the heartbeat may)"
+        );
+        assert_eq!(
+            parse_store(&ours[..6800]).agent_name,
+            parse_store(&nixl).agent_name
+        );
+        // The documented extension header, read with this file's own offsets.
+        let u32_at = |off: usize| u32::from_le_bytes(ours[off..off + 4].try_into().unwrap());
+        assert_eq!(&ours[6800..6808], b"NIXLNHS1");
+        assert_eq!((u32_at(6808), u32_at(6812)), (5328, 0));
+        assert_eq!((u32_at(6816), u32_at(6820)), (4, 160));
+        assert_eq!(ours.len(), 6800 + 5344);
+        let path = dir.path().join(store["original_name"].as_str().unwrap());
+        std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: flock(2) on the descriptor `f` keeps open (it is kept in `holders`).
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0);
+        holders.push(f);
+        writers.push(w);
+    }
+    let scan = StoreScan::new(ScanConfig {
+        dir: dir.path().to_owned(),
+        stale_ttl: Duration::ZERO,
+        aggregate: Aggregate::Sum,
+    });
+    let (content_type, body) = scan.scrape_as(true);
+    assert_eq!(content_type, protobuf::CONTENT_TYPE);
+    let families = protobuf::decode(&body).unwrap();
+    let time = families
+        .iter()
+        .find(|f| f.name == "agent_xfer_time_us")
+        .unwrap();
+    let label = |m: &protobuf::Metric, n: &str| {
+        m.label
+            .iter()
+            .find(|l| l.name == n)
+            .map(|l| l.value.clone())
+    };
+    // NIXL's page: the xfer-time count of each of NIXL's ranks.
+    let page = std::fs::read_to_string(fixtures().join("nixl-mp-scrape.txt")).unwrap();
+    let nixl_counts: BTreeMap<String, f64> = text::parse(&page)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.name == "agent_xfer_time_us_count")
+        .map(|s| (s.label("agent_name").unwrap().to_owned(), s.value))
+        .collect();
+    let mut seen = (0, 0, 0);
+    for m in &time.metric {
+        let h = m.histogram.as_ref().unwrap();
+        let native = h.zero_threshold > 0.0;
+        match (label(m, "pid"), label(m, "agent_name")) {
+            (None, None) => {
+                assert!(!native, "a total with NIXL's ranks has no native buckets");
+                let nixl_total: f64 = nixl_counts.values().sum();
+                assert_eq!(h.sample_count as f64, 2.0 * nixl_total);
+                seen.2 += 1;
+            }
+            (Some(pid), Some(agent)) => {
+                assert_eq!(h.sample_count as f64, nixl_counts[&agent], "{agent}");
+                if pid.parse::<i64>().unwrap() > 1_000_000 {
+                    assert!(native && h.positive_delta.len() as u64 <= h.sample_count);
+                    let held: i64 = h
+                        .positive_delta
+                        .iter()
+                        .scan(0, |c, d| {
+                            *c += d;
+                            Some(*c)
+                        })
+                        .sum();
+                    assert_eq!(held as u64 + h.zero_count, h.sample_count);
+                    seen.0 += 1;
+                } else {
+                    assert!(!native, "NIXL's rank {agent} has no native buckets");
+                    seen.1 += 1;
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(seen, (2, 2, 1));
+    drop((writers, holders));
+}

@@ -296,6 +296,43 @@ impl NativeHistogram {
         (spans, deltas)
     }
 
+    /// A histogram from its parts, as [`NativeHistogram::dense`] and the getters give them (a
+    /// copy kept elsewhere, such as a multi-process store): `None` when they are not one
+    /// histogram's (a schema outside [`MIN_SCHEMA`]..=[`MAX_SCHEMA`], more buckets than
+    /// `max_buckets`, a first or last held bucket empty, or a count other than the zero
+    /// bucket's and the buckets' counts together).
+    pub fn from_dense(
+        schema: i8,
+        max_buckets: usize,
+        zero_count: u64,
+        count: u64,
+        sum: u64,
+        offset: i32,
+        buckets: &[u64],
+    ) -> Option<NativeHistogram> {
+        let held = buckets
+            .iter()
+            .try_fold(zero_count, |total, &n| total.checked_add(n))?;
+        let trimmed =
+            buckets.first().is_none_or(|&n| n > 0) && buckets.last().is_none_or(|&n| n > 0);
+        let in_range = offset.checked_add(buckets.len() as i32).is_some();
+        ((MIN_SCHEMA..=MAX_SCHEMA).contains(&schema)
+            && max_buckets >= MIN_MAX_BUCKETS
+            && buckets.len() <= max_buckets
+            && held == count
+            && trimmed
+            && in_range)
+            .then(|| NativeHistogram {
+                schema,
+                max_buckets,
+                zero_count,
+                count,
+                sum,
+                offset: if buckets.is_empty() { 0 } else { offset },
+                buckets: buckets.to_vec(),
+            })
+    }
+
     /// A histogram from Prometheus's sparse form (what [`Self::spans_and_deltas`] gives, as a
     /// scrape or a remote-write sample carries it): `schema`, the zero bucket's count, the
     /// observations' `count` and `sum`, spans `(offset, length)` and count deltas. Its bucket
@@ -391,9 +428,11 @@ impl NativeHistogram {
     }
 
     /// Adds `other` (another series' histogram, as PromQL's `sum` or `+` adds native
-    /// histograms): both are brought to the coarser of their two schemas, then counts, sums
-    /// and bucket counts are added. The result is never coarser than that (as in PromQL): its
-    /// bucket bound grows when the union of the two spans needs more.
+    /// histograms, for a node total): both are brought to the coarser of their two schemas,
+    /// then counts, sums and bucket counts are added. When the union spans more buckets than
+    /// the larger of the two bounds, the schema is lowered further until it fits, as
+    /// [`observe`](Self::observe) does, so a total is bounded like any series (PromQL's `sum`
+    /// would keep the finer schema: the two agree whenever the union fits).
     pub fn merge(&mut self, other: &NativeHistogram) {
         let schema = self.schema.min(other.schema);
         if schema < self.schema {
@@ -406,10 +445,11 @@ impl NativeHistogram {
         self.count = self.count.wrapping_add(other.count);
         self.sum = self.sum.wrapping_add(other.sum);
         self.zero_count = self.zero_count.wrapping_add(other.zero_count);
-        self.max_buckets = self
-            .max_buckets
-            .max(other.max_buckets)
-            .max(self.buckets.len());
+        self.max_buckets = self.max_buckets.max(other.max_buckets);
+        if self.buckets.len() > self.max_buckets {
+            let hi = self.offset + self.buckets.len() as i32 - 1;
+            self.reduce_to_fit(self.offset, hi);
+        }
     }
 
     /// What was observed since `earlier`, a previous state (a scrape) of the same cumulative
@@ -860,12 +900,14 @@ mod tests {
             e.buckets().collect::<Vec<_>>(),
             b.buckets().collect::<Vec<_>>()
         );
-        // Far apart spans: the bound grows instead of the schema dropping further.
-        let mut far = of(3, &[1]);
-        far.merge(&of(3, &[1 << 40]));
-        assert_eq!(far.schema(), 3);
-        assert!(far.bucket_span() > DEFAULT_MAX_BUCKETS);
-        assert!(far.max_buckets() >= far.bucket_span());
+        // Far apart spans: the schema drops further, so the total keeps the bound.
+        let (mut far, mut high) = (NativeHistogram::default(), NativeHistogram::default());
+        far.observe(1);
+        high.observe(1 << 40);
+        far.merge(&high);
+        assert!(far.schema() < 3, "{far:?}");
+        assert!(far.bucket_span() <= DEFAULT_MAX_BUCKETS);
+        assert_eq!(far.buckets().map(|(_, n)| n).sum::<u64>(), 2);
         // The node's quantiles are the union's, not an average of the ranks'.
         let (slow, fast) = (of(3, &[1000; 10]), of(3, &[10; 30]));
         let mut node = slow.clone();
@@ -908,6 +950,83 @@ mod tests {
         );
         let moved = of(3, &[0, 1, 1, 1, 1, 1]);
         assert_eq!(moved.since(&before), moved);
+    }
+
+    #[test]
+    fn a_histogram_rebuilt_from_its_parts_is_the_same_and_bad_parts_are_refused() {
+        let mut h = NativeHistogram::new(3, 40);
+        for v in [0, 5, 100, 1000, 1 << 20] {
+            h.observe(v);
+        }
+        let (offset, dense) = h.dense();
+        let part = |count: u64, buckets: &[u64], schema: i8, max: usize| {
+            NativeHistogram::from_dense(
+                schema,
+                max,
+                h.zero_count(),
+                count,
+                h.sum(),
+                offset,
+                buckets,
+            )
+        };
+        assert_eq!(part(h.count(), dense, h.schema(), 40), Some(h.clone()));
+        assert_eq!(part(h.count() + 1, dense, h.schema(), 40), None);
+        assert_eq!(part(h.count(), dense, 9, 40), None);
+        assert_eq!(part(h.count(), dense, h.schema(), dense.len() - 1), None);
+        let mut padded = dense.to_vec();
+        padded.push(0);
+        assert_eq!(part(h.count(), &padded, h.schema(), 40), None);
+        let empty = NativeHistogram::default();
+        assert_eq!(
+            NativeHistogram::from_dense(3, 160, 0, 0, 0, 0, &[]),
+            Some(empty)
+        );
+    }
+
+    #[test]
+    fn a_merge_is_the_histogram_of_both_value_sets_at_the_lower_schema() {
+        let a_values: Vec<u64> = (0..300).map(|k| 1 + k * 7).collect();
+        let b_values: Vec<u64> = (0..300)
+            .map(|k| (k * k * 1013) % 5_000_000)
+            .chain([1, 4_999_999])
+            .collect();
+        let (mut a, mut b) = (NativeHistogram::new(3, 160), NativeHistogram::new(3, 160));
+        a_values.iter().for_each(|&v| a.observe(v));
+        b_values.iter().for_each(|&v| b.observe(v));
+        assert!(
+            b.schema() < a.schema(),
+            "b spans more: {} {}",
+            a.schema(),
+            b.schema()
+        );
+        let mut merged = a.clone();
+        merged.merge(&b);
+        assert_eq!(merged.schema(), b.schema());
+        assert_eq!(merged.count(), a.count() + b.count());
+        assert_eq!(merged.sum(), a.sum() + b.sum());
+        assert_eq!(merged.zero_count(), b.zero_count());
+        let mut expected = std::collections::BTreeMap::new();
+        for &v in a_values.iter().chain(&b_values).filter(|&&v| v > 0) {
+            *expected
+                .entry(bucket_index(v as f64, merged.schema()))
+                .or_insert(0u64) += 1;
+        }
+        assert_eq!(
+            merged.buckets().collect::<Vec<_>>(),
+            expected.into_iter().collect::<Vec<_>>()
+        );
+        // Merging the other way gives the same histogram.
+        let mut other_way = b.clone();
+        other_way.merge(&a);
+        assert_eq!(other_way, merged);
+        // Two histograms far apart: the sum spans more than the bound, so the schema drops.
+        let (mut low, mut high) = (NativeHistogram::new(3, 20), NativeHistogram::new(3, 20));
+        low.observe(1);
+        high.observe(1 << 40);
+        low.merge(&high);
+        assert!(low.bucket_span() <= 20 && low.schema() < 3, "{low:?}");
+        assert_eq!(low.buckets().map(|(_, n)| n).sum::<u64>(), 2);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 
 use crate::engine::AgentSnapshot;
 use crate::native::{NativeHistogram, ZERO_THRESHOLD};
+use crate::text::{Row, ALL_KINDS};
 use crate::{families, FamilyKind, FamilySource, NATIVE_SIZE_FAMILIES};
 
 /// The `Content-Type` of the protobuf exposition (and what a scraper's `Accept` names).
@@ -188,18 +189,41 @@ fn set_native(out: &mut Histogram, h: &NativeHistogram) {
 }
 
 /// Every agent's families as messages, in the text format's order (then the size families when
-/// any agent keeps native histograms).
+/// any agent keeps native histograms): [`families_of_rows`] with the rows `agent_name`,
+/// `hostname` (and the workload labels) of every agent, as [`crate::text::encode`] has them.
 pub fn families_of(agents: &[AgentSnapshot]) -> Vec<MetricFamily> {
-    if agents.is_empty() {
-        return Vec::new();
-    }
-    let labels: Vec<Vec<LabelPair>> = agents
+    let labels: Vec<Vec<(&str, &str)>> = agents
         .iter()
         .map(|a| {
             [("agent_name", &*a.agent_name), ("hostname", &*a.hostname)]
                 .into_iter()
                 .chain(a.labels.iter())
-                .map(|(n, v)| LabelPair {
+                .collect()
+        })
+        .collect();
+    let rows: Vec<Row> = agents
+        .iter()
+        .zip(&labels)
+        .map(|(snapshot, labels)| Row {
+            snapshot,
+            labels,
+            kinds: &ALL_KINDS,
+        })
+        .collect();
+    families_of_rows(&rows)
+}
+
+/// Rows of series with their own labels and family kinds (the multi-process exporter's
+/// per-rank series and node totals) as messages: the families of
+/// [`crate::text::encode_rows_into`], in its order (a family without any row left out), then
+/// the size families of the rows that are in histogram families and keep native histograms.
+pub fn families_of_rows(rows: &[Row]) -> Vec<MetricFamily> {
+    let labels: Vec<Vec<LabelPair>> = rows
+        .iter()
+        .map(|r| {
+            r.labels
+                .iter()
+                .map(|&(n, v)| LabelPair {
                     name: n.to_owned(),
                     value: v.to_owned(),
                 })
@@ -218,7 +242,11 @@ pub fn families_of(agents: &[AgentSnapshot]) -> Vec<MetricFamily> {
             } as i32,
             metric: Vec::new(),
         };
-        for (agent, labels) in agents.iter().zip(&labels) {
+        for (row, labels) in rows.iter().zip(&labels) {
+            if !row.kinds.contains(&family.kind) {
+                continue;
+            }
+            let agent = row.snapshot;
             let plain = |value: u64| Metric {
                 label: labels.clone(),
                 counter: (family.kind == FamilyKind::Counter).then_some(Counter {
@@ -270,14 +298,17 @@ pub fn families_of(agents: &[AgentSnapshot]) -> Vec<MetricFamily> {
                 }
             }
         }
-        out.push(f);
+        if !f.metric.is_empty() {
+            out.push(f);
+        }
     }
     for (name, help, t) in NATIVE_SIZE_FAMILIES {
-        let metric: Vec<Metric> = agents
+        let metric: Vec<Metric> = rows
             .iter()
             .zip(&labels)
-            .filter_map(|(agent, labels)| {
-                let n = agent.native_histogram(t)?;
+            .filter(|(row, _)| row.kinds.contains(&FamilyKind::Histogram))
+            .filter_map(|(row, labels)| {
+                let n = row.snapshot.native_histogram(t)?;
                 let mut hist = Histogram {
                     sample_count: n.count(),
                     sample_sum: n.sum() as f64,
@@ -303,15 +334,25 @@ pub fn families_of(agents: &[AgentSnapshot]) -> Vec<MetricFamily> {
     out
 }
 
-/// Encodes every agent's families, each message length-delimited (no agents: empty output).
-pub fn encode(agents: &[AgentSnapshot]) -> Vec<u8> {
+/// Encodes rows (see [`families_of_rows`]), each family length-delimited (no rows: empty
+/// output).
+pub fn encode_rows(rows: &[Row]) -> Vec<u8> {
+    encode_families(families_of_rows(rows))
+}
+
+fn encode_families(families: Vec<MetricFamily>) -> Vec<u8> {
     use prost::Message;
     let mut out = Vec::new();
-    for f in families_of(agents) {
+    for f in families {
         f.encode_length_delimited(&mut out)
             .expect("a Vec grows as needed");
     }
     out
+}
+
+/// Encodes every agent's families, each message length-delimited (no agents: empty output).
+pub fn encode(agents: &[AgentSnapshot]) -> Vec<u8> {
+    encode_families(families_of(agents))
 }
 
 /// Decodes a body of length-delimited families (for tests and tools).
@@ -410,6 +451,56 @@ mod tests {
             crate::text::encode(&[on.snapshot()]),
             crate::text::encode(&[off.snapshot()])
         );
+    }
+
+    #[test]
+    fn rows_bring_their_labels_and_kinds() {
+        let s = agent(true);
+        s.apply(&[
+            Event::new(EventType::AgentXferTime, 100),
+            Event::new(EventType::AgentTxBytes, 4096),
+        ]);
+        let snap = s.snapshot();
+        let rank = [("hostname", "h"), ("pid", "7")];
+        let total = [("hostname", "h")];
+        let rows = [
+            Row {
+                snapshot: &snap,
+                labels: &rank,
+                kinds: &ALL_KINDS,
+            },
+            Row {
+                snapshot: &snap,
+                labels: &total,
+                kinds: &[FamilyKind::Counter],
+            },
+        ];
+        let fams = decode(&encode_rows(&rows)).unwrap();
+        let by = |n: &str| fams.iter().find(|f| f.name == n).unwrap();
+        let labels = |m: &Metric| -> Vec<(String, String)> {
+            m.label
+                .iter()
+                .map(|l| (l.name.clone(), l.value.clone()))
+                .collect()
+        };
+        let tx = &by("agent_tx_bytes_total").metric;
+        assert_eq!(tx.len(), 2);
+        assert_eq!(
+            labels(&tx[0]),
+            [("hostname".into(), "h".into()), ("pid".into(), "7".into())]
+        );
+        assert_eq!(labels(&tx[1]), [("hostname".into(), "h".into())]);
+        // The counter-only row is in no gauge, histogram or size family.
+        assert_eq!(by("agent_tx_last_bytes").metric.len(), 1);
+        assert_eq!(by("agent_xfer_time_us").metric.len(), 1);
+        assert_eq!(by("agent_tx_request_size_bytes").metric.len(), 1);
+        assert!(fams
+            .iter()
+            .all(|f| f.name != "agent_rx_request_size_bytes" || f.metric.len() == 1));
+        // Only counter rows: no gauge or histogram family at all.
+        let fams = decode(&encode_rows(&rows[1..])).unwrap();
+        assert!(fams.iter().all(|f| f.r#type == MetricType::Counter as i32));
+        assert!(encode_rows(&[]).is_empty());
     }
 
     #[test]

@@ -172,6 +172,45 @@ impl Prometheus {
         Some(out)
     }
 
+    /// The value of a query that must return exactly one series.
+    pub fn one_value(&self, promql: &str) -> f64 {
+        let v = self.vector(promql).unwrap_or_default();
+        assert_eq!(v.len(), 1, "{promql}: {v:?}");
+        v[0].1
+    }
+
+    /// `histogram_quantile(q, <native>)` for the median, p90 and p99 of `native` (a selector
+    /// of one native-histogram series, such as `agent_xfer_time_us{pid=""}`), each checked
+    /// against the exact quantile of `sorted` (the observed values, sorted) within `bound`
+    /// (relative): the quantiles as (q, exact, estimate), each printed with its error under
+    /// the name `what`.
+    pub fn assert_native_quantiles(
+        &self,
+        what: &str,
+        native: &str,
+        sorted: &[u64],
+        bound: f64,
+    ) -> Vec<(f64, f64, f64)> {
+        [0.5, 0.9, 0.99]
+            .into_iter()
+            .map(|q| {
+                let exact = crate::transfers::exact_quantile(sorted, q);
+                let estimate = self.one_value(&format!("histogram_quantile({q}, {native})"));
+                let error = crate::transfers::relative_error(estimate, exact);
+                println!(
+                    "{what} p{:<4} exact {exact:>12}  native {estimate:>14.1} ({:.2}%)",
+                    q * 100.0,
+                    100.0 * error
+                );
+                assert!(
+                    error <= bound,
+                    "{what} p{q}: {estimate} vs {exact} (bound {bound})"
+                );
+                (q, exact, estimate)
+            })
+            .collect()
+    }
+
     /// The value of a query that returns one series, once it has one equal to `expected`.
     pub fn wait_for_value(&self, promql: &str, expected: f64) {
         let mut last = None;

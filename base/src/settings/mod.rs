@@ -320,8 +320,8 @@ declare!(
     "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
     Bool,
     Some("false"),
-    [Prometheus, Doca, RemoteWrite],
-    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it (`prometheus`, the `scrape` backend of `doca`), pushed as remote-write histogram samples."
+    [Prometheus, PrometheusMp, Doca, RemoteWrite],
+    "True keeps native histograms (schema 3, at most 160 buckets) of transfer time and size: served in the protobuf exposition to scrapers that ask for it (prometheus, the scrape backend of doca, and prometheus_mp: kept in the rank's store, served by the node's endpoint), pushed as remote-write histogram samples."
 );
 declare!(
     LABELS,

@@ -3,8 +3,7 @@
 //! in a real Prometheus (Debian's 2.42, `--enable-feature=native-histograms`) against the exact
 //! quantiles of the recorded transfers, beside the classic buckets' (scraped as text by a second
 //! Prometheus without the feature, since 2.42 keeps only the native buckets of a histogram that
-//! has both); and `NativeHistogram::histogram_quantile` over the served histograms (what
-//! `nixl-telemetry top` shows) equal to PromQL's.
+//! has both).
 
 mod common;
 
@@ -14,16 +13,7 @@ use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, relative_error_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_series::protobuf::{self, MetricFamily};
 use nixl_telemetry_test_support::prometheus::{poll, Prometheus};
-use nixl_telemetry_test_support::scrape::{scrape_as, ACCEPT_PROTOBUF};
-use nixl_telemetry_test_support::transfers::{
-    exact_quantile as exact, heavy_tailed, relative_error as error,
-};
-
-fn one_value(prom: &Prometheus, promql: &str) -> f64 {
-    let v = prom.vector(promql).unwrap_or_default();
-    assert_eq!(v.len(), 1, "{promql}: {v:?}");
-    v[0].1
-}
+use nixl_telemetry_test_support::transfers::{heavy_tailed, relative_error as error};
 
 #[test]
 fn text_stays_the_default_and_protobuf_is_answered_when_asked() {
@@ -140,6 +130,12 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
         100.0 * bound,
         100.0 * relative_error_bound(DEFAULT_SCHEMA)
     );
+    let time = native.assert_native_quantiles(
+        "time (µs)",
+        "agent_xfer_time_us{agent_name=\"acc\"}",
+        &times,
+        bound,
+    );
     // The same histograms as the exporter serves them, for NativeHistogram's own estimate
     // (what `nixl-telemetry top` shows): PromQL's, to rounding.
     let (_, body) = scrape_as(port, ACCEPT_PROTOBUF);
@@ -149,45 +145,29 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
         let h = f.metric[0].histogram.as_ref().unwrap();
         h.native().unwrap().unwrap()
     };
-    let (served_time, served_size) = (
-        served("agent_xfer_time_us"),
-        served("agent_tx_request_size_bytes"),
-    );
     let same = |ours: f64, promql: f64| (ours - promql).abs() <= 1e-9 * promql;
-    println!("quantile  exact  native (error)  classic (error)");
-    for q in [0.5, 0.9, 0.99] {
-        let x = exact(&times, q);
-        let nat = one_value(
-            &native,
-            &format!("histogram_quantile({q}, agent_xfer_time_us{{agent_name=\"acc\"}})"),
-        );
-        let cla = one_value(
-            &classic,
-            &format!("histogram_quantile({q}, agent_xfer_time_us_bucket{{agent_name=\"acc\"}})"),
-        );
+    for (q, x, nat) in time {
+        let ours = served("agent_xfer_time_us").histogram_quantile(q).unwrap();
+        assert!(same(ours, nat), "time p{q}: ours {ours}, PromQL {nat}");
+        let cla = classic.one_value(&format!(
+            "histogram_quantile({q}, agent_xfer_time_us_bucket{{agent_name=\"acc\"}})"
+        ));
         println!(
-            "time p{:<4} {x:>8} µs  {nat:>10.1} ({:.2}%)  {cla:>10.1} ({:.2}%)",
+            "time p{:<4} classic {cla:>10.1} ({:.2}%)",
             q * 100.0,
-            100.0 * error(nat, x),
             100.0 * error(cla, x)
         );
-        assert!(error(nat, x) <= bound, "time p{q}: {nat} vs {x}");
-        let ours = served_time.histogram_quantile(q).unwrap();
-        assert!(same(ours, nat), "time p{q}: ours {ours}, PromQL {nat}");
     }
-    for q in [0.5, 0.9, 0.99] {
-        let x = exact(&sizes, q);
-        let nat = one_value(
-            &native,
-            &format!("histogram_quantile({q}, agent_tx_request_size_bytes{{agent_name=\"acc\"}})"),
-        );
-        println!(
-            "size p{:<4} {x:>10} B  {nat:>12.1} ({:.2}%)  (no classic buckets)",
-            q * 100.0,
-            100.0 * error(nat, x)
-        );
-        assert!(error(nat, x) <= bound, "size p{q}: {nat} vs {x}");
-        let ours = served_size.histogram_quantile(q).unwrap();
+    let size = native.assert_native_quantiles(
+        "size (B, no classic buckets)",
+        "agent_tx_request_size_bytes{agent_name=\"acc\"}",
+        &sizes,
+        bound,
+    );
+    for (q, _, nat) in size {
+        let ours = served("agent_tx_request_size_bytes")
+            .histogram_quantile(q)
+            .unwrap();
         assert!(same(ours, nat), "size p{q}: ours {ours}, PromQL {nat}");
     }
     drop(c);

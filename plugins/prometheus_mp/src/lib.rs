@@ -15,6 +15,10 @@
 //! `RUN_INTERVAL` + 200 ms of the serving process's exit even when it records nothing.
 //! `nixl-telemetry serve --dir DIR` runs the same store scan, endpoint and election as a
 //! standalone process.
+//!
+//! With `NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true` the store also keeps native histograms (in its
+//! native-histograms extension, see [`nixl_telemetry_mp_store::layout`]), which the node's
+//! endpoint serves to a scraper that asks for the protobuf exposition.
 
 use std::ffi::CStr;
 use std::sync::Arc;
@@ -51,13 +55,14 @@ impl TelemetryPlugin for PrometheusMpExporter {
             &config.local_rank,
             config.labels.clone(),
         );
-        let store = StoreWriter::create(dir, &id, &config.buckets).map_err(|e| {
-            CreateError::Other(format!(
-                "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",
-                params.agent_name,
-                dir.display()
-            ))
-        })?;
+        let store =
+            StoreWriter::create_with(dir, &id, &config.buckets, config.native).map_err(|e| {
+                CreateError::Other(format!(
+                    "prometheus_mp: cannot create the store of agent '{}' in {}: {e}",
+                    params.agent_name,
+                    dir.display()
+                ))
+            })?;
         let election = match config.serve {
             false => None,
             true => {

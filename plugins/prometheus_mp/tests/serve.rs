@@ -148,6 +148,79 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
     assert!(port_closed(serve_port));
 }
 
+/// `serve` answers a scraper that prefers the protobuf exposition with the native histograms
+/// the ranks keep in their stores (`NIXL_TELEMETRY_NATIVE_HISTOGRAMS=true`), each rank's and,
+/// with `--aggregate sum`, the node total's; text stays the default.
+#[test]
+fn serve_answers_a_protobuf_scraper_with_the_ranks_native_histograms() {
+    use nixl_telemetry_series::protobuf;
+    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    let (rank_port, serve_port) = (free_port(), free_port());
+    let writers_only = [
+        ("NIXL_TELEMETRY_MP_SERVE", "0"),
+        ("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true"),
+    ];
+    let _ranks: Vec<Proc> = (0..2u64)
+        .map(|r| {
+            spawn_rank(&RankSpec {
+                dir: &dir,
+                port: rank_port,
+                agent: &format!("native{r}"),
+                local_rank: &r.to_string(),
+                bytes: 1000 * (r + 1),
+                extra: &writers_only,
+            })
+        })
+        .collect();
+    let mut serve = Command::new(&cli)
+        .args(["serve", "--dir"])
+        .arg(&dir)
+        .args(["--port", &serve_port.to_string(), "--local"])
+        .args(["--aggregate", "sum"])
+        .env("NIXL_LOG_LEVEL", "WARN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let text = poll(Duration::from_secs(10), "serve shows both ranks", || {
+        try_scrape(serve_port).filter(|s| pids(s).len() == 2)
+    });
+    assert!(!text.body.contains("request_size"));
+    let (content_type, body) = scrape_as(serve_port, ACCEPT_PROTOBUF);
+    assert_eq!(content_type, protobuf::CONTENT_TYPE);
+    let families = protobuf::decode(&body).unwrap();
+    let sizes: Vec<(Option<String>, u64, f64, i32)> = families
+        .iter()
+        .find(|f| f.name == "agent_tx_request_size_bytes")
+        .unwrap()
+        .metric
+        .iter()
+        .map(|m| {
+            let h = m.histogram.as_ref().unwrap();
+            let rank = m.label.iter().find(|l| l.name == "local_rank");
+            (
+                rank.map(|l| l.value.clone()),
+                h.sample_count,
+                h.sample_sum,
+                h.positive_span.iter().map(|s| s.length as i32).sum(),
+            )
+        })
+        .collect();
+    // One transfer of 1000 and one of 2000 bytes: one bucket each, two in the total.
+    assert_eq!(
+        sizes,
+        [
+            (Some("0".into()), 1, 1000.0, 1),
+            (Some("1".into()), 1, 2000.0, 1),
+            (None, 2, 3000.0, 2)
+        ]
+    );
+    let _ = serve.kill();
+    let _ = serve.wait();
+}
+
 #[test]
 fn serve_refuses_bad_settings() {
     let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");

@@ -123,6 +123,9 @@ pub fn get(port: u16, path: &str) -> std::io::Result<Reply> {
     )
 }
 
+#[allow(unused_imports)] // not every test binary scrapes in protobuf
+pub use nixl_telemetry_test_support::scrape::{scrape_as, ACCEPT_PROTOBUF};
+
 /// The body of a successful scrape.
 pub fn scrape_text(port: u16) -> String {
     let r = get(port, "/metrics").expect("scrape");

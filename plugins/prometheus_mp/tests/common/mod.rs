@@ -21,7 +21,10 @@ mod http;
 mod store_files;
 
 #[allow(unused_imports)] // not every test binary uses all of them
-pub use http::{exchange, get, poll, port_closed, scrape, scrape_text, tool, Prometheus, Scrape};
+pub use http::{
+    exchange, get, poll, port_closed, scrape, scrape_as, scrape_text, tool, Prometheus, Scrape,
+    ACCEPT_PROTOBUF,
+};
 use nixl_telemetry_test_support::child;
 pub use nixl_telemetry_test_support::free_port;
 #[allow(unused_imports)] // not every test binary uses all of them
@@ -33,6 +36,23 @@ const ROLE: &str = "MP_TEST_ROLE";
 const BYTES: &str = "MP_TEST_BYTES";
 /// A rank's agent name.
 const AGENT: &str = "MP_TEST_AGENT";
+/// Set to `rank/ranks/n`: the rank records its `n` transfers of [`rank_transfers`] instead of
+/// one.
+pub const TRANSFERS: &str = "MP_TEST_TRANSFERS";
+
+fn parse_share(share: &str) -> (usize, usize, usize) {
+    let v: Vec<usize> = share.split('/').map(|x| x.parse().unwrap()).collect();
+    (v[0], v[1], v[2])
+}
+
+/// The `n` transfers (time in µs, bytes) of rank `rank` of `ranks`: its share of
+/// [`heavy_tailed`](nixl_telemetry_test_support::transfers::heavy_tailed)`(ranks * n)`, so
+/// every rank records different transfers of the same distribution.
+pub fn rank_transfers(rank: usize, ranks: usize, n: usize) -> Vec<(u64, u64)> {
+    nixl_telemetry_test_support::transfers::heavy_tailed(ranks * n)[rank * n..(rank + 1) * n]
+        .to_vec()
+}
+
 /// Set: the rank forks a child that sleeps a minute (it keeps everything the rank's process
 /// had at the fork), and prints the child's pid after its own.
 pub const FORK_SLEEPER: &str = "MP_TEST_FORK_SLEEPER";
@@ -58,13 +78,28 @@ fn wait_for_stdin() {
 }
 
 /// A rank: an agent whose exporter is `prometheus_mp` (configured by the parent through the
-/// environment), one transfer recorded and flushed, then idle until stdin closes.
+/// environment), one transfer recorded and flushed (or, with [`TRANSFERS`], its share of
+/// [`rank_transfers`]), then idle until stdin closes.
 fn rank() {
     let agent = std::env::var(AGENT).unwrap();
     let bytes: u64 = std::env::var(BYTES).unwrap().parse().unwrap();
     let c = nixl_telemetry::Collector::from_env(&agent, true)
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
-    c.add_xfer_stats(bytes / 10, true, bytes, 3);
+    match std::env::var(TRANSFERS) {
+        Ok(share) => {
+            let (rank, ranks, n) = parse_share(&share);
+            for (i, &(time, size)) in rank_transfers(rank, ranks, n).iter().enumerate() {
+                c.add_xfer_stats(time, true, size, time / 4);
+                // Within the staging queue's room between flushes.
+                if i % 500 == 499 {
+                    c.flush();
+                }
+            }
+        }
+        Err(_) => {
+            c.add_xfer_stats(bytes / 10, true, bytes, 3);
+        }
+    }
     c.flush();
     if std::env::var_os(FORK_SLEEPER).is_some() {
         let sleeper = nixl_telemetry_test_support::forked::fork(|_| {
