@@ -38,6 +38,7 @@
 //! ```
 
 use std::collections::HashMap;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -448,13 +449,16 @@ fn check(
     wrong
 }
 
-fn main() {
+/// Exits with 1 when a total is not exact for a reason other than a failed last push, with 2
+/// on a bad argument; returns (rather than `exit`) so that Prometheus and its directory are
+/// removed.
+fn main() -> ExitCode {
     let o = match options() {
         Ok(Some(o)) => o,
-        Ok(None) => return,
+        Ok(None) => return ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("scale: {e}");
-            std::process::exit(2);
+            return ExitCode::from(2);
         }
     };
     let work = tempfile::tempdir().unwrap();
@@ -589,6 +593,7 @@ fn main() {
         for w in unexplained.iter().take(10) {
             eprintln!("scale: not exact although the last push was made: {w}");
         }
-        std::process::exit(1);
+        return ExitCode::FAILURE;
     }
+    ExitCode::SUCCESS
 }
