@@ -1,6 +1,8 @@
 //! The push loop against a scripted receiver on 127.0.0.1: intervals, the last push at drop,
 //! refused pushes (no retries), Retry-After, backoff while the receiver is down, a receiver
-//! that never answers, and an encoder that panics.
+//! that never answers, and an encoder that panics. And the scale benchmark's smoke run
+//! (`examples/scale.rs`, two simulated nodes against a real Prometheus for two seconds), so that
+//! `scripts/bench-scale.sh` cannot break unnoticed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, Once};
@@ -404,4 +406,30 @@ fn a_panicking_encoder_is_reported_once_counted_and_does_not_hold_up_destroy() {
     assert_eq!(logged(log::Level::Error, "panicking").len(), 1);
     // Far within the final-push timeout (it would have been waited out in full).
     assert!(waited < FINAL / 2, "{waited:?}");
+}
+
+/// The scale benchmark (`examples/scale.rs`, which `cargo test` builds) in a smoke run: two
+/// simulated nodes push to a real Prometheus for two seconds, every 500 ms, and Prometheus then
+/// has every sender's exact totals (the example checks them and says so in its row). Its
+/// numbers mean nothing here.
+#[test]
+fn the_scale_benchmark_runs_and_every_senders_totals_are_exact() {
+    let exe = nixl_telemetry_test_support::profile_dir().join("examples/scale");
+    assert!(
+        exe.exists(),
+        "{} is missing: run `cargo build --workspace --all-targets` (or `cargo test -p \
+         nixl-telemetry-push`, which builds the examples) before `cargo test`",
+        exe.display()
+    );
+    let out = std::process::Command::new(&exe)
+        .args(["--senders", "2", "--seconds", "2", "--interval-ms", "500"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let row: Vec<&str> = stdout.trim().split('|').map(str::trim).collect();
+    // | nodes | interval | ... | failed pushes | totals exact |
+    assert_eq!(row[1], "2", "{stdout}");
+    assert_eq!(row[row.len() - 2], "yes", "{stdout}\n{stderr}");
 }

@@ -134,6 +134,12 @@ impl Prometheus {
         poll("Prometheus ready again", || self.vector("vector(1)"));
     }
 
+    /// The server's process id (None between [`Prometheus::stop`] and
+    /// [`Prometheus::restart`]), to read its CPU time and memory from `/proc`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The remote-write receiver's URL.
     pub fn write_url(&self) -> String {
         format!("{}://127.0.0.1:{}/api/v1/write", self.scheme, self.port)
