@@ -250,16 +250,20 @@ fn the_prometheus_rule_is_the_rules_file() {
 }
 
 /// The rules loaded into real Prometheus servers scraping real `prometheus_mp` pages: four ranks
-/// of two jobs on two hosts (stores written in this process), served once with node totals and
-/// once without. On both servers the `instance:` and `workload:` rates are what the ranks' own
-/// series give (a node with totals counts once: doubling would be 2x), every quantile is there,
-/// and the drop alert fires once per rank (never for a node total).
+/// of two jobs on two hosts (stores written in this process, with native histograms), served
+/// once with node totals and once without, scraped as text (classic buckets), and the page with
+/// totals scraped once more by a server with native histograms on. On every server the
+/// `instance:` and `workload:` rates are what the ranks' own series give (a node with totals
+/// counts once: doubling would be 2x), every quantile is there and right (from the classic
+/// buckets, or from the native histograms within their bound, sizes included), and the drop
+/// alert fires once per rank (never for a node total).
 #[test]
 fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
     use nixl_telemetry::{Event, EventType};
     use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
     use nixl_telemetry_mp_store::election::Role;
     use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
+    use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -291,7 +295,8 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
                 )])
                 .unwrap(),
             };
-            StoreWriter::create(&dir, &id, &nixl_telemetry_series::Buckets::default()).unwrap()
+            StoreWriter::create_with(&dir, &id, &nixl_telemetry_series::Buckets::default(), true)
+                .unwrap()
         })
         .collect();
     // Every 50 ms each rank records a transfer (a transfer time of a tenth of its bytes in µs),
@@ -346,6 +351,14 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
             "with node totals",
             common::Prometheus::scraping_with_rules(
                 &scratch.path().join("summed"),
+                &[summed_port],
+                &[&rules],
+            ),
+        ),
+        (
+            "native histograms, with node totals",
+            common::Prometheus::scraping_native_with_rules(
+                &scratch.path().join("native"),
                 &[summed_port],
                 &[&rules],
             ),
@@ -469,8 +482,54 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
             assert_eq!(v.len(), 1, "{server}: {v:?}");
             v[0].1
         };
-        assert!((quantile("0.5") - 100.0).abs() < 1.0, "{server}");
-        assert!((quantile("0.9") - 220.0).abs() < 15.0, "{server}");
+        let size_quantiles = [
+            "instance_quantile:agent_tx_request_size_bytes:histogram_quantile_rate5m",
+            "workload_quantile:agent_tx_request_size_bytes:histogram_quantile_rate5m",
+            "instance_quantile:agent_rx_request_size_bytes:histogram_quantile_rate5m",
+        ];
+        if server.starts_with("native") {
+            // Within one bucket of the values recorded: p50 of node-a's 100 and 200 µs is 100,
+            // its p90 200; its TX requests are 1000 and 2000 bytes, RX a tenth of that.
+            let bound = bucket_width_bound(DEFAULT_SCHEMA);
+            let near = |got: f64, want: f64| (got - want).abs() <= bound * want;
+            assert!(
+                near(quantile("0.5"), 100.0),
+                "{server}: {}",
+                quantile("0.5")
+            );
+            assert!(
+                near(quantile("0.9"), 200.0),
+                "{server}: {}",
+                quantile("0.9")
+            );
+            for q in size_quantiles {
+                let v = prom.vector(q).unwrap();
+                assert_eq!(v.len(), 6, "{server}: {q} {v:?}");
+            }
+            let size = |q: &str, family: &str| {
+                prom.vector(&format!(
+                    "instance_quantile:{family}:histogram_quantile_rate5m\
+                     {{hostname=\"node-a\",quantile=\"{q}\"}}"
+                ))
+                .unwrap()[0]
+                    .1
+            };
+            assert!(near(size("0.5", "agent_tx_request_size_bytes"), 1000.0));
+            assert!(near(size("0.99", "agent_tx_request_size_bytes"), 2000.0));
+            assert!(near(size("0.5", "agent_rx_request_size_bytes"), 100.0));
+            // Prometheus kept the native buckets only: the classic rules have nothing.
+            assert!(prom
+                .vector("instance:agent_xfer_time_us_bucket:rate5m")
+                .unwrap()
+                .is_empty());
+        } else {
+            assert!((quantile("0.5") - 100.0).abs() < 1.0, "{server}");
+            assert!((quantile("0.9") - 220.0).abs() < 15.0, "{server}");
+            // Text pages carry no sizes: no size quantiles, never a wrong one.
+            for q in size_quantiles {
+                assert!(prom.vector(q).unwrap().is_empty(), "{server}: {q}");
+            }
+        }
         // Every rank drops events: the alert fires for each rank, never for a node total.
         let alerts = common::poll(Duration::from_secs(30), server, || {
             let v = prom

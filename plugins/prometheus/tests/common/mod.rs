@@ -263,6 +263,22 @@ impl Prometheus {
 
     /// Like [`scraping`](Self::scraping), loading the rule files `rules`, evaluated every second.
     pub fn scraping_with_rules(work: &Path, targets: &[u16], rules: &[&Path]) -> Prometheus {
+        Prometheus::started(work, targets, rules, &[])
+    }
+
+    /// Like [`scraping_with_rules`](Self::scraping_with_rules), with native histograms on
+    /// (`--enable-feature=native-histograms`: it asks for the protobuf exposition and keeps
+    /// only the native buckets of a histogram that has both).
+    pub fn scraping_native_with_rules(work: &Path, targets: &[u16], rules: &[&Path]) -> Prometheus {
+        Prometheus::started(
+            work,
+            targets,
+            rules,
+            &["--enable-feature=native-histograms"],
+        )
+    }
+
+    fn started(work: &Path, targets: &[u16], rules: &[&Path], flags: &[&str]) -> Prometheus {
         std::fs::create_dir_all(work).unwrap();
         let yml = work.join("prometheus.yml");
         let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
@@ -284,6 +300,7 @@ impl Prometheus {
                 format!("--web.listen-address=127.0.0.1:{port}"),
                 "--log.level=warn".into(),
             ])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
