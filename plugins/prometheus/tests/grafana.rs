@@ -90,11 +90,13 @@ fn native_families() -> BTreeSet<String> {
 }
 
 /// Whether `expr` reads native histograms only (a panel marked *native histograms*): it is
-/// empty unless the exporters keep them and Prometheus ingests them.
+/// empty unless the exporters keep them and Prometheus ingests them. (An expression reading
+/// both has a classic branch: `native or classic`.)
 fn native_only(expr: &str) -> bool {
     let natives = native_families();
     let names = metric_names(expr);
-    names.iter().any(|n| natives.contains(n)) && !names.iter().any(|n| n.ends_with("_bucket"))
+    let classic = |n: &String| ["_bucket", "_sum", "_count"].iter().any(|s| n.ends_with(s));
+    names.iter().any(|n| natives.contains(n)) && !names.iter().any(classic)
 }
 
 #[test]
@@ -310,8 +312,14 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
                 )])
                 .unwrap(),
             };
-            let w =
-                StoreWriter::create(&dir, &id, &nixl_telemetry_series::Buckets::default()).unwrap();
+            // With native histograms: the text page the classic servers scrape is the same.
+            let w = StoreWriter::create_with(
+                &dir,
+                &id,
+                &nixl_telemetry_series::Buckets::default(),
+                true,
+            )
+            .unwrap();
             w.apply(&[
                 Event::new(EventType::AgentMemoryRegistered, 4096 * (i as u64 + 1)),
                 Event::new(EventType::AgentMemoryDeregistered, 1024),
@@ -549,6 +557,80 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
         // The median of node-a: half its transfers are at most the 100 µs bound.
         let median = panel("Transfer time quantiles per node (start to completion)", 0);
         assert!(near(one(&median, "node-a"), 100.0), "{server}: {median:?}");
+    }
+    // The page with node totals once more, scraped by a server with native histograms on:
+    // every panel (the native ones included) gives what the ranks' own series give, and the
+    // quantiles are within one bucket of the values recorded.
+    let native = common::Prometheus::scraping_native_with_rules(
+        &scratch.path().join("native"),
+        &[summed_port],
+        &[],
+    );
+    common::poll(Duration::from_secs(90), "native", || {
+        let v = native.vector(r#"count_over_time(agent_tx_bytes_total{pid!=""}[10s])"#)?;
+        let h = native.vector(r#"histogram_count(agent_xfer_time_us{pid=""})"#)?;
+        (v.len() == 4 && v.iter().all(|(_, n)| *n >= 8.0) && h.len() == 2).then_some(())
+    });
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 1.0;
+    for chosen in choices {
+        for (title, expr) in panel_expressions(&d) {
+            let mut e = expand_with(&expr, chosen);
+            if native_only(&e) && !e.starts_with("histogram_quantile") {
+                // A heatmap's query is one histogram: its count is compared.
+                e = format!("histogram_count({e})");
+            }
+            let got = keyed(native.vector_at(&e, at).unwrap_or_else(|| panic!("{e}")));
+            let ranks_only = e.replace(r#"pid="""#, r#"pid="-""#);
+            let truth = keyed(native.vector_at(&ranks_only, at).unwrap());
+            assert!(
+                !got.is_empty(),
+                "native, {title}, {chosen:?}: no result for {e}"
+            );
+            assert_eq!(got.len(), truth.len(), "native, {title}: {e}");
+            for (g, t) in got.iter().zip(&truth) {
+                assert!(
+                    g.0 == t.0 && close(g.1, t.1, 1e-9),
+                    "native, {title}, {chosen:?}: {g:?}, the ranks give {t:?}\n{e}"
+                );
+            }
+        }
+    }
+    let bound = nixl_telemetry_series::native::bucket_width_bound(
+        nixl_telemetry_series::native::DEFAULT_SCHEMA,
+    );
+    let target = |title: &str, target: usize| {
+        let p = d["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["title"] == title)
+            .unwrap_or_else(|| panic!("no panel {title}"));
+        let expr = p["targets"][target]["expr"].as_str().unwrap();
+        keyed(native.vector_at(&expand(expr), at).unwrap())
+    };
+    // Per node: node-a's requests are 1000 and 2000 bytes (TX), a tenth of that (RX), its
+    // transfers 100 and 200 µs; node-b's 3000 and 4000 bytes, 300 and 400 µs.
+    let sizes = "Request size quantiles per node (native histograms)";
+    let times = "Transfer time quantiles per node (start to completion)";
+    for (title, target_index, node_a, node_b) in [
+        (sizes, 0, 1000.0, 3000.0),
+        (sizes, 1, 2000.0, 4000.0),
+        (sizes, 2, 100.0, 300.0),
+        (times, 0, 100.0, 300.0),
+        (times, 2, 200.0, 400.0),
+    ] {
+        let v = target(title, target_index);
+        assert_eq!(v.len(), 2, "{title} {target_index}: {v:?}");
+        for ((labels, got), want) in v.iter().zip([node_a, node_b]) {
+            assert!(
+                (got - want).abs() <= bound * want,
+                "{title} {target_index}, {labels}: {got}, recorded {want}"
+            );
+        }
     }
     stop.store(true, Ordering::Relaxed);
     drop(feeder.join().unwrap());
