@@ -116,25 +116,40 @@ fn remote_write_body(
     }
 }
 
-/// One OTLP body of the ranks.
+/// One OTLP body of the ranks, encoded as a push loop does, or through the request message
+/// (`message`).
 fn otlp_body(
     rows: &[Row],
     resource: &[opentelemetry_proto::tonic::common::v1::KeyValue],
     gzip: bool,
+    message: bool,
 ) -> Vec<u8> {
     let own = OwnPoints {
         attributes: &[("pusher", "serve")],
         pushes: &PUSHES,
-        start_ns: 1,
+        start_ns: 1_700_000_000_000_000_000,
     };
-    let request = otlp::request(
+    let now = 1_700_000_015_000_000_000;
+    if message {
+        let request = otlp::request(
+            rows,
+            Some(own),
+            resource.to_vec(),
+            Temporality::Cumulative,
+            now,
+        );
+        return otlp::body(&request, gzip).bytes;
+    }
+    let mut raw = Vec::with_capacity(24 * 1024);
+    otlp::encode(
         rows,
         Some(own),
-        resource.to_vec(),
+        resource,
         Temporality::Cumulative,
-        2,
+        now,
+        &mut raw,
     );
-    otlp::body(&request, gzip).bytes
+    otlp::raw_body(raw, gzip).bytes
 }
 
 fn pushes(c: &mut Criterion) {
@@ -154,7 +169,7 @@ fn pushes(c: &mut Criterion) {
         .map(|((snapshot, _), attributes)| Row {
             snapshot,
             attributes,
-            start_ns: 1,
+            start_ns: 1_700_000_000_000_000_000,
         })
         .collect();
     let resource = otlp::resource(&[("service.name".into(), "nixl".into())], "bench-host");
@@ -168,11 +183,11 @@ fn pushes(c: &mut Criterion) {
     );
     println!(
         "otlp_8_ranks: {} wire bytes",
-        otlp_body(&otlp_rows, &resource, false).len()
+        otlp_body(&otlp_rows, &resource, false, false).len()
     );
     println!(
         "otlp_gzip_8_ranks: {} wire bytes",
-        otlp_body(&otlp_rows, &resource, true).len()
+        otlp_body(&otlp_rows, &resource, true, false).len()
     );
     let mut g = c.benchmark_group("push");
     g.bench_function("text_page_8_ranks", |b| {
@@ -191,9 +206,12 @@ fn pushes(c: &mut Criterion) {
             "otlp_8_ranks"
         };
         g.bench_function(name, |b| {
-            b.iter(|| black_box(otlp_body(black_box(&otlp_rows), &resource, gzip)))
+            b.iter(|| black_box(otlp_body(black_box(&otlp_rows), &resource, gzip, false)))
         });
     }
+    g.bench_function("otlp_8_ranks_through_the_message", |b| {
+        b.iter(|| black_box(otlp_body(black_box(&otlp_rows), &resource, false, true)))
+    });
     g.finish();
 
     // Alternating: each round times a batch of each build in turn.
@@ -228,7 +246,7 @@ fn pushes(c: &mut Criterion) {
         times[1].push(t.elapsed().as_secs_f64() / f64::from(BATCH));
         let t = Instant::now();
         for _ in 0..BATCH {
-            black_box(otlp_body(black_box(&otlp_rows), &resource, false));
+            black_box(otlp_body(black_box(&otlp_rows), &resource, false, false));
         }
         times[2].push(t.elapsed().as_secs_f64() / f64::from(BATCH));
         let t = Instant::now();
