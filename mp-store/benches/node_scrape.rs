@@ -8,7 +8,9 @@
 //! - the **floor**: a minimal server in this process (a thread blocked in `accept`, which
 //!   reads the request head and writes a page of the same size prepared beforehand). No
 //!   server answers a scrape sooner on this machine: what it measures is the connection, the
-//!   wake-ups of both threads and the copy of the page through the loopback;
+//!   wake-ups of both threads and the copy of the page through the loopback. The rank and the
+//!   floor are scraped alternately (rank, floor, rank, ...), so that a load on the machine
+//!   weighs on both alike, and the median ratio of each pair is printed (`rank / floor`);
 //! - the same directory scraped in-process (`StoreScan::scrape`), 10 ms apart (its caches cold,
 //!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
 //!
@@ -113,20 +115,21 @@ fn scrape(port: u16, buf: &mut [u8]) -> (Duration, Duration, usize) {
     (first, start.elapsed(), n)
 }
 
-/// `SCRAPES` scrapes of `port`, `pause` apart: the times to the first byte and to the end, and
-/// the size of the last answer.
-fn scrapes(port: u16, pause: Duration) -> (Vec<Duration>, Vec<Duration>, usize) {
+/// `SCRAPES` rounds of one scrape of each of `ports` in turn, `pause` after each scrape: for
+/// each port, the times to the first byte and to the end, and the size of the last answer.
+fn scrapes(ports: &[u16], pause: Duration) -> Vec<(Vec<Duration>, Vec<Duration>, usize)> {
     let mut buf = vec![0u8; 256 * 1024];
-    let (mut first, mut total) = (Vec::new(), Vec::new());
-    let mut bytes = 0;
+    let mut out = vec![(Vec::new(), Vec::new(), 0); ports.len()];
     for _ in 0..SCRAPES {
-        let (f, t, n) = scrape(port, &mut buf);
-        first.push(f);
-        total.push(t);
-        bytes = n;
-        std::thread::sleep(pause);
+        for (&port, (first, total, bytes)) in ports.iter().zip(&mut out) {
+            let (f, t, n) = scrape(port, &mut buf);
+            first.push(f);
+            total.push(t);
+            *bytes = n;
+            std::thread::sleep(pause);
+        }
     }
-    (first, total, bytes)
+    out
 }
 
 /// The floor: a minimal server answering every connection with `response`, on a thread
@@ -208,19 +211,31 @@ fn main() {
     // margin (2 s) ago, so every scrape lists it; then, as on a node whose ranks run, it is
     // listed no more.
     let apart = Duration::from_millis(10);
-    let (mut first_new, _, _) = scrapes(port, apart);
+    let (mut first_new, _, _) = scrapes(&[port], apart).remove(0);
     std::thread::sleep(Duration::from_secs(3));
-    let (mut first, mut total, bytes) = scrapes(port, apart);
-    // The floor, with a page of the same size.
+    // The floor, with a page of the same size, scraped alternately with the rank.
     let mut page = Vec::new();
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
         .unwrap();
     s.read_to_end(&mut page).unwrap();
     let floor = floor_server(page);
-    let (mut floor_first, mut floor_total, floor_bytes) = scrapes(floor, apart);
+    let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes)] =
+        <[_; 2]>::try_from(scrapes(&[port, floor], apart)).unwrap();
     // Back to back, the idle vCPUs need no wake-up.
-    let (mut floor_back_to_back, _, _) = scrapes(floor, Duration::ZERO);
+    let (mut floor_back_to_back, _, _) = scrapes(&[floor], Duration::ZERO).remove(0);
+    // Each scrape of the rank against the floor's right after it.
+    let ratio = |a: &[Duration], b: &[Duration]| -> f64 {
+        let mut r: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let first_ratio = ratio(&first, &floor_first);
+    let total_ratio = ratio(&total, &floor_total);
     let scan = StoreScan::new(ScanConfig {
         dir: dir.path().to_owned(),
         stale_ttl: Duration::from_secs(30),
@@ -263,6 +278,10 @@ fn main() {
     println!(
         "  first byte - floor (median)              {:.3}",
         percentile(&mut first, 0.5) - percentile(&mut floor_first, 0.5)
+    );
+    println!(
+        "  rank / floor, scraped alternately (median of the pairs' ratios): first byte {first_ratio:.2}, \
+         whole page {total_ratio:.2}"
     );
     for mut r in ranks {
         drop(r.stdin.take());

@@ -33,6 +33,7 @@
 
 pub mod config;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -749,11 +750,11 @@ impl Payload for Otlp {
         self.pending.clear();
         for (snapshot, attrs) in &rows {
             match self.temporality {
-                Temporality::Cumulative => values.push((snapshot.clone(), self.start_ns)),
+                Temporality::Cumulative => values.push((Cow::Borrowed(snapshot), self.start_ns)),
                 Temporality::Delta => {
                     let (d, start) = match self.baseline.get(attrs) {
-                        Some((base, at)) => (delta(snapshot, base), *at),
-                        None => (snapshot.clone(), self.start_ns),
+                        Some((base, at)) => (Cow::Owned(delta(snapshot, base)), *at),
+                        None => (Cow::Borrowed(snapshot), self.start_ns),
                     };
                     values.push((d, start));
                     self.pending.push((attrs.clone(), snapshot.clone(), now));
