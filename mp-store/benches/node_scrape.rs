@@ -11,6 +11,10 @@
 //!   wake-ups of both threads and the copy of the page through the loopback. The rank and the
 //!   floor are scraped alternately (rank, floor, rank, ...), so that a load on the machine
 //!   weighs on both alike, and the median ratio of each pair is printed (`rank / floor`);
+//! - the **floor that scans**: the same minimal server, scraping the directory in this process
+//!   for every request (`StoreScan::scrape`, as the serving rank does) and writing the head and
+//!   the page in one write, scraped in the same rounds (rank, floor, floor that scans): what
+//!   any server that reads the stores when asked costs, against the floor;
 //! - the same directory scraped in-process (`StoreScan::scrape`), 10 ms apart (its caches cold,
 //!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
 //!
@@ -132,9 +136,9 @@ fn scrapes(ports: &[u16], pause: Duration) -> Vec<(Vec<Duration>, Vec<Duration>,
     out
 }
 
-/// The floor: a minimal server answering every connection with `response`, on a thread
-/// blocked in `accept` (one connection at a time). Returns its port.
-fn floor_server(response: Vec<u8>) -> u16 {
+/// The floor: a minimal server answering every connection with what `respond` writes, on a
+/// thread blocked in `accept` (one connection at a time). Returns its port.
+fn floor_server(mut respond: impl FnMut(&mut TcpStream) + Send + 'static) -> u16 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -149,10 +153,27 @@ fn floor_server(response: Vec<u8>) -> u16 {
                     Ok(m) => n += m,
                 }
             }
-            let _ = conn.write_all(&response);
+            respond(&mut conn);
         }
     });
     port
+}
+
+/// Writes `parts` whole, one after the other, in as few writes as the socket takes.
+fn write_parts(conn: &mut TcpStream, parts: [&[u8]; 2]) {
+    let mut sent = 0;
+    let total = parts[0].len() + parts[1].len();
+    while sent < total {
+        let (a, b) = if sent < parts[0].len() {
+            (&parts[0][sent..], parts[1])
+        } else {
+            (&parts[1][sent - parts[0].len()..], &[][..])
+        };
+        match conn.write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => sent += n,
+        }
+    }
 }
 
 fn percentile(v: &mut [Duration], p: f64) -> f64 {
@@ -219,9 +240,27 @@ fn main() {
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
         .unwrap();
     s.read_to_end(&mut page).unwrap();
-    let floor = floor_server(page);
-    let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes)] =
-        <[_; 2]>::try_from(scrapes(&[port, floor], apart)).unwrap();
+    let floor = floor_server(move |conn| write_parts(conn, [&page, &[]]));
+    // The floor that scans: the same minimal server, scraping the directory (in this process)
+    // for every request, as a serving rank does, and writing the head and page in one write.
+    let scanning = {
+        let scan = StoreScan::new(ScanConfig {
+            dir: dir.path().to_owned(),
+            stale_ttl: Duration::from_secs(30),
+            aggregate: Aggregate::None,
+        });
+        floor_server(move |conn| {
+            let page = scan.scrape();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                page.len()
+            );
+            write_parts(conn, [head.as_bytes(), page.as_bytes()]);
+        })
+    };
+    let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes), (mut scanning_first, mut scanning_total, _)] =
+        <[_; 3]>::try_from(scrapes(&[port, floor, scanning], apart)).unwrap();
     // Back to back, the idle vCPUs need no wake-up.
     let (mut floor_back_to_back, _, _) = scrapes(&[floor], Duration::ZERO).remove(0);
     // Each scrape of the rank against the floor's right after it.
@@ -236,6 +275,8 @@ fn main() {
     };
     let first_ratio = ratio(&first, &floor_first);
     let total_ratio = ratio(&total, &floor_total);
+    let scanning_first_ratio = ratio(&scanning_first, &floor_first);
+    let scanning_total_ratio = ratio(&scanning_total, &floor_total);
     let scan = StoreScan::new(ScanConfig {
         dir: dir.path().to_owned(),
         stale_ttl: Duration::from_secs(30),
@@ -269,6 +310,8 @@ fn main() {
     row("client, whole page", &mut total);
     row("floor server, first byte", &mut floor_first);
     row("floor server, whole page", &mut floor_total);
+    row("floor server scanning, first byte", &mut scanning_first);
+    row("floor server scanning, whole page", &mut scanning_total);
     row(
         "floor server, first byte, back to back",
         &mut floor_back_to_back,
@@ -282,6 +325,10 @@ fn main() {
     println!(
         "  rank / floor, scraped alternately (median of the pairs' ratios): first byte {first_ratio:.2}, \
          whole page {total_ratio:.2}"
+    );
+    println!(
+        "  floor scanning / floor, alternately: first byte {scanning_first_ratio:.2}, whole page \
+         {scanning_total_ratio:.2}"
     );
     for mut r in ranks {
         drop(r.stdin.take());
