@@ -176,14 +176,20 @@ fn each_series(
 }
 
 /// The values of the [`Slot::Value`] series of [`each_series`], in its order, appended to `out`.
-fn values(rows: &[(&AgentSnapshot, &[(&str, &str)])], own: Option<OwnSeries>, out: &mut Vec<f64>) {
+fn values(
+    rows: &[(&AgentSnapshot, &[(&str, &str)])],
+    own: Option<OwnSeries>,
+    mut f: impl FnMut(f64),
+) {
     for (snapshot, _) in rows {
         for family in families() {
-            for_each_value(family, snapshot, |v| out.push(v as f64));
+            for_each_value(family, snapshot, |v| f(v as f64));
         }
     }
     if let Some(own) = own {
-        out.extend(PUSH_COUNTERS.iter().map(|c| (c.value)(own.pushes) as f64));
+        PUSH_COUNTERS
+            .iter()
+            .for_each(|c| f((c.value)(own.pushes) as f64));
     }
 }
 
@@ -298,10 +304,6 @@ struct Encoded {
     labels: std::ops::Range<usize>,
     /// Its index in the push's values, or its native histogram.
     source: Source,
-    /// Where its sample is in [`Encoder::raw`], as laid out.
-    sample_at: usize,
-    /// Whether the sample has a value there (a value of 0 is left out).
-    nonzero: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -323,6 +325,9 @@ pub struct Encoder {
     labels: Vec<u8>,
     series: Vec<Encoded>,
     values: Vec<f64>,
+    /// By value index: where its sample is in `raw` as laid out, and whether it holds a value
+    /// there (a value of 0 is left out).
+    samples: Vec<(usize, bool)>,
     /// The last push's request, encoded.
     raw: Vec<u8>,
     /// When `raw` holds every series with the samples at their places: the length of its
@@ -357,6 +362,7 @@ impl Encoder {
             labels: Vec::new(),
             series: Vec::new(),
             values: Vec::new(),
+            samples: Vec::new(),
             raw: Vec::new(),
             laid_out: None,
             compressed: Vec::new(),
@@ -410,8 +416,6 @@ impl Encoder {
             self.series.push(Encoded {
                 labels: start..self.labels.len(),
                 source,
-                sample_at: 0,
-                nonzero: false,
             });
         }
         self.rows = rows.iter().map(RowKey::of).collect();
@@ -435,8 +439,6 @@ impl Encoder {
             self.rebuild(rows, own);
             self.laid_out = None;
         }
-        self.values.clear();
-        values(rows, own, &mut self.values);
         // A sample: `value` (a double, left out when 0) and `timestamp` (left out when 0).
         let mut timestamp = [0u8; 11];
         let timestamp_len = if timestamp_ms == 0 {
@@ -446,7 +448,9 @@ impl Encoder {
             1 + varint(timestamp_ms as u64, &mut timestamp[1..])
         };
         let timestamp = &timestamp[..timestamp_len];
-        if !(self.laid_out == Some(timestamp_len) && self.overwrite(timestamp)) {
+        if !(self.laid_out == Some(timestamp_len) && self.overwrite(rows, own, timestamp)) {
+            self.values.clear();
+            values(rows, own, |v| self.values.push(v));
             self.lay_out(rows, timestamp_ms, timestamp);
         }
         self.compressed
@@ -472,8 +476,10 @@ impl Encoder {
     ) {
         let raw = &mut self.raw;
         raw.clear();
+        self.samples.clear();
+        self.samples.resize(self.values.len(), (0, false));
         let mut natives = false;
-        for series in &mut self.series {
+        for series in &self.series {
             let labels = &self.labels[series.labels.clone()];
             match series.source {
                 Source::Value(i) => {
@@ -485,8 +491,7 @@ impl Encoder {
                     raw.extend_from_slice(labels);
                     raw.push(0x12);
                     raw.push(sample_len as u8);
-                    series.sample_at = raw.len();
-                    series.nonzero = value != 0.0;
+                    self.samples[i] = (raw.len(), value != 0.0);
                     if value != 0.0 {
                         raw.push(0x09);
                         raw.extend_from_slice(&value.to_le_bytes());
@@ -511,24 +516,28 @@ impl Encoder {
 
     /// Writes this push's samples over the last push's in [`Encoder::raw`], where they have
     /// the same length: false (and `raw` to be laid out anew) if a value went from or to 0.
-    fn overwrite(&mut self, timestamp: &[u8]) -> bool {
+    fn overwrite(
+        &mut self,
+        rows: &[(&AgentSnapshot, &[(&str, &str)])],
+        own: Option<OwnSeries>,
+        timestamp: &[u8],
+    ) -> bool {
         let raw = &mut self.raw[..];
-        for series in &self.series {
-            let Source::Value(i) = series.source else {
-                return false;
-            };
-            let value = self.values[i];
-            if (value != 0.0) != series.nonzero {
-                return false;
+        let (mut i, mut same) = (0, true);
+        values(rows, own, |value| {
+            let (mut at, nonzero) = self.samples[i];
+            i += 1;
+            if (value != 0.0) != nonzero {
+                same = false;
+            } else if same {
+                if nonzero {
+                    raw[at + 1..at + 9].copy_from_slice(&value.to_le_bytes());
+                    at += 9;
+                }
+                raw[at..at + timestamp.len()].copy_from_slice(timestamp);
             }
-            let mut at = series.sample_at;
-            if series.nonzero {
-                raw[at + 1..at + 9].copy_from_slice(&value.to_le_bytes());
-                at += 9;
-            }
-            raw[at..at + timestamp.len()].copy_from_slice(timestamp);
-        }
-        true
+        });
+        same
     }
 }
 
