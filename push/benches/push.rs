@@ -1,13 +1,16 @@
 //! Criterion benches of one push for 8 ranks' series (one agent each, after a full default-size
 //! flush): building the request from the snapshots, encoding and compressing it, for both
-//! protocols (remote-write with snappy; OTLP without and with gzip). The size of each body on
-//! the wire is printed once per case (`wire bytes`).
+//! protocols (remote-write with snappy; OTLP without and with gzip), as the push loop builds it
+//! (remote-write: with the encoder it keeps between pushes), and the old ways for comparison
+//! (`remote_write_8_ranks_from_nothing`, `otlp_8_ranks_through_the_message`). The size of each
+//! body on the wire is printed once per case (`wire bytes`).
 //!
 //! Beside them, in the same run, the floor they are held to: encoding the same 8 ranks' series
 //! (same labels) as the text exposition page, as the node scrape does. After criterion's
-//! cases, the three builds are timed again alternating (text, remote-write, OTLP, text, ...,
-//! batches of 20 builds, 200 rounds) so that a load on the machine weighs on all alike, and
-//! the median ratios to the text encode are printed (`ratio to text`).
+//! cases, the builds are timed again alternating (text, remote-write, OTLP, snappy alone on the
+//! remote-write protobuf, text, ..., batches of 20 builds, 200 rounds) so that a load on the
+//! machine weighs on all alike, and the median ratios to the text encode are printed (`ratio to
+//! text`).
 //!
 //! Run with `cargo bench -p nixl-telemetry-push --bench push`.
 
