@@ -282,18 +282,30 @@ fn main() {
         stale_ttl: Duration::from_secs(30),
         aggregate: Aggregate::None,
     });
-    let in_process = |pause: Duration| -> Vec<Duration> {
+    let in_process = |pause: Duration, what: &dyn Fn()| -> Vec<Duration> {
         (0..SCRAPES)
             .map(|_| {
                 std::thread::sleep(pause);
                 let start = Instant::now();
-                std::hint::black_box(scan.scrape());
+                what();
                 start.elapsed()
             })
             .collect()
     };
-    let mut cold = in_process(Duration::from_millis(10));
-    let mut warm = in_process(Duration::ZERO);
+    let apart = Duration::from_millis(10);
+    let mut cold = in_process(apart, &|| drop(std::hint::black_box(scan.scrape())));
+    let mut warm = in_process(Duration::ZERO, &|| {
+        drop(std::hint::black_box(scan.scrape()))
+    });
+    // The scrape's two halves, 10 ms apart: reading the stores, and encoding stores read
+    // beforehand.
+    let mut reading = in_process(apart, &|| drop(std::hint::black_box(scan.live_stores())));
+    let stores = scan.live_stores();
+    let mut encoding = in_process(apart, &|| {
+        drop(std::hint::black_box(
+            nixl_telemetry_mp_store::store_scan::encode(&stores, Aggregate::None),
+        ))
+    });
     println!(
         "node scrape, {RANKS} rank processes, {bytes} bytes ({floor_bytes} from the floor server), \
          {SCRAPES} scrapes (ms, median / p90):"
@@ -318,6 +330,8 @@ fn main() {
     );
     row("in-process scrape, 10 ms apart", &mut cold);
     row("in-process scrape, back to back", &mut warm);
+    row("in-process, reading alone, 10 ms apart", &mut reading);
+    row("in-process, encoding alone, 10 ms apart", &mut encoding);
     println!(
         "  first byte - floor (median)              {:.3}",
         percentile(&mut first, 0.5) - percentile(&mut floor_first, 0.5)
