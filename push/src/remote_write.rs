@@ -523,10 +523,15 @@ impl Encoder {
         timestamp: &[u8],
     ) -> bool {
         let raw = &mut self.raw[..];
-        let (mut i, mut same) = (0, true);
+        let mut samples = self.samples.iter();
+        let mut same = true;
+        // Millisecond timestamps from 1971 to 2109 take 7 bytes: copied as such, without a call.
+        let timestamp7: Option<[u8; 7]> = timestamp.try_into().ok();
         values(rows, own, |value| {
-            let (mut at, nonzero) = self.samples[i];
-            i += 1;
+            let Some(&(mut at, nonzero)) = samples.next() else {
+                same = false;
+                return;
+            };
             if (value != 0.0) != nonzero {
                 same = false;
             } else if same {
@@ -534,7 +539,10 @@ impl Encoder {
                     raw[at + 1..at + 9].copy_from_slice(&value.to_le_bytes());
                     at += 9;
                 }
-                raw[at..at + timestamp.len()].copy_from_slice(timestamp);
+                match timestamp7 {
+                    Some(t) => raw[at..at + 7].copy_from_slice(&t),
+                    None => raw[at..at + timestamp.len()].copy_from_slice(timestamp),
+                }
             }
         });
         same

@@ -214,11 +214,19 @@ pub fn for_each_value(family: &Family, agent: &Snapshot, mut f: impl FnMut(u64))
     }
 }
 
-/// The twelve `status` label values of `agent_errors_total`, in event order.
+/// The twelve `status` label values of `agent_errors_total`, in event order (listed once, as
+/// every encoder walks them for every agent).
 pub fn error_statuses() -> impl Iterator<Item = (EventType, &'static str)> {
-    EventType::ALL
-        .into_iter()
-        .filter_map(|t| t.status_label().map(|s| (t, s)))
+    static STATUSES: OnceLock<Vec<(EventType, &'static str)>> = OnceLock::new();
+    STATUSES
+        .get_or_init(|| {
+            EventType::ALL
+                .into_iter()
+                .filter_map(|t| t.status_label().map(|s| (t, s)))
+                .collect()
+        })
+        .iter()
+        .copied()
 }
 
 /// This machine's host name (the `hostname` label), `unknown` when it cannot be read.
