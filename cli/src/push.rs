@@ -294,10 +294,7 @@ pub fn start(args: &PushArgs, scan: &ScanConfig) -> Result<Vec<Pusher>, String> 
         apply_options(args, &mut config.target)?;
         check_interval(&config.push, scan.stale_ttl)?;
         let client = Client::new(config.target)?;
-        let payload = rw::RemoteWrite {
-            source: source(scan, true, &sender),
-            own_labels: own_labels(true, &sender),
-        };
+        let payload = rw::RemoteWrite::new(source(scan, true, &sender), own_labels(true, &sender));
         pushers.push(
             Pusher::start(client, Box::new(payload), config.push)
                 .map_err(|e| format!("cannot start the remote-write thread: {e}"))?,

@@ -8,7 +8,13 @@
 //! - the **floor**: a minimal server in this process (a thread blocked in `accept`, which
 //!   reads the request head and writes a page of the same size prepared beforehand). No
 //!   server answers a scrape sooner on this machine: what it measures is the connection, the
-//!   wake-ups of both threads and the copy of the page through the loopback;
+//!   wake-ups of both threads and the copy of the page through the loopback. The rank and the
+//!   floor are scraped alternately (rank, floor, rank, ...), so that a load on the machine
+//!   weighs on both alike, and the median ratio of each pair is printed (`rank / floor`);
+//! - the **floor that scans**: the same minimal server, scraping the directory in this process
+//!   for every request (`StoreScan::scrape`, as the serving rank does) and writing the head and
+//!   the page in one write, scraped in the same rounds (rank, floor, floor that scans): what
+//!   any server that reads the stores when asked costs, against the floor;
 //! - the same directory scraped in-process (`StoreScan::scrape`), 10 ms apart (its caches cold,
 //!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
 //!
@@ -113,25 +119,26 @@ fn scrape(port: u16, buf: &mut [u8]) -> (Duration, Duration, usize) {
     (first, start.elapsed(), n)
 }
 
-/// `SCRAPES` scrapes of `port`, `pause` apart: the times to the first byte and to the end, and
-/// the size of the last answer.
-fn scrapes(port: u16, pause: Duration) -> (Vec<Duration>, Vec<Duration>, usize) {
+/// `SCRAPES` rounds of one scrape of each of `ports` in turn, `pause` after each scrape: for
+/// each port, the times to the first byte and to the end, and the size of the last answer.
+fn scrapes(ports: &[u16], pause: Duration) -> Vec<(Vec<Duration>, Vec<Duration>, usize)> {
     let mut buf = vec![0u8; 256 * 1024];
-    let (mut first, mut total) = (Vec::new(), Vec::new());
-    let mut bytes = 0;
+    let mut out = vec![(Vec::new(), Vec::new(), 0); ports.len()];
     for _ in 0..SCRAPES {
-        let (f, t, n) = scrape(port, &mut buf);
-        first.push(f);
-        total.push(t);
-        bytes = n;
-        std::thread::sleep(pause);
+        for (&port, (first, total, bytes)) in ports.iter().zip(&mut out) {
+            let (f, t, n) = scrape(port, &mut buf);
+            first.push(f);
+            total.push(t);
+            *bytes = n;
+            std::thread::sleep(pause);
+        }
     }
-    (first, total, bytes)
+    out
 }
 
-/// The floor: a minimal server answering every connection with `response`, on a thread
-/// blocked in `accept` (one connection at a time). Returns its port.
-fn floor_server(response: Vec<u8>) -> u16 {
+/// The floor: a minimal server answering every connection with what `respond` writes, on a
+/// thread blocked in `accept` (one connection at a time). Returns its port.
+fn floor_server(mut respond: impl FnMut(&mut TcpStream) + Send + 'static) -> u16 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -146,10 +153,27 @@ fn floor_server(response: Vec<u8>) -> u16 {
                     Ok(m) => n += m,
                 }
             }
-            let _ = conn.write_all(&response);
+            respond(&mut conn);
         }
     });
     port
+}
+
+/// Writes `parts` whole, one after the other, in as few writes as the socket takes.
+fn write_parts(conn: &mut TcpStream, parts: [&[u8]; 2]) {
+    let mut sent = 0;
+    let total = parts[0].len() + parts[1].len();
+    while sent < total {
+        let (a, b) = if sent < parts[0].len() {
+            (&parts[0][sent..], parts[1])
+        } else {
+            (&parts[1][sent - parts[0].len()..], &[][..])
+        };
+        match conn.write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)]) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => sent += n,
+        }
+    }
 }
 
 fn percentile(v: &mut [Duration], p: f64) -> f64 {
@@ -208,36 +232,80 @@ fn main() {
     // margin (2 s) ago, so every scrape lists it; then, as on a node whose ranks run, it is
     // listed no more.
     let apart = Duration::from_millis(10);
-    let (mut first_new, _, _) = scrapes(port, apart);
+    let (mut first_new, _, _) = scrapes(&[port], apart).remove(0);
     std::thread::sleep(Duration::from_secs(3));
-    let (mut first, mut total, bytes) = scrapes(port, apart);
-    // The floor, with a page of the same size.
+    // The floor, with a page of the same size, scraped alternately with the rank.
     let mut page = Vec::new();
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
         .unwrap();
     s.read_to_end(&mut page).unwrap();
-    let floor = floor_server(page);
-    let (mut floor_first, mut floor_total, floor_bytes) = scrapes(floor, apart);
+    let floor = floor_server(move |conn| write_parts(conn, [&page, &[]]));
+    // The floor that scans: the same minimal server, scraping the directory (in this process)
+    // for every request, as a serving rank does, and writing the head and page in one write.
+    let scanning = {
+        let scan = StoreScan::new(ScanConfig {
+            dir: dir.path().to_owned(),
+            stale_ttl: Duration::from_secs(30),
+            aggregate: Aggregate::None,
+        });
+        floor_server(move |conn| {
+            let page = scan.scrape();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                page.len()
+            );
+            write_parts(conn, [head.as_bytes(), page.as_bytes()]);
+        })
+    };
+    let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes), (mut scanning_first, mut scanning_total, _)] =
+        <[_; 3]>::try_from(scrapes(&[port, floor, scanning], apart)).unwrap();
     // Back to back, the idle vCPUs need no wake-up.
-    let (mut floor_back_to_back, _, _) = scrapes(floor, Duration::ZERO);
+    let (mut floor_back_to_back, _, _) = scrapes(&[floor], Duration::ZERO).remove(0);
+    // Each scrape of the rank against the floor's right after it.
+    let ratio = |a: &[Duration], b: &[Duration]| -> f64 {
+        let mut r: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let first_ratio = ratio(&first, &floor_first);
+    let total_ratio = ratio(&total, &floor_total);
+    let scanning_first_ratio = ratio(&scanning_first, &floor_first);
+    let scanning_total_ratio = ratio(&scanning_total, &floor_total);
     let scan = StoreScan::new(ScanConfig {
         dir: dir.path().to_owned(),
         stale_ttl: Duration::from_secs(30),
         aggregate: Aggregate::None,
     });
-    let in_process = |pause: Duration| -> Vec<Duration> {
+    let in_process = |pause: Duration, what: &dyn Fn()| -> Vec<Duration> {
         (0..SCRAPES)
             .map(|_| {
                 std::thread::sleep(pause);
                 let start = Instant::now();
-                std::hint::black_box(scan.scrape());
+                what();
                 start.elapsed()
             })
             .collect()
     };
-    let mut cold = in_process(Duration::from_millis(10));
-    let mut warm = in_process(Duration::ZERO);
+    let apart = Duration::from_millis(10);
+    let mut cold = in_process(apart, &|| drop(std::hint::black_box(scan.scrape())));
+    let mut warm = in_process(Duration::ZERO, &|| {
+        drop(std::hint::black_box(scan.scrape()))
+    });
+    // The scrape's two halves, 10 ms apart: reading the stores, and encoding stores read
+    // beforehand.
+    let mut reading = in_process(apart, &|| drop(std::hint::black_box(scan.live_stores())));
+    let stores = scan.live_stores();
+    let mut encoding = in_process(apart, &|| {
+        drop(std::hint::black_box(
+            nixl_telemetry_mp_store::store_scan::encode(&stores, Aggregate::None),
+        ))
+    });
     println!(
         "node scrape, {RANKS} rank processes, {bytes} bytes ({floor_bytes} from the floor server), \
          {SCRAPES} scrapes (ms, median / p90):"
@@ -254,15 +322,27 @@ fn main() {
     row("client, whole page", &mut total);
     row("floor server, first byte", &mut floor_first);
     row("floor server, whole page", &mut floor_total);
+    row("floor server scanning, first byte", &mut scanning_first);
+    row("floor server scanning, whole page", &mut scanning_total);
     row(
         "floor server, first byte, back to back",
         &mut floor_back_to_back,
     );
     row("in-process scrape, 10 ms apart", &mut cold);
     row("in-process scrape, back to back", &mut warm);
+    row("in-process, reading alone, 10 ms apart", &mut reading);
+    row("in-process, encoding alone, 10 ms apart", &mut encoding);
     println!(
         "  first byte - floor (median)              {:.3}",
         percentile(&mut first, 0.5) - percentile(&mut floor_first, 0.5)
+    );
+    println!(
+        "  rank / floor, scraped alternately (median of the pairs' ratios): first byte {first_ratio:.2}, \
+         whole page {total_ratio:.2}"
+    );
+    println!(
+        "  floor scanning / floor, alternately: first byte {scanning_first_ratio:.2}, whole page \
+         {scanning_total_ratio:.2}"
     );
     for mut r in ranks {
         drop(r.stdin.take());

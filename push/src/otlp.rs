@@ -33,6 +33,7 @@
 
 pub mod config;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,6 +42,7 @@ use crate::pusher::{Payload, PushStatsSnapshot, PUSH_COUNTERS};
 use crate::rows::{Labels, Source};
 use crate::target::Body;
 use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::EventType;
 use nixl_telemetry_series::native::{NativeHistogram, ZERO_THRESHOLD};
 use nixl_telemetry_series::{
     error_statuses, families, AgentSnapshot, FamilySource, HistogramSnapshot, NATIVE_SIZE_FAMILIES,
@@ -362,9 +364,324 @@ pub fn request(
     }
 }
 
+/// Appends to `out` the protobuf of [`request`] with the same arguments, byte for byte, without
+/// building the message: every data point is written straight from the snapshots, each row's
+/// attributes encoded once for all its points (the explicit-bucket and number points by hand,
+/// the rare exponential ones through their messages).
+pub fn encode(
+    rows: &[Row],
+    own: Option<OwnPoints>,
+    resource: &[KeyValue],
+    temporality: Temporality,
+    now_ns: u64,
+    out: &mut Vec<u8>,
+) {
+    let temporality = match temporality {
+        Temporality::Cumulative => AggregationTemporality::Cumulative,
+        Temporality::Delta => AggregationTemporality::Delta,
+    } as u64;
+    // Each row's attributes (its own, then the snapshot's workload labels), as the encoded
+    // `KeyValue` messages without their field key, one after the other; and `status`.
+    let mut attributes = Vec::new();
+    let mut row_attributes = Vec::with_capacity(rows.len());
+    for row in rows {
+        let start = attributes.len();
+        for (k, v) in row
+            .attributes
+            .iter()
+            .copied()
+            .chain(row.snapshot.labels.iter())
+        {
+            key_value(k, v, &mut attributes);
+        }
+        row_attributes.push(start..attributes.len());
+    }
+    let own_attributes = {
+        let start = attributes.len();
+        for &(k, v) in own.iter().flat_map(|o| o.attributes) {
+            key_value(k, v, &mut attributes);
+        }
+        start..attributes.len()
+    };
+    let attributes = &attributes[..];
+    // A row's attributes as fields `field` of a point, then `extra`'s.
+    let write_attributes = |field: u32,
+                            range: &std::ops::Range<usize>,
+                            extra: Option<(&str, &str)>,
+                            out: &mut Vec<u8>| {
+        let mut at = range.start;
+        while at < range.end {
+            let (len, n) = read_varint(&attributes[at..]);
+            key(field, 2, out);
+            out.extend_from_slice(&attributes[at..at + n + len]);
+            at += n + len;
+        }
+        if let Some((k, v)) = extra {
+            key(field, 2, out);
+            let mut kv = Vec::new();
+            key_value(k, v, &mut kv);
+            out.extend_from_slice(&kv);
+        }
+    };
+    // A `NumberDataPoint` as field 1 of its metric.
+    let number =
+        |range: &std::ops::Range<usize>, extra, start_ns: u64, value: u64, out: &mut Vec<u8>| {
+            nested(1, out, |out| {
+                fixed64(2, start_ns, out);
+                fixed64(3, now_ns, out);
+                key(6, 1, out);
+                out.extend_from_slice(&value.to_le_bytes());
+                write_attributes(7, range, extra, out);
+            });
+        };
+    let sum = |out: &mut Vec<u8>, points: &mut dyn FnMut(&mut Vec<u8>)| {
+        nested(7, out, |out| {
+            points(out);
+            varint_field(2, temporality, out);
+            varint_field(3, 1, out);
+        });
+    };
+    nested(1, out, |out| {
+        prost::encoding::message::encode(
+            1,
+            &Resource {
+                attributes: resource.to_vec(),
+                ..Default::default()
+            },
+            out,
+        );
+        nested(2, out, |out| {
+            prost::encoding::message::encode(1, &scope(), out);
+            for family in families() {
+                nested(2, out, |out| {
+                    string_field(1, family.name, out);
+                    string_field(2, family.help, out);
+                    match family.source {
+                        FamilySource::Counter(t) => sum(out, &mut |out| {
+                            for (r, a) in rows.iter().zip(&row_attributes) {
+                                number(a, None, r.start_ns, r.snapshot.counters[t as usize], out);
+                            }
+                        }),
+                        FamilySource::Errors => sum(out, &mut |out| {
+                            for (r, a) in rows.iter().zip(&row_attributes) {
+                                for (t, status) in error_statuses() {
+                                    let value = r.snapshot.counters[t as usize];
+                                    number(a, Some(("status", status)), r.start_ns, value, out);
+                                }
+                            }
+                        }),
+                        FamilySource::Gauge(t) => nested(5, out, |out| {
+                            for (r, a) in rows.iter().zip(&row_attributes) {
+                                number(a, None, 0, r.snapshot.gauges[t as usize], out);
+                            }
+                        }),
+                        FamilySource::Histogram(t) if exponential(rows, t) => {
+                            nested(10, out, |out| {
+                                for r in rows {
+                                    let h = r.snapshot.native_histogram(t).expect("checked");
+                                    let point = exponential_point(
+                                        h,
+                                        point_attributes(r),
+                                        r.start_ns,
+                                        now_ns,
+                                    );
+                                    prost::encoding::message::encode(1, &point, out);
+                                }
+                                varint_field(2, temporality, out);
+                            })
+                        }
+                        FamilySource::Histogram(t) => nested(9, out, |out| {
+                            for (r, a) in rows.iter().zip(&row_attributes) {
+                                let h: &HistogramSnapshot =
+                                    r.snapshot.histogram(t).expect("histogram event");
+                                nested(1, out, |out| {
+                                    fixed64(2, r.start_ns, out);
+                                    fixed64(3, now_ns, out);
+                                    fixed64(4, h.count(), out);
+                                    key(5, 1, out);
+                                    out.extend_from_slice(&(h.sum as f64).to_le_bytes());
+                                    if !h.buckets.is_empty() {
+                                        key(6, 2, out);
+                                        push_varint(8 * h.buckets.len() as u64, out);
+                                        for c in &h.buckets {
+                                            out.extend_from_slice(&c.to_le_bytes());
+                                        }
+                                    }
+                                    let bounds = h.bounds.bounds();
+                                    if !bounds.is_empty() {
+                                        key(7, 2, out);
+                                        push_varint(8 * bounds.len() as u64, out);
+                                        for b in bounds {
+                                            out.extend_from_slice(&b.to_le_bytes());
+                                        }
+                                    }
+                                    write_attributes(9, a, None, out);
+                                });
+                            }
+                            varint_field(2, temporality, out);
+                        }),
+                    }
+                });
+            }
+            for (name, help, t) in NATIVE_SIZE_FAMILIES {
+                if rows
+                    .iter()
+                    .all(|r| r.snapshot.native_histogram(t).is_none())
+                {
+                    continue;
+                }
+                nested(2, out, |out| {
+                    string_field(1, name, out);
+                    string_field(2, help, out);
+                    nested(10, out, |out| {
+                        for r in rows {
+                            if let Some(h) = r.snapshot.native_histogram(t) {
+                                let point =
+                                    exponential_point(h, point_attributes(r), r.start_ns, now_ns);
+                                prost::encoding::message::encode(1, &point, out);
+                            }
+                        }
+                        varint_field(2, temporality, out);
+                    });
+                });
+            }
+            if let Some(own) = own {
+                for counter in &PUSH_COUNTERS {
+                    nested(2, out, |out| {
+                        string_field(1, counter.name, out);
+                        string_field(2, counter.help, out);
+                        sum(out, &mut |out| {
+                            let value = (counter.value)(own.pushes);
+                            number(&own_attributes, None, own.start_ns, value, out);
+                        });
+                    });
+                }
+            }
+        });
+    });
+}
+
+/// Whether the histogram family of `t` is sent as exponential histograms: every row keeps
+/// native histograms (and there is a row).
+fn exponential(rows: &[Row], t: EventType) -> bool {
+    !rows.is_empty()
+        && rows
+            .iter()
+            .all(|r| r.snapshot.native_histogram(t).is_some())
+}
+
+/// A row's data-point attributes as messages: its own, then the snapshot's workload labels.
+fn point_attributes(row: &Row) -> Vec<KeyValue> {
+    row.attributes
+        .iter()
+        .copied()
+        .chain(row.snapshot.labels.iter())
+        .map(|(k, v)| string_attr(k, v))
+        .collect()
+}
+
+/// The instrumentation scope of every export.
+fn scope() -> InstrumentationScope {
+    InstrumentationScope {
+        name: "nixl-telemetry".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..Default::default()
+    }
+}
+
+/// Appends a field key.
+fn key(field: u32, wire_type: u32, out: &mut Vec<u8>) {
+    push_varint(u64::from(field << 3 | wire_type), out);
+}
+
+/// Appends a varint.
+fn push_varint(v: u64, out: &mut Vec<u8>) {
+    prost::encoding::encode_varint(v, out);
+}
+
+/// Reads a varint at the start of `b`: its value and length.
+fn read_varint(b: &[u8]) -> (usize, usize) {
+    let (mut v, mut n) = (0usize, 0);
+    loop {
+        v |= usize::from(b[n] & 0x7f) << (7 * n);
+        n += 1;
+        if b[n - 1] < 0x80 {
+            return (v, n);
+        }
+    }
+}
+
+/// Appends a `fixed64` field, left out when 0 (as prost does).
+fn fixed64(field: u32, v: u64, out: &mut Vec<u8>) {
+    if v != 0 {
+        key(field, 1, out);
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Appends a varint field (an enumeration, a bool), left out when 0.
+fn varint_field(field: u32, v: u64, out: &mut Vec<u8>) {
+    if v != 0 {
+        key(field, 0, out);
+        push_varint(v, out);
+    }
+}
+
+/// Appends a string field, left out when empty.
+fn string_field(field: u32, v: &str, out: &mut Vec<u8>) {
+    if !v.is_empty() {
+        key(field, 2, out);
+        push_varint(v.len() as u64, out);
+        out.extend_from_slice(v.as_bytes());
+    }
+}
+
+/// Appends a string attribute as a length-prefixed `KeyValue` (no field key).
+fn key_value(k: &str, v: &str, out: &mut Vec<u8>) {
+    let value_len = 1 + prost::encoding::encoded_len_varint(v.len() as u64) + v.len();
+    let mut len = 1 + prost::encoding::encoded_len_varint(value_len as u64) + value_len;
+    if !k.is_empty() {
+        len += 1 + prost::encoding::encoded_len_varint(k.len() as u64) + k.len();
+    }
+    push_varint(len as u64, out);
+    string_field(1, k, out);
+    key(2, 2, out);
+    push_varint(value_len as u64, out);
+    // The `string_value` of the oneof is written even when empty.
+    key(1, 2, out);
+    push_varint(v.len() as u64, out);
+    out.extend_from_slice(v.as_bytes());
+}
+
+/// Appends message field `field` whose contents `f` writes: the length is written after them
+/// and the contents moved to make room when it takes more than a byte.
+fn nested(field: u32, out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>)) {
+    key(field, 2, out);
+    let at = out.len();
+    out.push(0);
+    f(out);
+    let len = out.len() - at - 1;
+    let n = prost::encoding::encoded_len_varint(len as u64);
+    if n > 1 {
+        out.splice(at + 1..at + 1, std::iter::repeat_n(0, n - 1));
+    }
+    let mut b = [0u8; 10];
+    let mut v = len as u64;
+    for slot in b.iter_mut().take(n) {
+        *slot = v as u8 & 0x7f | 0x80;
+        v >>= 7;
+    }
+    b[n - 1] &= 0x7f;
+    out[at..at + n].copy_from_slice(&b[..n]);
+}
+
 /// Encodes `request` as an OTLP/HTTP protobuf body, gzip-compressed if `gzip`.
 pub fn body(request: &ExportMetricsServiceRequest, gzip: bool) -> Body {
-    let raw = request.encode_to_vec();
+    raw_body(request.encode_to_vec(), gzip)
+}
+
+/// The OTLP/HTTP body of an encoded request, gzip-compressed if `gzip`.
+pub fn raw_body(raw: Vec<u8>, gzip: bool) -> Body {
     let (bytes, content_encoding) = if gzip {
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(&raw).expect("writing to memory");
@@ -399,6 +716,8 @@ pub struct Otlp {
     /// Delta: the sender's counters in the body being sent.
     own_pending: (PushStatsSnapshot, u64),
     logged: HashSet<String>,
+    /// The length of the last request, to allocate the next one's at once.
+    last_len: usize,
 }
 
 impl Otlp {
@@ -418,6 +737,7 @@ impl Otlp {
             baseline: HashMap::new(),
             pending: Vec::new(),
             logged: HashSet::new(),
+            last_len: 0,
         }
     }
 }
@@ -430,11 +750,11 @@ impl Payload for Otlp {
         self.pending.clear();
         for (snapshot, attrs) in &rows {
             match self.temporality {
-                Temporality::Cumulative => values.push((snapshot.clone(), self.start_ns)),
+                Temporality::Cumulative => values.push((Cow::Borrowed(snapshot), self.start_ns)),
                 Temporality::Delta => {
                     let (d, start) = match self.baseline.get(attrs) {
-                        Some((base, at)) => (delta(snapshot, base), *at),
-                        None => (snapshot.clone(), self.start_ns),
+                        Some((base, at)) => (Cow::Owned(delta(snapshot, base)), *at),
+                        None => (Cow::Borrowed(snapshot), self.start_ns),
                     };
                     values.push((d, start));
                     self.pending.push((attrs.clone(), snapshot.clone(), now));
@@ -480,16 +800,17 @@ impl Payload for Otlp {
             pushes: &own_values,
             start_ns: own_start,
         };
-        body(
-            &request(
-                &rows,
-                Some(own),
-                self.resource.clone(),
-                self.temporality,
-                now,
-            ),
-            self.gzip,
-        )
+        let mut raw = Vec::with_capacity(self.last_len);
+        encode(
+            &rows,
+            Some(own),
+            &self.resource,
+            self.temporality,
+            now,
+            &mut raw,
+        );
+        self.last_len = raw.len();
+        raw_body(raw, self.gzip)
     }
 
     fn sent(&mut self, answer: &[u8]) {
@@ -522,6 +843,70 @@ mod tests {
     use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{AgentSeries, Buckets};
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess;
+
+    #[test]
+    fn the_encoder_writes_the_bytes_of_the_request_message() {
+        let plain = AgentSeries::new("a", "h", Buckets::default());
+        let native =
+            AgentSeries::new("n", "h", Buckets::default()).with_native_histograms(true, 3, 160);
+        let labelled = AgentSeries::new("w", "h", Buckets::default()).with_labels(
+            nixl_telemetry_series::WorkloadLabels::from_pairs(vec![(
+                "slurm_job_id".into(),
+                "7".repeat(200),
+            )])
+            .unwrap(),
+        );
+        let check = |rows: &[Row], own: Option<OwnPoints>, t: Temporality, now: u64| {
+            let resource = resource(&[("service.name".into(), "nixl".into())], "h");
+            let mut out = vec![1, 2, 3];
+            encode(rows, own, &resource, t, now, &mut out);
+            assert_eq!(
+                out[3..],
+                request(rows, own, resource, t, now).encode_to_vec()[..]
+            );
+        };
+        let pushes = PushStatsSnapshot {
+            attempts: 300,
+            successes: 0,
+            failures: 1,
+            bytes: 1 << 40,
+        };
+        let own = OwnPoints {
+            attributes: &[("pusher", "test"), ("empty", "")],
+            pushes: &pushes,
+            start_ns: 5,
+        };
+        for n in 0..3u64 {
+            let (p, nat, l) = (plain.snapshot(), native.snapshot(), labelled.snapshot());
+            let row = |snapshot, attributes, start_ns| Row {
+                snapshot,
+                attributes,
+                start_ns,
+            };
+            let a: &[(&str, &str)] = &[("agent_name", "a"), ("local_rank", "3")];
+            for t in [Temporality::Cumulative, Temporality::Delta] {
+                check(&[], None, t, 0);
+                check(&[], Some(own), t, 9);
+                check(&[row(&p, a, 0)], None, t, 1_700_000_000_000_000_000);
+                check(&[row(&p, a, 7), row(&l, &[], 8)], Some(own), t, 10);
+                check(&[row(&nat, a, 7)], Some(own), t, 11);
+                check(
+                    &[row(&p, a, 7), row(&nat, &[("agent_name", "n")], 7)],
+                    Some(own),
+                    t,
+                    12,
+                );
+            }
+            for s in [&plain, &native, &labelled] {
+                s.apply(&[
+                    Event::new(EventType::AgentXferTime, 1 + 1000 * n),
+                    Event::new(EventType::AgentTxBytes, 4096 << n),
+                    Event::new(EventType::AgentErrBackend, 1),
+                    Event::new(EventType::AgentRxBytes, 0),
+                ]);
+            }
+        }
+    }
 
     #[test]
     fn the_aggregation_variable_is_parsed_strictly() {

@@ -13,13 +13,15 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::pusher::{Payload, PushConfig, PushStatsSnapshot, PUSH_COUNTERS};
-use crate::rows::{Labels, Source};
+use crate::rows::{self, Labels};
 use crate::target::{millis, Body, Target, TargetVars};
 use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_base::settings;
+use nixl_telemetry_base::EventType;
 use nixl_telemetry_series::native::{NativeHistogram, ZERO_THRESHOLD};
 use nixl_telemetry_series::{
-    families, for_each_sample, AgentSnapshot, FamilySource, NATIVE_SIZE_FAMILIES,
+    families, for_each_sample, for_each_value, AgentSnapshot, Buckets, FamilySource,
+    WorkloadLabels, NATIVE_SIZE_FAMILIES,
 };
 use prost::Message;
 
@@ -83,15 +85,24 @@ pub struct OwnSeries<'a> {
     pub pushes: &'a PushStatsSnapshot,
 }
 
-/// The `WriteRequest` of `rows` (each a snapshot and its labels, `__name__` and the snapshot's
-/// workload labels excluded) and of the sender's own counters ([`PUSH_COUNTERS`]), every
-/// sample at `timestamp_ms`, unencoded: series sorted by labels, labels by name.
-pub fn write_request(
+/// Where a series' sample comes from at each push.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    /// The next value, in the order of [`values`].
+    Value,
+    /// The native histogram of this row and event type.
+    Native(usize, EventType),
+}
+
+/// Every series of `rows` and of the sender's own counters, unsorted, each with where its
+/// sample comes from: per row, every family's samples ([`for_each_sample`]), then the native
+/// histograms; then the sender's counters. Labels sorted by name.
+fn each_series(
     rows: &[(&AgentSnapshot, &[(&str, &str)])],
     own: Option<OwnSeries>,
     timestamp_ms: i64,
-) -> proto::WriteRequest {
-    let mut timeseries = Vec::with_capacity(rows.len() * 64 + PUSH_COUNTERS.len());
+    mut out: impl FnMut(proto::TimeSeries, Slot),
+) {
     let series = |name: String, labels: &mut dyn Iterator<Item = (&str, &str)>, value: f64| {
         let mut l = vec![proto::Label {
             name: "__name__".into(),
@@ -111,18 +122,21 @@ pub fn write_request(
             histograms: Vec::new(),
         }
     };
-    for (snapshot, labels) in rows {
+    for (row, (snapshot, labels)) in rows.iter().enumerate() {
         for family in families() {
             for_each_sample(family, snapshot, |suffix, extra, value| {
-                timeseries.push(series(
-                    format!("{}{suffix}", family.name),
-                    &mut labels
-                        .iter()
-                        .copied()
-                        .chain(snapshot.labels.iter())
-                        .chain(extra),
-                    value as f64,
-                ));
+                out(
+                    series(
+                        format!("{}{suffix}", family.name),
+                        &mut labels
+                            .iter()
+                            .copied()
+                            .chain(snapshot.labels.iter())
+                            .chain(extra),
+                        value as f64,
+                    ),
+                    Slot::Value,
+                );
             });
         }
         // The native histograms, named as their families (the classic series are suffixed).
@@ -144,24 +158,60 @@ pub fn write_request(
             );
             s.samples.clear();
             s.histograms.push(native_sample(h, timestamp_ms));
-            timeseries.push(s);
+            out(s, Slot::Native(row, t));
         }
     }
     if let Some(own) = own {
         for counter in &PUSH_COUNTERS {
-            timeseries.push(series(
-                counter.name.to_owned(),
-                &mut own.labels.iter().copied(),
-                (counter.value)(own.pushes) as f64,
-            ));
+            out(
+                series(
+                    counter.name.to_owned(),
+                    &mut own.labels.iter().copied(),
+                    (counter.value)(own.pushes) as f64,
+                ),
+                Slot::Value,
+            );
         }
     }
-    timeseries.sort_by(|a, b| {
-        a.labels
+}
+
+/// The values of the [`Slot::Value`] series of [`each_series`], in its order, appended to `out`.
+fn values(
+    rows: &[(&AgentSnapshot, &[(&str, &str)])],
+    own: Option<OwnSeries>,
+    mut f: impl FnMut(f64),
+) {
+    for (snapshot, _) in rows {
+        for family in families() {
+            for_each_value(family, snapshot, |v| f(v as f64));
+        }
+    }
+    if let Some(own) = own {
+        PUSH_COUNTERS
             .iter()
-            .map(|l| (&l.name, &l.value))
-            .cmp(b.labels.iter().map(|l| (&l.name, &l.value)))
-    });
+            .for_each(|c| f((c.value)(own.pushes) as f64));
+    }
+}
+
+/// The order of series in a request: by their labels (sorted by name), compared pair by pair.
+fn by_labels(a: &proto::TimeSeries, b: &proto::TimeSeries) -> std::cmp::Ordering {
+    a.labels
+        .iter()
+        .map(|l| (&l.name, &l.value))
+        .cmp(b.labels.iter().map(|l| (&l.name, &l.value)))
+}
+
+/// The `WriteRequest` of `rows` (each a snapshot and its labels, `__name__` and the snapshot's
+/// workload labels excluded) and of the sender's own counters ([`PUSH_COUNTERS`]), every
+/// sample at `timestamp_ms`, unencoded: series sorted by labels, labels by name.
+pub fn write_request(
+    rows: &[(&AgentSnapshot, &[(&str, &str)])],
+    own: Option<OwnSeries>,
+    timestamp_ms: i64,
+) -> proto::WriteRequest {
+    let mut timeseries = Vec::with_capacity(rows.len() * 64 + PUSH_COUNTERS.len());
+    each_series(rows, own, timestamp_ms, |s, _| timeseries.push(s));
+    timeseries.sort_by(by_labels);
     proto::WriteRequest { timeseries }
 }
 
@@ -203,6 +253,321 @@ pub fn body(
     }
 }
 
+/// What the labels of a push's series depend on, for one row: its labels, its snapshot's
+/// workload labels, histogram bounds, and whether it keeps native histograms.
+#[derive(Debug, PartialEq)]
+struct RowKey {
+    labels: Vec<(String, String)>,
+    workload: WorkloadLabels,
+    bounds: Vec<Buckets>,
+    native: bool,
+}
+
+impl RowKey {
+    fn of((snapshot, labels): &(&AgentSnapshot, &[(&str, &str)])) -> RowKey {
+        RowKey {
+            labels: labels
+                .iter()
+                .map(|&(n, v)| (n.to_owned(), v.to_owned()))
+                .collect(),
+            workload: snapshot.labels.clone(),
+            bounds: snapshot
+                .histograms
+                .iter()
+                .map(|h| h.bounds.clone())
+                .collect(),
+            native: snapshot.native.is_some(),
+        }
+    }
+
+    fn matches(&self, (snapshot, labels): &(&AgentSnapshot, &[(&str, &str)])) -> bool {
+        self.native == snapshot.native.is_some()
+            && self.labels.len() == labels.len()
+            && self
+                .labels
+                .iter()
+                .zip(labels.iter())
+                .all(|((n, v), (m, w))| n == m && v == w)
+            && self.workload == snapshot.labels
+            && self
+                .bounds
+                .iter()
+                .zip(&snapshot.histograms)
+                .all(|(b, h)| *b == h.bounds)
+    }
+}
+
+/// One series of an [`Encoder`], in request order: its encoded labels and its sample's source.
+#[derive(Debug)]
+struct Encoded {
+    /// The series' label fields, encoded, in [`Encoder::labels`].
+    labels: std::ops::Range<usize>,
+    /// Its index in the push's values, or its native histogram.
+    source: Source,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Value(usize),
+    Native(usize, EventType),
+}
+
+/// The remote-write encoder of a push loop: [`body`]'s bytes, built faster by keeping, from one
+/// push to the next, what only depends on the series' labels: each series' label fields
+/// encoded, in request order, and the buffers. A push only encodes the samples between the
+/// kept labels and compresses the result. What was kept is rebuilt whenever a row's labels,
+/// workload labels, histogram bounds or native histograms, the rows or the sender's labels
+/// differ from the last push's.
+pub struct Encoder {
+    rows: Vec<RowKey>,
+    own: Option<Vec<(String, String)>>,
+    /// The label fields of every series, in request order.
+    labels: Vec<u8>,
+    series: Vec<Encoded>,
+    values: Vec<f64>,
+    /// By value index: where its sample is in `raw` as laid out, and whether it holds a value
+    /// there (a value of 0 is left out).
+    samples: Vec<(usize, bool)>,
+    /// The last push's request, encoded.
+    raw: Vec<u8>,
+    /// When `raw` holds every series with the samples at their places: the length of its
+    /// timestamps' field, which all samples share.
+    laid_out: Option<usize>,
+    compressed: Vec<u8>,
+    snappy: snap::raw::Encoder,
+    rebuilds: u64,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder::new()
+    }
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("series", &self.series.len())
+            .field("rebuilds", &self.rebuilds)
+            .finish()
+    }
+}
+
+impl Encoder {
+    /// A new encoder (nothing kept yet).
+    pub fn new() -> Encoder {
+        Encoder {
+            rows: Vec::new(),
+            own: None,
+            labels: Vec::new(),
+            series: Vec::new(),
+            values: Vec::new(),
+            samples: Vec::new(),
+            raw: Vec::new(),
+            laid_out: None,
+            compressed: Vec::new(),
+            snappy: snap::raw::Encoder::new(),
+            rebuilds: 0,
+        }
+    }
+
+    /// How many times the kept labels were built (the first push included).
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
+    fn matches(&self, rows: &[(&AgentSnapshot, &[(&str, &str)])], own: Option<OwnSeries>) -> bool {
+        self.rows.len() == rows.len()
+            && self.rows.iter().zip(rows).all(|(k, r)| k.matches(r))
+            && match (&self.own, own) {
+                (None, None) => true,
+                (Some(kept), Some(own)) => {
+                    kept.len() == own.labels.len()
+                        && kept
+                            .iter()
+                            .zip(own.labels)
+                            .all(|((n, v), (m, w))| n == m && v == w)
+                }
+                _ => false,
+            }
+    }
+
+    fn rebuild(&mut self, rows: &[(&AgentSnapshot, &[(&str, &str)])], own: Option<OwnSeries>) {
+        let mut all = Vec::with_capacity(rows.len() * 64 + PUSH_COUNTERS.len());
+        let mut next = 0;
+        each_series(rows, own, 0, |s, slot| {
+            let source = match slot {
+                Slot::Value => {
+                    next += 1;
+                    Source::Value(next - 1)
+                }
+                Slot::Native(row, t) => Source::Native(row, t),
+            };
+            all.push((s, source));
+        });
+        all.sort_by(|(a, _), (b, _)| by_labels(a, b));
+        self.labels.clear();
+        self.series.clear();
+        for (s, source) in all {
+            let start = self.labels.len();
+            for label in &s.labels {
+                prost::encoding::message::encode(1, label, &mut self.labels);
+            }
+            self.series.push(Encoded {
+                labels: start..self.labels.len(),
+                source,
+            });
+        }
+        self.rows = rows.iter().map(RowKey::of).collect();
+        self.own = own.map(|o| {
+            o.labels
+                .iter()
+                .map(|&(n, v)| (n.to_owned(), v.to_owned()))
+                .collect()
+        });
+        self.rebuilds += 1;
+    }
+
+    /// The body of a push, byte for byte [`body`]'s of the same arguments.
+    pub fn body(
+        &mut self,
+        rows: &[(&AgentSnapshot, &[(&str, &str)])],
+        own: Option<OwnSeries>,
+        timestamp_ms: i64,
+    ) -> Body {
+        if self.rebuilds == 0 || !self.matches(rows, own) {
+            self.rebuild(rows, own);
+            self.laid_out = None;
+        }
+        // A sample: `value` (a double, left out when 0) and `timestamp` (left out when 0).
+        let mut timestamp = [0u8; 11];
+        let timestamp_len = if timestamp_ms == 0 {
+            0
+        } else {
+            timestamp[0] = 0x10;
+            1 + varint(timestamp_ms as u64, &mut timestamp[1..])
+        };
+        let timestamp = &timestamp[..timestamp_len];
+        if !(self.laid_out == Some(timestamp_len) && self.overwrite(rows, own, timestamp)) {
+            self.values.clear();
+            values(rows, own, |v| self.values.push(v));
+            self.lay_out(rows, timestamp_ms, timestamp);
+        }
+        self.compressed
+            .resize(snap::raw::max_compress_len(self.raw.len()), 0);
+        let n = self
+            .snappy
+            .compress(&self.raw, &mut self.compressed)
+            .expect("snappy takes any input below 4 GiB");
+        Body {
+            bytes: self.compressed[..n].to_vec(),
+            content_type: "application/x-protobuf",
+            content_encoding: Some("snappy"),
+            headers: HEADERS,
+        }
+    }
+
+    /// Encodes the whole request into [`Encoder::raw`], noting where each sample is.
+    fn lay_out(
+        &mut self,
+        rows: &[(&AgentSnapshot, &[(&str, &str)])],
+        timestamp_ms: i64,
+        timestamp: &[u8],
+    ) {
+        let raw = &mut self.raw;
+        raw.clear();
+        self.samples.clear();
+        self.samples.resize(self.values.len(), (0, false));
+        let mut natives = false;
+        for series in &self.series {
+            let labels = &self.labels[series.labels.clone()];
+            match series.source {
+                Source::Value(i) => {
+                    let value = self.values[i];
+                    let sample_len = if value != 0.0 { 9 } else { 0 } + timestamp.len();
+                    let len = labels.len() + 2 + sample_len;
+                    raw.push(0x0a);
+                    push_varint(len as u64, raw);
+                    raw.extend_from_slice(labels);
+                    raw.push(0x12);
+                    raw.push(sample_len as u8);
+                    self.samples[i] = (raw.len(), value != 0.0);
+                    if value != 0.0 {
+                        raw.push(0x09);
+                        raw.extend_from_slice(&value.to_le_bytes());
+                    }
+                    raw.extend_from_slice(timestamp);
+                }
+                Source::Native(row, t) => {
+                    natives = true;
+                    let h = rows[row].0.native_histogram(t).expect("kept with the row");
+                    let h = native_sample(h, timestamp_ms);
+                    let len = labels.len() + prost::encoding::message::encoded_len(4, &h);
+                    raw.push(0x0a);
+                    push_varint(len as u64, raw);
+                    raw.extend_from_slice(labels);
+                    prost::encoding::message::encode(4, &h, raw);
+                }
+            }
+        }
+        // Native histograms change in length: laid out anew at every push.
+        self.laid_out = (!natives).then_some(timestamp.len());
+    }
+
+    /// Writes this push's samples over the last push's in [`Encoder::raw`], where they have
+    /// the same length: false (and `raw` to be laid out anew) if a value went from or to 0.
+    fn overwrite(
+        &mut self,
+        rows: &[(&AgentSnapshot, &[(&str, &str)])],
+        own: Option<OwnSeries>,
+        timestamp: &[u8],
+    ) -> bool {
+        let raw = &mut self.raw[..];
+        let mut samples = self.samples.iter();
+        let mut same = true;
+        // Millisecond timestamps from 1971 to 2109 take 7 bytes: copied as such, without a call.
+        let timestamp7: Option<[u8; 7]> = timestamp.try_into().ok();
+        values(rows, own, |value| {
+            let Some(&(mut at, nonzero)) = samples.next() else {
+                same = false;
+                return;
+            };
+            if (value != 0.0) != nonzero {
+                same = false;
+            } else if same {
+                if nonzero {
+                    raw[at + 1..at + 9].copy_from_slice(&value.to_le_bytes());
+                    at += 9;
+                }
+                match timestamp7 {
+                    Some(t) => raw[at..at + 7].copy_from_slice(&t),
+                    None => raw[at..at + timestamp.len()].copy_from_slice(timestamp),
+                }
+            }
+        });
+        same
+    }
+}
+
+/// Writes `v` as a protobuf varint at the start of `out`: its length.
+fn varint(mut v: u64, out: &mut [u8]) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        out[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    out[n] = v as u8;
+    n + 1
+}
+
+/// Appends `v` as a protobuf varint.
+fn push_varint(v: u64, out: &mut Vec<u8>) {
+    let mut b = [0u8; 10];
+    let n = varint(v, &mut b);
+    out.extend_from_slice(&b[..n]);
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -213,10 +578,21 @@ pub fn now_ms() -> i64 {
 
 /// The remote-write payload over any source of labelled snapshots.
 pub struct RemoteWrite {
-    /// The labelled snapshots of each push.
-    pub source: Source,
-    /// The labels of the sender's own counters.
-    pub own_labels: Labels,
+    source: rows::Source,
+    own_labels: Labels,
+    encoder: Encoder,
+}
+
+impl RemoteWrite {
+    /// The payload of `source`'s labelled snapshots, the sender's own counters labelled with
+    /// `own_labels`.
+    pub fn new(source: rows::Source, own_labels: Labels) -> RemoteWrite {
+        RemoteWrite {
+            source,
+            own_labels,
+            encoder: Encoder::new(),
+        }
+    }
 }
 
 impl Payload for RemoteWrite {
@@ -240,7 +616,7 @@ impl Payload for RemoteWrite {
             labels: &own_labels,
             pushes,
         };
-        body(&refs, Some(own), now_ms())
+        self.encoder.body(&refs, Some(own), now_ms())
     }
 }
 
@@ -249,6 +625,119 @@ mod tests {
     use super::*;
     use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
+
+    #[test]
+    fn the_encoder_gives_the_bytes_of_a_fresh_build_at_every_push() {
+        let series = |name: &str| AgentSeries::new(name, "h", Buckets::default());
+        let (a, b) = (series("a"), series("b"));
+        let native = series("n").with_native_histograms(true, 3, 160);
+        let labelled = series("w").with_labels(
+            WorkloadLabels::from_pairs(vec![("slurm_job_id".into(), "7".into())]).unwrap(),
+        );
+        let counters = |attempts| PushStatsSnapshot {
+            attempts,
+            successes: attempts / 2,
+            failures: 0,
+            bytes: 10 * attempts,
+        };
+        let mut encoder = Encoder::new();
+        let mut check =
+            |rows: &[(&AgentSnapshot, &[(&str, &str)])], own: Option<OwnSeries>, ts: i64| {
+                let fresh = body(rows, own, ts);
+                let kept = encoder.body(rows, own, ts);
+                assert_eq!(kept.bytes, fresh.bytes);
+                assert_eq!(
+                    (kept.content_type, kept.content_encoding, kept.headers),
+                    (fresh.content_type, fresh.content_encoding, fresh.headers)
+                );
+                encoder.rebuilds()
+            };
+        let apply = |s: &AgentSeries, n: u64| {
+            s.apply(&[
+                Event::new(EventType::AgentXferTime, 10 * n),
+                Event::new(EventType::AgentTxBytes, n),
+                Event::new(EventType::AgentErrBackend, 1),
+            ])
+        };
+        let pushes = counters(3);
+        let own = Some(OwnSeries {
+            labels: &[("hostname", "h"), ("pusher", "test")],
+            pushes: &pushes,
+        });
+        // Nothing pushed yet (values of 0 leave their field out), then values change.
+        let (sa, sb) = (a.snapshot(), b.snapshot());
+        let rows = [
+            (&sa, &[("agent_name", "a")][..]),
+            (&sb, &[("agent_name", "b")][..]),
+        ];
+        assert_eq!(check(&rows, own, 1_700_000_000_000), 1);
+        for n in 1..4 {
+            apply(&a, n);
+            apply(&b, 2 * n);
+            let (sa, sb) = (a.snapshot(), b.snapshot());
+            let pushes = counters(n + 3);
+            let own = Some(OwnSeries {
+                labels: &[("hostname", "h"), ("pusher", "test")],
+                pushes: &pushes,
+            });
+            let rows = [
+                (&sa, &[("agent_name", "a")][..]),
+                (&sb, &[("agent_name", "b")][..]),
+            ];
+            assert_eq!(check(&rows, own, 1_700_000_000_000 + n as i64), 1);
+        }
+        // A rank restarts: its values go back to 0 under the same labels.
+        let restarted = series("a").snapshot();
+        let rows = [
+            (&restarted, &[("agent_name", "a")][..]),
+            (&sb, &[("agent_name", "b")][..]),
+        ];
+        assert_eq!(check(&rows, own, 1_700_000_000_009), 1);
+        // A timestamp of 0 is left out too; the labels are kept.
+        let (sa, sb) = (a.snapshot(), b.snapshot());
+        let rows = [
+            (&sa, &[("agent_name", "a")][..]),
+            (&sb, &[("agent_name", "b")][..]),
+        ];
+        assert_eq!(check(&rows, own, 0), 1);
+        // A row's labels change, then the rows' order, then a row comes.
+        let rows = [
+            (&sa, &[("agent_name", "a")][..]),
+            (&sb, &[("agent_name", "b2")][..]),
+        ];
+        assert_eq!(check(&rows, own, 5), 2);
+        assert_eq!(check(&rows, own, 6), 2);
+        let rows = [
+            (&sb, &[("agent_name", "b2")][..]),
+            (&sa, &[("agent_name", "a")][..]),
+        ];
+        assert_eq!(check(&rows, own, 7), 3);
+        apply(&native, 5);
+        apply(&labelled, 6);
+        let (sn, sw) = (native.snapshot(), labelled.snapshot());
+        let rows = [
+            (&sa, &[("agent_name", "a")][..]),
+            (&sn, &[("agent_name", "n"), ("local_rank", "0")][..]),
+            (&sw, &[("agent_name", "w")][..]),
+        ];
+        assert_eq!(check(&rows, own, 8), 4);
+        apply(&native, 7);
+        let sn = native.snapshot();
+        let rows = [
+            (&sa, &[("agent_name", "a")][..]),
+            (&sn, &[("agent_name", "n"), ("local_rank", "0")][..]),
+            (&sw, &[("agent_name", "w")][..]),
+        ];
+        assert_eq!(check(&rows, own, 9), 4);
+        // The sender's labels change, then go.
+        let other = Some(OwnSeries {
+            labels: &[("hostname", "h2"), ("pusher", "test")],
+            pushes: &pushes,
+        });
+        assert_eq!(check(&rows, other, 10), 5);
+        assert_eq!(check(&rows, None, 11), 6);
+        assert_eq!(check(&[], None, 12), 7);
+    }
 
     #[test]
     fn every_series_carries_the_workload_labels_sorted_among_the_others() {

@@ -54,7 +54,7 @@ impl TelemetryPlugin for RemoteWriteExporter {
             native,
             config.target,
             config.push,
-            |source, own_labels| Box::new(RemoteWrite { source, own_labels }),
+            |source, own_labels| Box::new(RemoteWrite::new(source, own_labels)),
         )?;
         Ok(RemoteWriteExporter(push))
     }
