@@ -293,7 +293,7 @@ impl Node {
         ];
         own_labels.extend(workload.pairs().iter().cloned());
         let payload = Measured {
-            inner: RemoteWrite { source, own_labels },
+            inner: RemoteWrite::new(source, own_labels),
             started: None,
             cpu: self.cpu.clone(),
         };
