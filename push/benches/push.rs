@@ -22,24 +22,30 @@ use nixl_telemetry::{Event, EventType};
 use nixl_telemetry_push::otlp::{self, OwnPoints, Row, Temporality};
 use nixl_telemetry_push::remote_write::{self, OwnSeries};
 use nixl_telemetry_push::PushStatsSnapshot;
+use nixl_telemetry_series::native::{DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA};
 use nixl_telemetry_series::text;
 use nixl_telemetry_series::{AgentSeries, AgentSnapshot, Buckets};
 
 /// Ranks on the node.
 const RANKS: usize = 8;
 
-/// 8 ranks' snapshots after 1,024 transfers each, with their labels.
-fn ranks() -> Vec<(AgentSnapshot, Vec<(String, String)>)> {
+/// 8 ranks' snapshots after 1,024 transfers each of 4 KiB (4 KiB to 64 MiB when `spread`), with
+/// their labels (and native histograms when `native`).
+fn ranks(native: bool, spread: bool) -> Vec<(AgentSnapshot, Vec<(String, String)>)> {
     (0..RANKS)
         .map(|rank| {
             let series =
-                AgentSeries::new(&format!("agent-{rank}"), "bench-host", Buckets::default());
+                AgentSeries::new(&format!("agent-{rank}"), "bench-host", Buckets::default())
+                    .with_native_histograms(native, DEFAULT_SCHEMA, DEFAULT_MAX_BUCKETS);
             let batch: Vec<Event> = (0..1024u64)
                 .flat_map(|i| {
                     [
                         Event::new(EventType::AgentXferPostTime, 3 + i % 40),
                         Event::new(EventType::AgentXferTime, 5 + (i * 37) % 20_000),
-                        Event::new(EventType::AgentTxBytes, 4096),
+                        Event::new(
+                            EventType::AgentTxBytes,
+                            if spread { 4096 << (i % 15) } else { 4096 },
+                        ),
                         Event::new(EventType::AgentTxRequestsNum, 1),
                     ]
                 })
@@ -75,8 +81,10 @@ struct Setup {
 }
 
 impl Setup {
-    fn new() -> Setup {
-        Setup { ranks: ranks() }
+    fn new(native: bool, spread: bool) -> Setup {
+        Setup {
+            ranks: ranks(native, spread),
+        }
     }
 
     fn labels(&self) -> Vec<Vec<(&str, &str)>> {
@@ -155,8 +163,43 @@ fn otlp_body(
     otlp::raw_body(raw, gzip).bytes
 }
 
+/// The bytes on the wire of one push of 8 ranks without and with native histograms (remote-write
+/// native histogram samples; OTLP exponential histograms), the request sizes spread from 4 KiB
+/// to 64 MiB, printed (`native wire bytes`).
+fn native_sizes() {
+    for native in [false, true] {
+        let setup = Setup::new(native, true);
+        let labels = setup.labels();
+        let rw_rows: Vec<(&AgentSnapshot, &[(&str, &str)])> = setup
+            .ranks
+            .iter()
+            .zip(&labels)
+            .map(|((s, _), l)| (s, l.as_slice()))
+            .collect();
+        let otlp_rows: Vec<Row> = setup
+            .ranks
+            .iter()
+            .zip(&labels)
+            .map(|((snapshot, _), labels)| Row {
+                snapshot,
+                attributes: &labels[..1],
+                start_ns: 1_700_000_000_000_000_000,
+            })
+            .collect();
+        let resource = otlp::resource(&[("service.name".into(), "nixl".into())], "bench-host");
+        println!(
+            "native wire bytes, native histograms {}: remote_write {}, otlp {}, otlp gzip {}",
+            if native { "on" } else { "off" },
+            remote_write_body(&rw_rows, None).len(),
+            otlp_body(&otlp_rows, &resource, false, false).len(),
+            otlp_body(&otlp_rows, &resource, true, false).len(),
+        );
+    }
+}
+
 fn pushes(c: &mut Criterion) {
-    let setup = Setup::new();
+    native_sizes();
+    let setup = Setup::new(false, false);
     let labels = setup.labels();
     let rw_rows: Vec<(&AgentSnapshot, &[(&str, &str)])> = setup
         .ranks
