@@ -1,5 +1,5 @@
 //! The one HTTP client of the workspace (ureq, blocking, rustls for `https`): the push
-//! exporters post through an agent built by [`agent`], and the CLI reads scrape endpoints with
+//! exporters post through an agent built by `agent` (crate-private), and the CLI reads scrape endpoints with
 //! [`get`]. Every request sends the `User-Agent` [`USER_AGENT`] and follows no redirect (a push
 //! or a scrape must reach the URL it was given, which the error then names).
 

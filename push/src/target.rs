@@ -34,6 +34,27 @@ pub enum Auth {
     Bearer(String),
 }
 
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(name, _)| format!("{name}: <hidden>"))
+            .collect();
+        let mut url = self.url.clone();
+        if url.password().is_some() {
+            let _ = url.set_password(Some("<hidden>"));
+        }
+        f.debug_struct("Target")
+            .field("url", &url.as_str())
+            .field("headers", &headers)
+            .field("auth", &self.auth)
+            .field("roots", &self.roots.as_ref().map(|r| r.len()))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
 impl fmt::Debug for Auth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -69,8 +90,9 @@ pub struct Body {
     pub headers: &'static [(&'static str, &'static str)],
 }
 
-/// Where and how to push.
-#[derive(Clone, Debug)]
+/// Where and how to push. `Debug` shows the header names, never their values (a header may
+/// carry a token, as `Authorization` does).
+#[derive(Clone)]
 pub struct Target {
     /// The receiver's full URL (`http` or `https`).
     pub url: url::Url,
@@ -359,6 +381,21 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_no_header_value_or_secret() {
+        let target = Target {
+            url: url::Url::parse("https://mimir.example/api/v1/push").unwrap(),
+            headers: vec![("X-Scope-OrgID".into(), "tenant-secret-1".into())],
+            auth: Some(Auth::Bearer("token-secret-2".into())),
+            roots: None,
+            timeout: Duration::from_secs(10),
+        };
+        let shown = format!("{target:?}");
+        assert!(shown.contains("X-Scope-OrgID: <hidden>"), "{shown}");
+        assert!(shown.contains("mimir.example"), "{shown}");
+        assert!(!shown.contains("secret"), "{shown}");
+    }
 
     #[test]
     fn urls_must_be_http_with_a_host_and_no_credentials() {
