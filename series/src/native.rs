@@ -741,38 +741,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_delta_is_the_histogram_of_the_values_in_between_across_a_schema_drop() {
-        let mut base = NativeHistogram::new(3, 40);
-        for v in [0, 5, 100, 1000] {
-            base.observe(v);
-        }
-        let mut now = base.clone();
-        // Values far apart lower the schema of `now` after the base was taken.
-        for v in [7, 1 << 30, 0, 100] {
-            now.observe(v);
-        }
-        assert!(now.schema() < base.schema());
-        let d = now.since(&base);
-        assert_eq!(
-            (d.count(), d.sum(), d.zero_count()),
-            (4, 7 + (1 << 30) + 100, 1)
-        );
-        let mut expected = std::collections::BTreeMap::new();
-        for v in [7u64, 1 << 30, 100] {
-            *expected
-                .entry(bucket_index(v as f64, now.schema()))
-                .or_insert(0u64) += 1;
-        }
-        assert_eq!(
-            d.buckets().collect::<Vec<_>>(),
-            expected.into_iter().collect::<Vec<_>>()
-        );
-        assert_eq!(d.schema(), now.schema());
-        assert_eq!(base.since(&base).count(), 0);
-        assert_eq!(base.since(&base).buckets().count(), 0);
-    }
-
     /// A histogram of `values` at `schema`, bound wide enough to keep that schema.
     fn of(schema: i8, values: &[u64]) -> NativeHistogram {
         let mut h = NativeHistogram::new(schema, 1 << 12);

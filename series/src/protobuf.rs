@@ -15,7 +15,7 @@
 
 use crate::engine::AgentSnapshot;
 use crate::native::{NativeHistogram, ZERO_THRESHOLD};
-use crate::text::{Row, ALL_KINDS};
+use crate::text::Row;
 use crate::{families, FamilyKind, FamilySource, NATIVE_SIZE_FAMILIES};
 
 /// The `Content-Type` of the protobuf exposition (and what a scraper's `Accept` names).
@@ -192,25 +192,7 @@ fn set_native(out: &mut Histogram, h: &NativeHistogram) {
 /// any agent keeps native histograms): [`families_of_rows`] with the rows `agent_name`,
 /// `hostname` (and the workload labels) of every agent, as [`crate::text::encode`] has them.
 pub fn families_of(agents: &[AgentSnapshot]) -> Vec<MetricFamily> {
-    let labels: Vec<Vec<(&str, &str)>> = agents
-        .iter()
-        .map(|a| {
-            [("agent_name", &*a.agent_name), ("hostname", &*a.hostname)]
-                .into_iter()
-                .chain(a.labels.iter())
-                .collect()
-        })
-        .collect();
-    let rows: Vec<Row> = agents
-        .iter()
-        .zip(&labels)
-        .map(|(snapshot, labels)| Row {
-            snapshot,
-            labels,
-            kinds: &ALL_KINDS,
-        })
-        .collect();
-    families_of_rows(&rows)
+    crate::text::with_agent_rows(agents, families_of_rows)
 }
 
 /// Rows of series with their own labels and family kinds (the multi-process exporter's
@@ -368,6 +350,7 @@ pub fn decode(mut body: &[u8]) -> Result<Vec<MetricFamily>, prost::DecodeError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::ALL_KINDS;
     use crate::{AgentSeries, Buckets};
     use nixl_telemetry_base::{Event, EventType};
 

@@ -92,6 +92,12 @@ pub fn encode(agents: &[AgentSnapshot]) -> String {
 
 /// Like [`encode`], appending to `out`.
 pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
+    with_agent_rows(agents, |rows| encode_rows_into(rows, out));
+}
+
+/// Calls `f` with one row per agent snapshot: its labels (`agent_name`, `hostname`, then its
+/// workload labels) and every kind of series; the form both encoders take.
+pub fn with_agent_rows<R>(agents: &[AgentSnapshot], f: impl FnOnce(&[Row]) -> R) -> R {
     let labels: Vec<Vec<(&str, &str)>> = agents
         .iter()
         .map(|a| {
@@ -110,7 +116,7 @@ pub fn encode_into(agents: &[AgentSnapshot], out: &mut String) {
             kinds: &ALL_KINDS,
         })
         .collect();
-    encode_rows_into(&rows, out);
+    f(&rows)
 }
 
 /// Every family kind: an agent's series appear in all of them.

@@ -199,6 +199,25 @@ fn panels_keep_hosts_apart_and_the_import_input_is_used() {
     }
 }
 
+/// The result of target `target` of the panel titled `title`, its variables at all values,
+/// evaluated by `prom` at `at`: (labels, value), sorted.
+fn panel_target(
+    d: &serde_json::Value,
+    prom: &common::Prometheus,
+    title: &str,
+    target: usize,
+    at: f64,
+) -> Vec<(String, f64)> {
+    let p = d["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["title"] == title)
+        .unwrap_or_else(|| panic!("no panel {title}"));
+    let expr = p["targets"][target]["expr"].as_str().unwrap();
+    keyed(prom.vector_at(&expand(expr), at).unwrap())
+}
+
 /// The panels' expressions with their titles.
 fn panel_expressions(d: &serde_json::Value) -> Vec<(String, String)> {
     d["panels"]
@@ -450,17 +469,7 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
     }
     // Known totals.
     for (server, prom) in &servers {
-        // Target `target` of the panel titled `title`, all values chosen: (labels, value).
-        let panel = |title: &str, target: usize| {
-            let p = d["panels"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|p| p["title"] == title)
-                .unwrap_or_else(|| panic!("no panel {title}"));
-            let expr = p["targets"][target]["expr"].as_str().unwrap();
-            keyed(prom.vector_at(&expand(expr), at).unwrap())
-        };
+        let panel = |title: &str, target: usize| panel_target(&d, prom, title, target, at);
         let values = |v: &[(String, f64)]| -> Vec<f64> { v.iter().map(|x| x.1).collect() };
         let one = |v: &[(String, f64)], needle: &str| -> f64 {
             let found: Vec<f64> = v
@@ -602,16 +611,7 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
     let bound = nixl_telemetry_series::native::bucket_width_bound(
         nixl_telemetry_series::native::DEFAULT_SCHEMA,
     );
-    let target = |title: &str, target: usize| {
-        let p = d["panels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["title"] == title)
-            .unwrap_or_else(|| panic!("no panel {title}"));
-        let expr = p["targets"][target]["expr"].as_str().unwrap();
-        keyed(native.vector_at(&expand(expr), at).unwrap())
-    };
+    let target = |title: &str, target: usize| panel_target(&d, &native, title, target, at);
     // Per node: node-a's requests are 1000 and 2000 bytes (TX), a tenth of that (RX), its
     // transfers 100 and 200 µs; node-b's 3000 and 4000 bytes, 300 and 400 µs.
     let sizes = "Request size quantiles per node (native histograms)";
