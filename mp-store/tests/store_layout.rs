@@ -53,6 +53,18 @@ fn build_store(p: &Parsed) -> Vec<u8> {
     b
 }
 
+/// NIXL's store of fixture entry `store`, copied into `dir` under its original name and locked
+/// as its live writer would hold it: keep the returned file open while it should look alive.
+fn live_nixl_store(dir: &Path, store: &Value) -> std::fs::File {
+    let path = dir.join(store["original_name"].as_str().unwrap());
+    std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    // SAFETY: flock(2) on the descriptor of `f`, which the caller keeps open.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0);
+    f
+}
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
@@ -220,13 +232,7 @@ fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
         assert_eq!(ours.len(), 6816 + n);
         assert_eq!(&ours[6816..], b"slurm_job_id\x004242\x00team\x00kv\x00");
         // NIXL's own store beside it, its writer alive (holding the lock).
-        let path = dir.path().join(store["original_name"].as_str().unwrap());
-        std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
-        let f = std::fs::File::open(&path).unwrap();
-        // SAFETY: flock(2) on the descriptor `f` keeps open (it is kept in `holders`).
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(rc, 0);
-        holders.push(f);
+        holders.push(live_nixl_store(dir.path(), store));
         writers.push(w);
     }
     let page = StoreScan::new(ScanConfig {
@@ -386,13 +392,8 @@ fn a_native_store_is_nixls_bytes_then_its_extension_and_is_served_beside_nixls()
         assert_eq!((u32_at(6808), u32_at(6812)), (5328, 0));
         assert_eq!((u32_at(6816), u32_at(6820)), (4, 160));
         assert_eq!(ours.len(), 6800 + 5344);
-        let path = dir.path().join(store["original_name"].as_str().unwrap());
-        std::fs::copy(fixtures().join(store["file"].as_str().unwrap()), &path).unwrap();
-        let f = std::fs::File::open(&path).unwrap();
-        // SAFETY: flock(2) on the descriptor `f` keeps open (it is kept in `holders`).
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(rc, 0);
-        holders.push(f);
+        // NIXL's own store beside it, its writer alive (holding the lock).
+        holders.push(live_nixl_store(dir.path(), store));
         writers.push(w);
     }
     let scan = StoreScan::new(ScanConfig {

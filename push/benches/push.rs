@@ -90,6 +90,31 @@ impl Setup {
     fn labels(&self) -> Vec<Vec<(&str, &str)>> {
         self.ranks.iter().map(|(_, l)| pairs(l)).collect()
     }
+
+    /// The remote-write rows: each snapshot with all its `labels`.
+    fn remote_write_rows<'a>(
+        &'a self,
+        labels: &'a [Vec<(&'a str, &'a str)>],
+    ) -> Vec<(&'a AgentSnapshot, &'a [(&'a str, &'a str)])> {
+        self.ranks
+            .iter()
+            .zip(labels)
+            .map(|((s, _), l)| (s, l.as_slice()))
+            .collect()
+    }
+
+    /// The OTLP rows: each snapshot with the first of its `labels` (`agent_name`) as attribute.
+    fn otlp_rows<'a>(&'a self, labels: &'a [Vec<(&'a str, &'a str)>]) -> Vec<Row<'a>> {
+        self.ranks
+            .iter()
+            .zip(labels)
+            .map(|((snapshot, _), labels)| Row {
+                snapshot,
+                attributes: &labels[..1],
+                start_ns: 1_700_000_000_000_000_000,
+            })
+            .collect()
+    }
 }
 
 /// The text page of the ranks, with the labels the push gives them: the floor.
@@ -170,22 +195,8 @@ fn native_sizes() {
     for native in [false, true] {
         let setup = Setup::new(native, true);
         let labels = setup.labels();
-        let rw_rows: Vec<(&AgentSnapshot, &[(&str, &str)])> = setup
-            .ranks
-            .iter()
-            .zip(&labels)
-            .map(|((s, _), l)| (s, l.as_slice()))
-            .collect();
-        let otlp_rows: Vec<Row> = setup
-            .ranks
-            .iter()
-            .zip(&labels)
-            .map(|((snapshot, _), labels)| Row {
-                snapshot,
-                attributes: &labels[..1],
-                start_ns: 1_700_000_000_000_000_000,
-            })
-            .collect();
+        let rw_rows = setup.remote_write_rows(&labels);
+        let otlp_rows = setup.otlp_rows(&labels);
         let resource = otlp::resource(&[("service.name".into(), "nixl".into())], "bench-host");
         println!(
             "native wire bytes, native histograms {}: remote_write {}, otlp {}, otlp gzip {}",
@@ -201,23 +212,8 @@ fn pushes(c: &mut Criterion) {
     native_sizes();
     let setup = Setup::new(false, false);
     let labels = setup.labels();
-    let rw_rows: Vec<(&AgentSnapshot, &[(&str, &str)])> = setup
-        .ranks
-        .iter()
-        .zip(&labels)
-        .map(|((s, _), l)| (s, l.as_slice()))
-        .collect();
-    let attrs: Vec<Vec<(&str, &str)>> = setup.ranks.iter().map(|(_, l)| pairs(&l[..1])).collect();
-    let otlp_rows: Vec<Row> = setup
-        .ranks
-        .iter()
-        .zip(&attrs)
-        .map(|((snapshot, _), attributes)| Row {
-            snapshot,
-            attributes,
-            start_ns: 1_700_000_000_000_000_000,
-        })
-        .collect();
+    let rw_rows = setup.remote_write_rows(&labels);
+    let otlp_rows = setup.otlp_rows(&labels);
     let resource = otlp::resource(&[("service.name".into(), "nixl".into())], "bench-host");
     let mut page = String::new();
     text_page(&setup.ranks, &labels, &mut page);
