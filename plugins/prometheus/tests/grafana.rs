@@ -520,7 +520,7 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
             panel("Transfer throughput per rank", 0),
             rank_rate(
                 "agent_tx_bytes_total",
-                "hostname, agent_name, local_rank, pid",
+                "hostname, agent_name, local_rank, pid, instance",
             ),
         );
         same(
@@ -634,6 +634,52 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
     }
     stop.store(true, Ordering::Relaxed);
     drop(feeder.join().unwrap());
+}
+
+/// The per-rank panels show a process without a `pid` label too (a process of the
+/// single-process `prometheus` exporter here; pushed series have the same shape, told apart by
+/// `instance`): one line for it, never a node total.
+#[test]
+fn per_rank_panels_show_a_process_without_a_pid() {
+    let _s = common::serial();
+    let port = common::free_port();
+    common::use_port(port);
+    let c = common::collector("solo");
+    let scratch = tempfile::tempdir().unwrap();
+    let prom = common::Prometheus::scraping(scratch.path(), &[port]);
+    // Transfers between the scrapes, so that every rate has two samples to differ by.
+    common::poll(
+        std::time::Duration::from_secs(60),
+        "rates of the prometheus exporter's process",
+        || {
+            for _ in 0..10 {
+                let _ = c.add_xfer_stats(250, true, 4096, 20);
+            }
+            c.flush();
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let v = prom.vector("count_over_time(agent_tx_bytes_total[10s]) >= 4")?;
+            (v.len() == 1).then_some(())
+        },
+    );
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - 1.0;
+    let d = dashboard();
+    for title in [
+        "Transfer throughput per rank",
+        "Request rate per rank",
+        "Transfer time p99 per rank",
+        "Last request size per rank",
+    ] {
+        let v = panel_target(&d, &prom, title, 0, at);
+        assert_eq!(v.len(), 1, "{title}: {v:?}");
+        assert!(
+            v[0].0.contains(r#""agent_name":"solo""#) && v[0].1 > 0.0,
+            "{title}: {v:?}"
+        );
+    }
 }
 
 #[test]
