@@ -8,7 +8,7 @@
 //! by name ([`plugin`]; Prometheus and DOCA ship as plug-ins, built on the
 //! `nixl-telemetry-series` crate: the series, their text encoding and the scrape server live
 //! there, not here).
-//! Configuration comes from the `NIXL_TELEMETRY_*` environment ([`Config`], [`env`]).
+//! Configuration comes from the `NIXL_TELEMETRY_*` environment ([`Config`], [`mod@env`]).
 //!
 //! The same library writes Dynamo's forward-pass-metrics traces ([`fpm`]) into the segment
 //! store ([`segments`]).

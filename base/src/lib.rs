@@ -3,7 +3,7 @@
 //! FPM writer or plug-in loader.
 //!
 //! - **The model**: [`constants`] (every number of the C ABIs), [`event`] (the event types and
-//!   the 16-byte record), [`error`], [`env`] (strict parsing of settings' values).
+//!   the 16-byte record), [`error`], [`mod@env`] (strict parsing of settings' values).
 //! - **The exporter plug-in ABI** ([`plugin`]): its C types, the services a host offers a
 //!   plug-in, and the helpers for writing a plug-in in Rust.
 //! - **The process services**: [`settings`] (every setting, and the one lookup: environment,

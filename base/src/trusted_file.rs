@@ -20,8 +20,8 @@ pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
 /// The largest secret (password or token) file read.
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
 
-/// Why a file is not trusted, or cannot be read: the text completes "<file> ..." (for example
-/// "is writable by group or others (mode 0666): run chmod go-w <file>").
+/// Why a file is not trusted, or cannot be read: the text completes "`<file>` ..." (for example
+/// "is writable by group or others (mode 0666): run chmod go-w `<file>`").
 pub type Untrusted = String;
 
 /// Reads `path` as described in the module documentation, at most `limit` bytes.
@@ -66,7 +66,7 @@ fn owner_trusted(meta: &Metadata) -> bool {
 /// What a file or directory must be to be trusted (the rule of this module, and of the
 /// plug-in loader for plug-in files and their directories): owned by this process's user or by
 /// root, and writable by nobody else. `None` when `meta` passes; else why not, completing
-/// "<path> ..." (for example "is writable by group or others (mode 0777)").
+/// "`<path>` ..." (for example "is writable by group or others (mode 0777)").
 pub fn owner_or_mode_problem(meta: &Metadata) -> Option<Untrusted> {
     if !owner_trusted(meta) {
         Some(format!(

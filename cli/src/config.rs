@@ -32,7 +32,7 @@ no port, so the values only a plug-in checks when it starts (port ranges, histog
 whether the plug-in loads are not checked.")]
 pub struct ConfigArgs {
     /// Print one JSON document: {"file": path or null, "settings": [{"name", "kind", "value",
-    /// "origin", "reader", "doc", "error"}], "unknown_keys": [messages]}.
+    /// "origin", "reader", "doc", "error"}], "unknown_keys": \[messages\]}.
     #[arg(long, conflicts_with = "check")]
     json: bool,
     /// Print, above each setting, a comment line saying what it does and who reads it.

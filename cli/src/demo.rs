@@ -21,9 +21,9 @@ use crate::top::{Frame, Observed, Rates, Row, Source};
 /// Where the demo agent's telemetry goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DemoExporter {
-    /// The shared-memory ring (NIXL_TELEMETRY_DIR/<agent>), read live by the demo.
+    /// The shared-memory ring (`NIXL_TELEMETRY_DIR/<agent>`), read live by the demo.
     Buffer,
-    /// The Prometheus plug-in's endpoint on 127.0.0.1:<port>, scraped live by the demo.
+    /// The Prometheus plug-in's endpoint on `127.0.0.1:<port>`, scraped live by the demo.
     Prometheus,
 }
 

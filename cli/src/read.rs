@@ -19,7 +19,7 @@ const FOLLOW_BATCH: usize = 4096;
 /// Options of `read`.
 #[derive(clap::Args, Debug)]
 pub struct ReadArgs {
-    /// Ring files (NIXL_TELEMETRY_DIR/<agent name>) and directories of rings (every ring file
+    /// Ring files (`NIXL_TELEMETRY_DIR/<agent name>`) and directories of rings (every ring file
     /// in it; other files are skipped with a note).
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,

@@ -27,7 +27,7 @@
 //! balance holds after the last close.
 //!
 //! One writer per producer prefix is allowed at a time, in the process and across processes
-//! ([`PrefixGuard`]: two writers on one prefix would prune each other's segments). An open of a
+//! ([`PrefixGuard`](crate::segments::PrefixGuard): two writers on one prefix would prune each other's segments). An open of a
 //! prefix being written by something else, in this process (a producer id that sanitizes to the
 //! same name, a `TRACE` exporter) or in another one, fails ([`OpenErrorKind::AlreadyOpen`]).
 

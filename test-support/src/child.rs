@@ -17,7 +17,7 @@ use std::process::{Command, Output};
 pub const CHILD_VAR: &str = "NIXL_TEST_CHILD";
 
 /// A command running this executable again, with no argument (a bench's own `main`, which
-/// tells its roles apart by its environment); [`test`] for a test of a libtest binary.
+/// tells its roles apart by its environment); [`test()`] for a test of a libtest binary.
 pub fn this_binary() -> Command {
     Command::new(std::env::current_exe().expect("cannot locate the test executable"))
 }

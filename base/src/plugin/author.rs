@@ -204,7 +204,7 @@ fn install_host_log(f: nixl_telemetry_plugin_log_fn_t) {
 }
 
 /// Defines `nixl_telemetry_plugin_init` for the plug-in type `$ty` (which implements
-/// [`TelemetryPlugin`](crate::plugin::author::TelemetryPlugin)).
+/// [`TelemetryPlugin`]).
 #[macro_export]
 macro_rules! export_telemetry_plugin {
     ($ty:ty) => {

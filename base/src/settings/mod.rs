@@ -1,7 +1,7 @@
 //! Every setting this library and its exporter plug-ins read ([`SETTINGS`]), and the one place
 //! that resolves a setting and remembers where its value came from. Sources, highest first:
 //! the options of `nixl_telemetry_create_with_options` (for the settings they cover), the
-//! process environment, NIXL's configuration file ([`file`]), the default.
+//! process environment, NIXL's configuration file ([`mod@file`]), the default.
 //!
 //! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; every
 //! reader (the core, the TRACE exporter, the plug-ins) gets the file's values by the same rules,
@@ -377,7 +377,7 @@ declare!(
     Text,
     None,
     [RemoteWrite, Otlp],
-    "Identity of a pushing process: the remote-write instance label and OTLP's service.instance.id (unset: <host>:<pid>)."
+    "Identity of a pushing process: the remote-write instance label and OTLP's service.instance.id (unset: `<host>:<pid>`)."
 );
 declare!(
     MP_STALE_TTL,
