@@ -23,9 +23,12 @@ cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_un
 cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 echo "== cargo doc"
 # Every doc comment's intra-doc links resolve and its text is valid: the developer docs, private
-# items included (so a link to a private item resolves and is allowed).
-RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
-  cargo doc --workspace --no-deps --document-private-items
+# items included (so a link to a private item resolves and is allowed). The C ABI crate's library
+# and the CLI's binary are both named nixl_telemetry in target/doc: documented apart.
+export RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links"
+cargo doc --workspace --exclude nixl-telemetry-c-api --no-deps --document-private-items
+cargo doc -p nixl-telemetry-c-api --no-deps --document-private-items
+unset RUSTDOCFLAGS
 echo "== cargo test"
 # c-api/tests/install.rs also builds the shipped packages as scripts/install.sh does, apart in
 # target/install-check (without the test hooks that this build of the library has).
