@@ -79,14 +79,6 @@ pub struct Histogram {
     pub timestamp: i64,
 }
 
-/// Consecutive native buckets: the gap from the previous span (the first: the index of its
-/// first bucket) and the length.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct BucketSpan {
-    /// The gap.
-    #[prost(sint32, tag = "1")]
-    pub offset: i32,
-    /// Buckets in the span.
-    #[prost(uint32, tag = "2")]
-    pub length: u32,
-}
+/// Consecutive native buckets: remote-write's `BucketSpan` is the exposition format's message
+/// field for field (offset `sint32` 1, length `uint32` 2), so the series crate's one serves both.
+pub use nixl_telemetry_series::protobuf::BucketSpan;
