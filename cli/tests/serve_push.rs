@@ -454,12 +454,7 @@ fn push_only_needs_a_receiver_and_takes_no_port() {
 #[test]
 fn serve_pushes_the_native_histograms_the_stores_keep() {
     let work = tempfile::tempdir().unwrap();
-    let prom = Prometheus::start_with(
-        work.path(),
-        None,
-        None,
-        &["--enable-feature=native-histograms"],
-    );
+    let prom = Prometheus::start_native(work.path(), None);
     let dir = work.path().join("mp");
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     let writers: Vec<StoreWriter> = (0..2u64)

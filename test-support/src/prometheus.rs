@@ -54,9 +54,15 @@ impl Prometheus {
         Prometheus::start_with(work, scrape, secure, &[])
     }
 
-    /// [`Prometheus::start`] with more command-line arguments (such as
-    /// `--enable-feature=native-histograms`).
-    pub fn start_with(
+    /// [`Prometheus::start`] over plain http with native histograms on
+    /// (`--enable-feature=native-histograms`: a scrape asks for the protobuf exposition, and a
+    /// histogram with native buckets is kept as native only).
+    pub fn start_native(work: &Path, scrape: Option<u16>) -> Prometheus {
+        Prometheus::start_with(work, scrape, None, &["--enable-feature=native-histograms"])
+    }
+
+    /// [`Prometheus::start`] with more command-line arguments.
+    fn start_with(
         work: &Path,
         scrape: Option<u16>,
         secure: Option<&Secure>,

@@ -101,12 +101,7 @@ fn histogram_quantile_over_native_histograms_is_within_the_schemas_bound() {
     let (native_dir, classic_dir) = (dir.path().join("native"), dir.path().join("classic"));
     std::fs::create_dir_all(&native_dir).unwrap();
     std::fs::create_dir_all(&classic_dir).unwrap();
-    let native = Prometheus::start_with(
-        &native_dir,
-        Some(port),
-        None,
-        &["--enable-feature=native-histograms"],
-    );
+    let native = Prometheus::start_native(&native_dir, Some(port));
     let classic = Prometheus::start(&classic_dir, Some(port), None);
     native.wait_for_value(
         "histogram_count(agent_xfer_time_us{agent_name=\"acc\"})",

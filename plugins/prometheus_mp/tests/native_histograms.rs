@@ -99,12 +99,7 @@ fn histogram_quantile_over_the_nodes_native_histograms_is_within_the_schemas_bou
         bucket_width_bound(DEFAULT_SCHEMA),
     );
 
-    let prom = Prometheus::start_with(
-        scratch.path(),
-        Some(port),
-        None,
-        &["--enable-feature=native-histograms"],
-    );
+    let prom = Prometheus::start_native(scratch.path(), Some(port));
     prom.wait_for_value(
         "histogram_count(agent_xfer_time_us{pid=\"\"})",
         (RANKS * N) as f64,

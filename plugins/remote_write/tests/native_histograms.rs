@@ -19,24 +19,13 @@ const VARS: &[&str] = &[
     "LOCAL_RANK",
 ];
 
-fn one_value(prom: &Prometheus, promql: &str) -> f64 {
-    let v = prom.vector(promql).unwrap_or_default();
-    assert_eq!(v.len(), 1, "{promql}: {v:?}");
-    v[0].1
-}
-
 #[test]
 fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound() {
     let _s = nixl_telemetry_test_support::serial(VARS);
     let dir = nixl_telemetry_test_support::built_plugins(&["remote_write"]);
     plugin::add_plugin_dir(&dir).unwrap();
     let work = tempfile::tempdir().unwrap();
-    let prom = Prometheus::start_with(
-        work.path(),
-        None,
-        None,
-        &["--enable-feature=native-histograms"],
-    );
+    let prom = Prometheus::start_native(work.path(), None);
     std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_URL", prom.write_url());
     std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS", "200");
     std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
@@ -80,14 +69,12 @@ fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound(
     println!("quantile  exact  native (error)  classic (error)");
     for q in [0.5, 0.9, 0.99] {
         let x = exact_quantile(&times, q);
-        let native = one_value(
-            &prom,
-            &format!("histogram_quantile({q}, agent_xfer_time_us{selector})"),
-        );
-        let classic = one_value(
-            &prom,
-            &format!("histogram_quantile({q}, agent_xfer_time_us_bucket{selector})"),
-        );
+        let native = prom.one_value(&format!(
+            "histogram_quantile({q}, agent_xfer_time_us{selector})"
+        ));
+        let classic = prom.one_value(&format!(
+            "histogram_quantile({q}, agent_xfer_time_us_bucket{selector})"
+        ));
         println!(
             "time p{:<4} {x:>8} µs  {native:>10.1} ({:.2}%)  {classic:>10.1} ({:.2}%)",
             q * 100.0,
@@ -105,10 +92,7 @@ fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound(
     ] {
         for q in [0.5, 0.9, 0.99] {
             let x = exact_quantile(sorted, q);
-            let native = one_value(
-                &prom,
-                &format!("histogram_quantile({q}, {family}{selector})"),
-            );
+            let native = prom.one_value(&format!("histogram_quantile({q}, {family}{selector})"));
             println!(
                 "{family} p{:<4} {x:>10} B  {native:>12.1} ({:.2}%)",
                 q * 100.0,
