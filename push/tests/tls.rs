@@ -15,21 +15,9 @@ use nixl_telemetry_base::env::fixed_env;
 use nixl_telemetry_push::otlp::config::OtlpConfig;
 use nixl_telemetry_push::remote_write;
 use nixl_telemetry_push::{Body, Client, Outcome, Target};
+use nixl_telemetry_test_support::prometheus::openssl;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (scripts/install-test-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A self-signed certificate `name`.crt/.key, exactly as the user made it.
 fn self_signed(dir: &Path, name: &str, cn: &str, san: &str) {

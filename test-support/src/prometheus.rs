@@ -260,6 +260,21 @@ pub fn label_names(labels: &serde_json::Value) -> Vec<&str> {
     names
 }
 
+/// Runs `openssl` with `args` in `dir` (certificates and keys for the TLS tests), panicking with
+/// its error output when it fails.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (scripts/install-test-deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A TLS client configuration trusting only the CA in `ca`.
 pub fn client_tls(ca: &Path) -> rustls::ClientConfig {
     use rustls::pki_types::pem::PemObject;

@@ -10,10 +10,10 @@
 
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_test_support::prometheus::{label_names, poll, Prometheus, Secure};
+use nixl_telemetry_test_support::prometheus::{label_names, openssl, poll, Prometheus, Secure};
 use nixl_telemetry_test_support::{built_plugins, child, free_port};
 
 const ROLE: &str = "RW_TEST_ROLE";
@@ -441,19 +441,6 @@ fn make_ca(dir: &Path, name: &str) -> PathBuf {
         ],
     );
     dir.join(format!("{name}.crt"))
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (scripts/install-test-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
