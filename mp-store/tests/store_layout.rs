@@ -65,6 +65,24 @@ fn live_nixl_store(dir: &Path, store: &Value) -> std::fs::File {
     f
 }
 
+/// The identity of fixture entry `store` (its pid moved by `pid_offset`: with an offset, NIXL's
+/// own store of the same identity can be served beside ours), with workload `labels`.
+fn fixture_identity(
+    store: &Value,
+    pid_offset: i64,
+    labels: nixl_telemetry_series::WorkloadLabels,
+) -> Identity {
+    Identity {
+        agent_name: store["agent_name"].as_str().unwrap().into(),
+        hostname: store["hostname"].as_str().unwrap().into(),
+        local_rank: store["local_rank"].as_str().unwrap().into(),
+        pid: store["pid"].as_i64().unwrap() + pid_offset,
+        run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
+        instance: store["instance"].as_u64().unwrap(),
+        labels,
+    }
+}
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
@@ -159,15 +177,7 @@ fn our_writer_writes_nixls_bytes_for_the_same_stream() {
     let exp = expected();
     let dir = tempfile::tempdir().unwrap();
     for (name, store) in exp["stores"].as_object().unwrap() {
-        let id = Identity {
-            agent_name: store["agent_name"].as_str().unwrap().into(),
-            hostname: store["hostname"].as_str().unwrap().into(),
-            local_rank: store["local_rank"].as_str().unwrap().into(),
-            pid: store["pid"].as_i64().unwrap(),
-            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
-            instance: store["instance"].as_u64().unwrap(),
-            labels: Default::default(),
-        };
+        let id = fixture_identity(store, 0, Default::default());
         let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
         // The name NIXL gave its file.
         assert_eq!(
@@ -202,16 +212,7 @@ fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
     .unwrap();
     let (mut writers, mut holders) = (Vec::new(), Vec::new());
     for (name, store) in exp["stores"].as_object().unwrap() {
-        let id = Identity {
-            agent_name: store["agent_name"].as_str().unwrap().into(),
-            hostname: store["hostname"].as_str().unwrap().into(),
-            local_rank: store["local_rank"].as_str().unwrap().into(),
-            // Not NIXL's pid: NIXL's own store of the same identity is served beside it.
-            pid: store["pid"].as_i64().unwrap() + 1_000_000,
-            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
-            instance: store["instance"].as_u64().unwrap(),
-            labels: labels.clone(),
-        };
+        let id = fixture_identity(store, 1_000_000, labels.clone());
         let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
         let batch = events(store);
         assert_eq!(w.apply(&batch), batch.len());
@@ -363,15 +364,7 @@ fn a_native_store_is_nixls_bytes_then_its_extension_and_is_served_beside_nixls()
     let dir = tempfile::tempdir().unwrap();
     let (mut writers, mut holders) = (Vec::new(), Vec::new());
     for (name, store) in exp["stores"].as_object().unwrap() {
-        let id = Identity {
-            agent_name: store["agent_name"].as_str().unwrap().into(),
-            hostname: store["hostname"].as_str().unwrap().into(),
-            local_rank: store["local_rank"].as_str().unwrap().into(),
-            pid: store["pid"].as_i64().unwrap() + 1_000_000,
-            run_marker: store["run_marker_realtime_ns"].as_u64().unwrap(),
-            instance: store["instance"].as_u64().unwrap(),
-            labels: Default::default(),
-        };
+        let id = fixture_identity(store, 1_000_000, Default::default());
         let w = StoreWriter::create_with(dir.path(), &id, &Buckets::default(), true).unwrap();
         let batch = events(store);
         assert_eq!(w.apply(&batch), batch.len());
