@@ -17,6 +17,22 @@ use nixl_telemetry_series::{hostname, Buckets, WorkloadLabels};
 use nixl_telemetry_test_support::free_port;
 use nixl_telemetry_test_support::prometheus::{label_names, poll, poll_for, Prometheus};
 
+/// A rank's store in `dir` (agent `agent`, local rank `rank`, this process's pid, native
+/// histograms kept when `native`) with `events` applied: its writer, alive while kept.
+fn rank_store(
+    dir: &std::path::Path,
+    agent: &str,
+    rank: u64,
+    labels: WorkloadLabels,
+    native: bool,
+    events: &[Event],
+) -> StoreWriter {
+    let id = Identity::for_this_process(agent, &hostname(), &rank.to_string(), labels);
+    let w = StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap();
+    w.apply(events);
+    w
+}
+
 fn by_rank(prom: &Prometheus) -> Option<Vec<(String, f64)>> {
     prom.by_label(
         "local_rank",
@@ -32,18 +48,11 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     let writers: Vec<StoreWriter> = (0..2u64)
         .map(|r| {
-            let id = Identity::for_this_process(
-                "ranked",
-                &hostname(),
-                &r.to_string(),
-                WorkloadLabels::none(),
-            );
-            let w = StoreWriter::create(&dir, &id, &Buckets::default()).unwrap();
-            w.apply(&[
+            let events = [
                 Event::new(EventType::AgentTxBytes, 1000 * (r + 1)),
                 Event::new(EventType::AgentXferTime, 30),
-            ]);
-            w
+            ];
+            rank_store(&dir, "ranked", r, WorkloadLabels::none(), false, &events)
         })
         .collect();
     let port = free_port();
@@ -325,15 +334,15 @@ fn two_jobs_push_only_sidecars_keep_their_series_apart() {
             } else {
                 WorkloadLabels::none()
             };
-            let id = Identity::for_this_process(
+            let events = [Event::new(EventType::AgentTxBytes, bytes * (r + 1))];
+            writers.push(rank_store(
+                &dir,
                 &format!("rank{r}"),
-                &hostname(),
-                &r.to_string(),
+                r,
                 labels,
-            );
-            let w = StoreWriter::create(&dir, &id, &Buckets::default()).unwrap();
-            w.apply(&[Event::new(EventType::AgentTxBytes, bytes * (r + 1))]);
-            writers.push(w);
+                false,
+                &events,
+            ));
         }
         let env: Vec<(&str, &str)> = if labelled {
             vec![("NIXL_TELEMETRY_LABELS", "slurm_job_id=202")]
@@ -402,9 +411,8 @@ fn otlp_base_url_pushes_to_v1_metrics_and_defaults_start() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("mp");
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-    let id = Identity::for_this_process("r", &hostname(), "0", WorkloadLabels::none());
-    let w = StoreWriter::create(&dir, &id, &Buckets::default()).unwrap();
-    w.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
+    let events = [Event::new(EventType::AgentTxBytes, 1)];
+    let w = rank_store(&dir, "r", 0, WorkloadLabels::none(), false, &events);
     let rx = Receiver::start(Answer::Status(200, String::new()));
     let base = format!("http://127.0.0.1:{}", rx.port());
     let write = format!("{base}/api/v1/write");
@@ -459,18 +467,10 @@ fn serve_pushes_the_native_histograms_the_stores_keep() {
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     let writers: Vec<StoreWriter> = (0..2u64)
         .map(|r| {
-            let id = Identity::for_this_process(
-                "native",
-                &hostname(),
-                &r.to_string(),
-                WorkloadLabels::none(),
-            );
-            let w = StoreWriter::create_with(&dir, &id, &Buckets::default(), true).unwrap();
             let batch: Vec<Event> = (1..=10 * (r + 1))
                 .map(|k| Event::new(EventType::AgentXferTime, 100 * k))
                 .collect();
-            w.apply(&batch);
-            w
+            rank_store(&dir, "native", r, WorkloadLabels::none(), true, &batch)
         })
         .collect();
     let sidecar = push_only(
