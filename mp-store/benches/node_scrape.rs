@@ -261,6 +261,18 @@ fn main() {
     };
     let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes), (mut scanning_first, mut scanning_total, _)] =
         <[_; 3]>::try_from(scrapes(&[port, floor, scanning], apart)).unwrap();
+    // How the serving rank answered them: with pages prepared ahead, or made when asked.
+    let health = {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: bench\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+            .split_once("\"scrapes\":")
+            .map(|(_, rest)| rest.trim_end().trim_end_matches('}').to_owned())
+            .unwrap_or_default()
+    };
     // Back to back, the idle vCPUs need no wake-up.
     let (mut floor_back_to_back, _, _) = scrapes(&[floor], Duration::ZERO).remove(0);
     // Each scrape of the rank against the floor's right after it.
@@ -344,6 +356,7 @@ fn main() {
         "  floor scanning / floor, alternately: first byte {scanning_first_ratio:.2}, whole page \
          {scanning_total_ratio:.2}"
     );
+    println!("  the serving rank's scrapes since it started (its /health): {health}}}");
     for mut r in ranks {
         drop(r.stdin.take());
         r.wait().unwrap();

@@ -181,7 +181,7 @@ impl Election {
                 }
             }
         }
-        let metrics: MetricsFn = Arc::new(ScanPages(self.scan.clone()));
+        let metrics: MetricsFn = Arc::new(ScanPages::new(self.scan.clone()));
         match Server::bind(self.addr, Limits::default(), metrics) {
             Ok(server) => {
                 let local = server.local_addr();

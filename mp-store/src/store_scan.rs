@@ -36,9 +36,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirEntryExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use nixl_telemetry_series::endpoint::http::{Format, Health};
+use nixl_telemetry_series::endpoint::server::Pages;
 use nixl_telemetry_series::text::{self, Row};
 use nixl_telemetry_series::{AgentSnapshot, FamilyKind};
 
@@ -57,24 +59,105 @@ const WARNED_PATHS: usize = 64;
 /// one line per scrape.
 pub const MAX_REFUSED_FILES: usize = 16_384;
 
-/// A store scan as an endpoint's pages: `/metrics` is [`StoreScan::scrape`], `/health` is
+/// A store scan as an endpoint's pages: `/metrics` is [`StoreScan::scrape_as`], `/health` is
 /// ready while at least one rank's store is served (its writer alive, or updated within the
 /// stale TTL), with the ranks served and the newest update's age; 503 otherwise.
-pub struct ScanPages(pub std::sync::Arc<StoreScan>);
+///
+/// Pages are made ahead of a scraper that comes at a regular cadence (the server calls
+/// [`Pages::prepare`] a moment before its foreseen scrape: see
+/// [`nixl_telemetry_series::endpoint::cadence`]). A prepared page answers one scrape, in the
+/// format it was made in, when it is younger than [`PREPARED_MAX_AGE`] and still shows what the
+/// directory holds ([`StoreScan::still_current`]: no store added, removed or updated, none
+/// gone stale); otherwise the scrape makes its page as it comes. So a prepared page is the page
+/// the scrape would have made, sooner.
+pub struct ScanPages {
+    scan: std::sync::Arc<StoreScan>,
+    prepared: Mutex<Option<PreparedPage>>,
+    /// Scrapes answered with a prepared page, and with a page made when asked.
+    answered_prepared: AtomicU64,
+    answered_made: AtomicU64,
+}
 
-impl nixl_telemetry_series::endpoint::server::Pages for ScanPages {
-    /// The protobuf exposition when the scraper's `Accept` prefers it and a store keeps native
-    /// histograms, else the text page ([`StoreScan::scrape_as`]).
-    fn metrics(
-        &self,
-        format: nixl_telemetry_series::endpoint::http::Format,
-    ) -> (&'static str, Vec<u8>) {
-        self.0
-            .scrape_as(format == nixl_telemetry_series::endpoint::http::Format::Protobuf)
+/// How long a prepared page may wait for its scrape: the default flush interval.
+pub const PREPARED_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A page made ahead of a scrape, and what it was made from.
+struct PreparedPage {
+    protobuf: bool,
+    made: std::time::Instant,
+    content_type: &'static str,
+    body: Vec<u8>,
+    source: PageSource,
+}
+
+impl ScanPages {
+    /// The pages of `scan`.
+    pub fn new(scan: std::sync::Arc<StoreScan>) -> ScanPages {
+        ScanPages {
+            scan,
+            prepared: Mutex::new(None),
+            answered_prepared: AtomicU64::new(0),
+            answered_made: AtomicU64::new(0),
+        }
     }
 
-    fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
-        self.0.health()
+    /// How many scrapes were answered with a prepared page, and with a page made when asked.
+    pub fn answered(&self) -> (u64, u64) {
+        (
+            self.answered_prepared.load(Ordering::Relaxed),
+            self.answered_made.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Pages for ScanPages {
+    /// The protobuf exposition when the scraper's `Accept` prefers it and a store keeps native
+    /// histograms, else the text page ([`StoreScan::scrape_as`]); the prepared page when it is
+    /// still what the scrape would make.
+    fn metrics(&self, format: Format) -> (&'static str, Vec<u8>) {
+        let protobuf = format == Format::Protobuf;
+        let prepared = self.prepared.lock_unpoisoned().take();
+        if let Some(p) = prepared.filter(|p| {
+            p.protobuf == protobuf
+                && p.made.elapsed() <= PREPARED_MAX_AGE
+                && self.scan.still_current(&p.source)
+        }) {
+            self.answered_prepared.fetch_add(1, Ordering::Relaxed);
+            return (p.content_type, p.body);
+        }
+        self.answered_made.fetch_add(1, Ordering::Relaxed);
+        self.scan.scrape_as(protobuf)
+    }
+
+    /// [`StoreScan::health`], with the scrapes answered with a prepared page and with a page
+    /// made when asked (`"scrapes":{"prepared":N,"made":M}`).
+    fn health(&self) -> Health {
+        let mut health = self.scan.health();
+        let (prepared, made) = self.answered();
+        if !health.details.is_empty() {
+            health.details.push(',');
+        }
+        health.details.push_str(&format!(
+            r#""scrapes":{{"prepared":{prepared},"made":{made}}}"#
+        ));
+        health
+    }
+
+    fn prepares(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, format: Format) {
+        let protobuf = format == Format::Protobuf;
+        let made = std::time::Instant::now();
+        let (content_type, body, source) = self.scan.scrape_as_from(protobuf);
+        *self.prepared.lock_unpoisoned() = source.clean.then_some(PreparedPage {
+            protobuf,
+            made,
+            content_type,
+            body,
+            source,
+        });
     }
 }
 
@@ -108,8 +191,8 @@ pub struct StoreScan {
     warned: Mutex<VecDeque<PathBuf>>,
     warned_dir: AtomicBool,
     warned_bounds: AtomicBool,
-    /// The store files kept open and mapped, by path: (inode, file, mapping).
-    open: Mutex<HashMap<PathBuf, (u64, File, OpenStore)>>,
+    /// The store files kept open and mapped, by path.
+    open: Mutex<HashMap<PathBuf, std::sync::Arc<OpenFile>>>,
     /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
     refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
     /// More members of `/health`'s JSON object (`serve`'s push state), if any.
@@ -139,6 +222,27 @@ impl DirStamp {
 /// Store files of the directory and their inodes, shared by a listing and the scans that
 /// reuse it (no copy of the paths per scrape).
 type StoreFiles = std::sync::Arc<[(PathBuf, u64)]>;
+
+/// A store file kept open and mapped between scans.
+#[derive(Debug)]
+struct OpenFile {
+    inode: u64,
+    file: File,
+    store: OpenStore,
+}
+
+/// What a scrape's page was made from: the listing, and each served store's heartbeat. While
+/// the directory keeps that listing and every store its heartbeat (and stays served), a new
+/// scrape would make the same page ([`StoreScan::still_current`]).
+#[derive(Debug)]
+pub struct PageSource {
+    files: StoreFiles,
+    /// The served stores, and their heartbeats when read.
+    stores: Vec<(std::sync::Arc<OpenFile>, u64)>,
+    /// False when something of the directory was not judged for good: a file that could not
+    /// be opened, mapped or read, one removed or refused, native histograms caught mid-update.
+    clean: bool,
+}
 
 /// A listing of the directory's store files, reused while the directory keeps the stamp it had
 /// before it was listed: creating, removing or renaming an entry sets the directory's
@@ -212,6 +316,11 @@ impl StoreScan {
     /// Reads the directory: the stores to serve, ordered by pid and instance. Stores of
     /// departed writers older than the TTL, and invalid files nobody holds, are removed.
     pub fn live_stores(&self) -> Vec<StoreView> {
+        self.live_stores_from().0
+    }
+
+    /// [`StoreScan::live_stores`], and what they were read from.
+    fn live_stores_from(&self) -> (Vec<StoreView>, PageSource) {
         let dir = &self.config.dir;
         let files = match self.store_files() {
             Ok((files, listed)) => {
@@ -235,7 +344,12 @@ impl StoreScan {
                         dir.display()
                     );
                 }
-                return Vec::new();
+                let source = PageSource {
+                    files: StoreFiles::from([]),
+                    stores: Vec::new(),
+                    clean: false,
+                };
+                return (Vec::new(), source);
             }
         };
         let now = sys::monotonic_ns();
@@ -244,6 +358,11 @@ impl StoreScan {
         let mut open = self.open.lock_unpoisoned();
         let mut refused = self.refused.lock_unpoisoned();
         let mut unnamed = 0;
+        let mut source = PageSource {
+            files: files.clone(),
+            stores: Vec::new(),
+            clean: true,
+        };
         for (path, inode) in files.iter() {
             if refused.get(path).is_some_and(|(ino, _)| ino == inode) {
                 // Another user's file, warned about already, and still the same file.
@@ -253,8 +372,20 @@ impl StoreScan {
                 refused: &mut refused,
                 unnamed: &mut unnamed,
             };
-            if let Some(view) = self.read_one(&mut open, foreign, path, *inode, now, euid) {
-                stores.push(view);
+            match self.read_one(&mut open, foreign, path, *inode, now, euid) {
+                Some(view) => match open.get(path) {
+                    Some(f) => {
+                        let torn = view.snapshot.native.is_none() && f.store.keeps_native();
+                        source.clean &= !torn;
+                        source.stores.push((f.clone(), view.last_update_ns));
+                        stores.push(view);
+                    }
+                    None => {
+                        source.clean = false;
+                        stores.push(view);
+                    }
+                },
+                None => source.clean = false,
             }
         }
         if unnamed > 0 {
@@ -272,7 +403,38 @@ impl StoreScan {
             refused.retain(|path, _| listed.contains(path.as_path()));
         }
         stores.sort_by_key(|s| (s.pid, s.instance));
-        stores
+        (stores, source)
+    }
+
+    /// Whether a scrape now would read what `source` was read from: the same listing of the
+    /// directory (reused, as [`Listing`] allows), every store it served still there with the
+    /// same heartbeat (a writer refreshes it after the values of each batch) and still served
+    /// (updated within the stale TTL, or its writer alive). One `statx`, a word of each store,
+    /// and a lock probe only for a store older than the TTL.
+    pub fn still_current(&self, source: &PageSource) -> bool {
+        if !source.clean {
+            return false;
+        }
+        let Ok(meta) = fs::metadata(&self.config.dir) else {
+            return false;
+        };
+        let stamp = DirStamp::of(&meta);
+        let listed = self.listing.lock_unpoisoned().as_ref().is_some_and(|l| {
+            l.still_valid(stamp) && std::sync::Arc::ptr_eq(&l.files, &source.files)
+        });
+        if !listed {
+            return false;
+        }
+        let now = sys::monotonic_ns();
+        source.stores.iter().all(|(f, heartbeat)| {
+            f.store.last_update_ns() == Some(*heartbeat)
+                && (self.fresh(*heartbeat, now) || writer_alive(&f.file))
+        })
+    }
+
+    /// Whether a store whose heartbeat is `last_update_ns` is served without its writer.
+    fn fresh(&self, last_update_ns: u64, now: u64) -> bool {
+        now >= last_update_ns && now - last_update_ns <= self.ttl_ns
     }
 
     /// The directory's store files (regular files with a store's name; a symbolic link is not
@@ -311,14 +473,14 @@ impl StoreScan {
     /// it open and mapped in `open` for the next scan.
     fn read_one(
         &self,
-        open: &mut HashMap<PathBuf, (u64, File, OpenStore)>,
+        open: &mut HashMap<PathBuf, std::sync::Arc<OpenFile>>,
         foreign: Foreign<'_>,
         path: &Path,
         inode: u64,
         now: u64,
         euid: u32,
     ) -> Option<StoreView> {
-        if open.get(path).is_some_and(|(ino, ..)| *ino != inode) {
+        if open.get(path).is_some_and(|f| f.inode != inode) {
             // Another file has the name now.
             open.remove(path);
         }
@@ -343,7 +505,12 @@ impl StoreScan {
             }
             match OpenStore::map(&file, meta.len()) {
                 Ok(Ok(store)) => {
-                    open.insert(path.to_owned(), (meta.ino(), file, store));
+                    let f = OpenFile {
+                        inode: meta.ino(),
+                        file,
+                        store,
+                    };
+                    open.insert(path.to_owned(), std::sync::Arc::new(f));
                 }
                 Ok(Err(outcome)) => return self.judge(path, &file, outcome, now),
                 Err(e) => {
@@ -352,7 +519,7 @@ impl StoreScan {
                 }
             }
         }
-        let (_, file, store) = open.get(path)?;
+        let OpenFile { file, store, .. } = &**open.get(path)?;
         let outcome = match store.read(file) {
             Ok(o) => o,
             Err(e) => {
@@ -372,19 +539,11 @@ impl StoreScan {
     /// What to do with a store file's outcome: `Some` to serve it; removes it when it is stale
     /// or invalid and its writer is gone.
     fn judge(&self, path: &Path, file: &File, outcome: ReadOutcome, now: u64) -> Option<StoreView> {
-        // A writer holds its store locked: the probe takes the lock only when it is gone, and
-        // gives it back at once (the file stays open for the next scan).
-        let alive = match sys::try_lock_exclusive(file) {
-            Ok(true) => {
-                sys::unlock(file);
-                false
-            }
-            Ok(false) | Err(_) => true,
-        };
         match outcome {
             ReadOutcome::Valid(view) => {
-                let fresh = now >= view.last_update_ns && now - view.last_update_ns <= self.ttl_ns;
-                if alive || fresh {
+                // Updated within the TTL: served whether its writer lives or not, so the lock
+                // is probed only past it.
+                if self.fresh(view.last_update_ns, now) || writer_alive(file) {
                     return Some(*view);
                 }
                 log::info!(
@@ -400,7 +559,7 @@ impl StoreScan {
                 if !quiet {
                     self.warn_once(path, &reason);
                 }
-                if !alive {
+                if !writer_alive(file) {
                     let _ = fs::remove_file(path);
                 }
                 None
@@ -461,15 +620,21 @@ impl StoreScan {
     /// ([`encode_protobuf`]) when a live store keeps native histograms; otherwise (the default)
     /// the text page of [`StoreScan::scrape`].
     pub fn scrape_as(&self, protobuf: bool) -> (&'static str, Vec<u8>) {
-        let stores = self.live_stores();
+        let (content_type, body, _) = self.scrape_as_from(protobuf);
+        (content_type, body)
+    }
+
+    /// [`StoreScan::scrape_as`], and what its page was made from.
+    fn scrape_as_from(&self, protobuf: bool) -> (&'static str, Vec<u8>, PageSource) {
+        let (stores, source) = self.live_stores_from();
         if protobuf && stores.iter().any(|s| s.snapshot.native.is_some()) {
             let (body, mixed) = encode_protobuf(&stores, self.config.aggregate);
             self.warn_mixed(mixed);
-            return (nixl_telemetry_series::protobuf::CONTENT_TYPE, body);
+            return (nixl_telemetry_series::protobuf::CONTENT_TYPE, body, source);
         }
         let (text, mixed) = encode(&stores, self.config.aggregate);
         self.warn_mixed(mixed);
-        (text::CONTENT_TYPE, text.into_bytes())
+        (text::CONTENT_TYPE, text.into_bytes(), source)
     }
 
     /// Warns once that some totals have no histograms (`mixed`: their ranks' bounds differ).
@@ -481,6 +646,19 @@ impl StoreScan {
                 self.config.dir.display()
             );
         }
+    }
+}
+
+/// Whether a store's writer holds its lock (it is alive): the probe takes the lock only when
+/// the writer is gone, and gives it back at once (the file stays open for the next scan). A
+/// probe that fails counts as alive.
+fn writer_alive(file: &File) -> bool {
+    match sys::try_lock_exclusive(file) {
+        Ok(true) => {
+            sys::unlock(file);
+            false
+        }
+        Ok(false) | Err(_) => true,
     }
 }
 
@@ -1132,6 +1310,165 @@ mod tests {
             labels: WorkloadLabels::none(),
         };
         StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap()
+    }
+
+    fn rank_bytes(page: &str, name: &str, pid: &str, rank: &str) -> Option<f64> {
+        let labels = [
+            ("hostname", "node"),
+            ("agent_name", name),
+            ("pid", pid),
+            ("agent_instance", "0"),
+            ("local_rank", rank),
+        ];
+        value(page, "agent_tx_bytes_total", &labels)
+    }
+
+    fn text_page(pages: &ScanPages) -> String {
+        String::from_utf8(pages.metrics(Format::Text).1).unwrap()
+    }
+
+    /// A prepared page answers one scrape when it is what the scrape would make; a batch of a
+    /// rank, a new rank, another format or age sends the scrape to make its own (exact) page.
+    #[test]
+    fn a_prepared_page_answers_its_scrape_only_while_nothing_it_shows_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        if !sys::on_local_file_system(dir.path()) {
+            // Never reused there (every scrape lists the directory): see the listing test.
+            return;
+        }
+        let b = Buckets::default();
+        let a = writer(dir.path(), "a", 10, "0", &b);
+        let c = writer(dir.path(), "c", 11, "1", &b);
+        a.apply(&[Event::new(EventType::AgentTxBytes, 5)]);
+        c.apply(&[Event::new(EventType::AgentTxBytes, 7)]);
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        set_dir_mtime(dir.path(), old);
+        let scan = std::sync::Arc::new(StoreScan::new(config(
+            dir.path(),
+            Duration::from_secs(30),
+            Aggregate::Sum,
+        )));
+        let pages = ScanPages::new(scan.clone());
+        let total = |page: &str| value(page, "agent_tx_bytes_total", &[("hostname", "node")]);
+        // Unchanged: the prepared page, byte for byte what the scrape makes.
+        pages.prepare(Format::Text);
+        let page = text_page(&pages);
+        assert_eq!(pages.answered(), (1, 0));
+        assert_eq!(page, scan.scrape());
+        assert_eq!(
+            (rank_bytes(&page, "a", "10", "0"), total(&page)),
+            (Some(5.0), Some(12.0))
+        );
+        // One scrape each: the next makes its own.
+        text_page(&pages);
+        assert_eq!(pages.answered(), (1, 1));
+        // A rank's batch after the preparation.
+        pages.prepare(Format::Text);
+        a.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
+        let page = text_page(&pages);
+        assert_eq!(pages.answered(), (1, 2));
+        assert_eq!(
+            (rank_bytes(&page, "a", "10", "0"), total(&page)),
+            (Some(6.0), Some(13.0))
+        );
+        // Prepared in another format than asked.
+        pages.prepare(Format::Protobuf);
+        text_page(&pages);
+        assert_eq!(pages.answered(), (1, 3));
+        // A new rank.
+        pages.prepare(Format::Text);
+        let d = writer(dir.path(), "d", 12, "2", &b);
+        d.apply(&[Event::new(EventType::AgentTxBytes, 100)]);
+        let page = text_page(&pages);
+        assert_eq!(pages.answered(), (1, 4));
+        assert_eq!(
+            (rank_bytes(&page, "d", "12", "2"), total(&page)),
+            (Some(100.0), Some(113.0))
+        );
+        // Older than its bound.
+        set_dir_mtime(dir.path(), old);
+        pages.prepare(Format::Text);
+        std::thread::sleep(PREPARED_MAX_AGE + Duration::from_millis(20));
+        text_page(&pages);
+        assert_eq!(pages.answered(), (1, 5));
+        // And once more unchanged, through the health's count.
+        pages.prepare(Format::Text);
+        assert_eq!(text_page(&pages), scan.scrape());
+        assert!(pages
+            .health()
+            .details
+            .ends_with(r#","scrapes":{"prepared":2,"made":5}"#));
+    }
+
+    /// Past the TTL a store is served while its writer holds the lock: a prepared page stays
+    /// good while it does, and not once it is gone (the scrape removes the store).
+    #[test]
+    fn a_prepared_page_is_not_served_once_a_rank_past_the_ttl_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        if !sys::on_local_file_system(dir.path()) {
+            return;
+        }
+        let b = Buckets::default();
+        let _a = writer(dir.path(), "a", 10, "0", &b);
+        let c = writer(dir.path(), "c", 11, "1", &b);
+        set_dir_mtime(
+            dir.path(),
+            std::time::SystemTime::now() - Duration::from_secs(60),
+        );
+        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
+        let pages = ScanPages::new(std::sync::Arc::new(scan));
+        pages.prepare(Format::Text);
+        assert_eq!(text_page(&pages), pages.scan.scrape());
+        assert_eq!(pages.answered(), (1, 0));
+        pages.prepare(Format::Text);
+        let gone = c.path().to_owned();
+        drop(c);
+        let page = text_page(&pages);
+        assert_eq!(pages.answered(), (1, 1));
+        assert_eq!(rank_bytes(&page, "c", "11", "1"), None);
+        assert_eq!(rank_bytes(&page, "a", "10", "0"), Some(0.0));
+        assert!(!gone.exists());
+    }
+
+    /// A store read while its native histograms were being written (its writer killed then)
+    /// is served without them: never from a prepared page, so that the next scrape reads them
+    /// again.
+    #[test]
+    fn a_page_missing_native_histograms_mid_update_is_not_prepared() {
+        let dir = tempfile::tempdir().unwrap();
+        if !sys::on_local_file_system(dir.path()) {
+            return;
+        }
+        let w = native_writer(dir.path(), 10, true);
+        w.apply(&[Event::new(EventType::AgentXferTime, 30)]);
+        set_dir_mtime(
+            dir.path(),
+            std::time::SystemTime::now() - Duration::from_secs(60),
+        );
+        let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
+            dir.path(),
+            Duration::from_secs(30),
+            Aggregate::None,
+        ))));
+        let protobuf = |p: &ScanPages| p.metrics(Format::Protobuf).0;
+        pages.prepare(Format::Protobuf);
+        assert_eq!(
+            protobuf(&pages),
+            nixl_telemetry_series::protobuf::CONTENT_TYPE
+        );
+        assert_eq!(pages.answered(), (1, 0));
+        let sequence = w.native_sequence();
+        let before = sequence.load(Ordering::Relaxed);
+        sequence.store(before + 1, Ordering::Relaxed);
+        pages.prepare(Format::Protobuf);
+        // No store keeps native histograms now: the text page, made when asked.
+        assert_eq!(protobuf(&pages), text::CONTENT_TYPE);
+        assert_eq!(pages.answered(), (1, 1));
+        sequence.store(before + 2, Ordering::Relaxed);
+        assert_eq!(
+            protobuf(&pages),
+            nixl_telemetry_series::protobuf::CONTENT_TYPE
+        );
     }
 
     /// Native histograms in the protobuf scrape: each rank's, and the node total's merged at the

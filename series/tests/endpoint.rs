@@ -651,3 +651,73 @@ fn the_shared_endpoint_answers_protobuf_when_asked_and_native_histograms_are_on(
     }
     drop(a);
 }
+
+/// Pages that say what they were asked, in order: `prepare` (with the format) or `metrics`.
+#[derive(Default)]
+struct Recording(Mutex<Vec<(&'static str, nixl_telemetry_series::endpoint::http::Format)>>);
+
+impl nixl_telemetry_series::endpoint::server::Pages for Recording {
+    fn metrics(
+        &self,
+        format: nixl_telemetry_series::endpoint::http::Format,
+    ) -> (&'static str, Vec<u8>) {
+        self.0.lock_unpoisoned().push(("metrics", format));
+        (CT, b"m 1\n".to_vec())
+    }
+
+    fn prepares(&self) -> bool {
+        true
+    }
+
+    fn prepare(&self, format: nixl_telemetry_series::endpoint::http::Format) {
+        self.0.lock_unpoisoned().push(("prepare", format));
+    }
+}
+
+/// Scrapes `addr` after each pause of `pauses`, asking for the protobuf exposition.
+fn scrapes_after(addr: SocketAddr, pauses: &[Duration]) {
+    for &pause in pauses {
+        std::thread::sleep(pause);
+        let r = exchange(
+            addr,
+            b"GET /metrics HTTP/1.1\r\nAccept: application/vnd.google.protobuf;\
+              proto=io.prometheus.client.MetricFamily;encoding=delimited\r\n\r\n",
+        );
+        assert_eq!(r.status, 200);
+    }
+}
+
+/// A scraper at a regular cadence gets its pages prepared shortly before it comes, in the
+/// format it asks for, one per scrape; an irregular one gets none.
+#[test]
+fn pages_are_prepared_ahead_of_a_regular_scraper_only() {
+    use nixl_telemetry_series::endpoint::http::Format;
+    let pages = Arc::new(Recording::default());
+    let s = Server::bind(loopback(), Limits::default(), pages.clone()).unwrap();
+    scrapes_after(s.local_addr(), &[Duration::from_millis(100); 12]);
+    // Stopped: its last preparation, for a 13th scrape, is among the calls or never made.
+    drop(s);
+    let calls = std::mem::take(&mut *pages.0.lock_unpoisoned());
+    let prepared = calls.iter().filter(|(what, _)| *what == "prepare").count();
+    // Foreseen from the sixth scrape on (jitter on a loaded machine may cost a few).
+    assert!(prepared >= 1, "{calls:?}");
+    assert!(calls.iter().all(|&(_, format)| format == Format::Protobuf));
+    // Each preparation is followed by its scrape, never by another preparation.
+    for pair in calls.windows(2) {
+        assert!(
+            pair[0].0 == "metrics" || pair[1].0 == "metrics",
+            "{calls:?}"
+        );
+    }
+    assert_eq!(calls.len() - prepared, 12);
+    let irregular: Vec<Duration> = (0..12)
+        .map(|i| Duration::from_millis(if i % 2 == 0 { 40 } else { 120 }))
+        .collect();
+    let s = Server::bind(loopback(), Limits::default(), pages.clone()).unwrap();
+    scrapes_after(s.local_addr(), &irregular);
+    let calls = std::mem::take(&mut *pages.0.lock_unpoisoned());
+    assert!(
+        calls.iter().all(|(what, _)| *what == "metrics"),
+        "{calls:?}"
+    );
+}

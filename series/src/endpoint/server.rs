@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::cadence::{Cadences, Preparation};
 use super::http;
 use nixl_telemetry_base::fork::Generation;
 
@@ -41,6 +42,17 @@ pub trait Pages: Send + Sync {
     fn health(&self) -> http::Health {
         http::Health::ready(String::new())
     }
+
+    /// Whether [`Pages::prepare`] makes anything: then the server follows its scrapers'
+    /// cadences ([`super::cadence`]) and calls it shortly before each foreseen scrape. The
+    /// default: no.
+    fn prepares(&self) -> bool {
+        false
+    }
+
+    /// Makes the `/metrics` page in `format` ahead of a foreseen scrape, for [`Pages::metrics`]
+    /// to answer with if nothing it shows has changed meanwhile. The default: nothing.
+    fn prepare(&self, _format: http::Format) {}
 }
 
 /// An endpoint's pages, shared with its server thread.
@@ -132,6 +144,9 @@ impl Server {
     pub fn start(listener: TcpListener, limits: Limits, metrics: MetricsFn) -> io::Result<Server> {
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
+        // Accepted sockets inherit TCP_NODELAY from the listener (Linux): a response's last
+        // segment never waits for the client's acknowledgement of the others.
+        set_nodelay(&listener)?;
         // A forked child must not keep the port: the parent's restarts and failover (another
         // process binding it once the parent is gone) do not wait for its children.
         nixl_telemetry_base::fork::close_in_child(listener.as_raw_fd());
@@ -157,7 +172,10 @@ impl Server {
             metrics,
             accept_paused_until: None,
             warned_accept: false,
+            cadences: None,
+            last_preparation: Duration::ZERO,
         };
+        event_loop.cadences = event_loop.metrics.prepares().then(Cadences::default);
         let thread = std::thread::Builder::new()
             .name("nixl-scrape".into())
             .spawn(move || event_loop.run())?;
@@ -292,7 +310,7 @@ impl Conn {
     }
 
     /// Makes as much progress as the socket allows; false when the connection is finished.
-    fn progress(&mut self, limits: &Limits, metrics: &MetricsFn, now: Instant) -> bool {
+    fn progress(&mut self, server: &mut Serving<'_>, now: Instant) -> bool {
         let mut chunk = [0u8; 4096];
         loop {
             match self.phase {
@@ -300,8 +318,13 @@ impl Conn {
                     Ok(0) => return false,
                     Ok(n) => {
                         self.head.extend_from_slice(&chunk[..n]);
-                        if let Some(response) = answer(&self.head, limits, metrics) {
-                            self.respond(response, limits, now);
+                        if let Some((response, scrape)) =
+                            answer(&self.head, server.limits, server.metrics)
+                        {
+                            if let (Some(format), Some(cadences)) = (scrape, &mut server.cadences) {
+                                cadences.record(self.peer, now, format);
+                            }
+                            self.respond(response, server.limits, now);
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
@@ -316,7 +339,7 @@ impl Conn {
                             let _ = self.stream.shutdown(Shutdown::Write);
                             self.out = Default::default();
                             self.phase = Phase::Draining;
-                            self.deadline = now + limits.linger;
+                            self.deadline = now + server.limits.linger;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
@@ -347,39 +370,53 @@ impl Conn {
     }
 }
 
+/// What a connection's progress needs of the server: its limits, its pages, and the cadences
+/// of its scrapers when the pages are prepared ahead (`None` otherwise).
+struct Serving<'a> {
+    limits: &'a Limits,
+    metrics: &'a MetricsFn,
+    cadences: Option<&'a mut Cadences>,
+}
+
 /// The response to the request read so far (`buf`), once it is complete: its head, and a
 /// chunked body whole (read and discarded, up to [`http::MAX_REQUEST_BODY`]: a small body of
-/// unknown length is read past as one with a `Content-Length` is, a larger one gets 413).
-/// `None` while more is needed.
-fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Response> {
+/// unknown length is read past as one with a `Content-Length` is, a larger one gets 413),
+/// with the format asked for when it was a scrape (`GET /metrics`). `None` while more is
+/// needed.
+fn answer(
+    buf: &[u8],
+    limits: &Limits,
+    metrics: &MetricsFn,
+) -> Option<(http::Response, Option<http::Format>)> {
     let Some(end) = http::head_end(buf).filter(|&end| end <= limits.max_head_bytes) else {
         return (buf.len() > limits.max_head_bytes)
-            .then(|| http::error(431, "the request head is too large"));
+            .then(|| (http::error(431, "the request head is too large"), None));
     };
     let request = match http::parse_head(&buf[..end]) {
         Ok(request) => request,
-        Err(e) => return Some(http::refuse(&e)),
+        Err(e) => return Some((http::refuse(&e), None)),
     };
     if http::body_length(&request) == Ok(http::BodyLength::Chunked) {
         match http::chunked_end(&buf[end..]) {
             http::ChunkedEnd::Complete(_) => {}
-            http::ChunkedEnd::Malformed(why) => return Some(http::error(400, why)),
+            http::ChunkedEnd::Malformed(why) => return Some((http::error(400, why), None)),
             http::ChunkedEnd::Incomplete if buf.len() - end > http::MAX_REQUEST_BODY => {
-                return Some(http::too_large())
+                return Some((http::too_large(), None))
             }
             http::ChunkedEnd::Incomplete => return None,
         }
     }
-    Some(
-        catch_unwind(AssertUnwindSafe(|| {
-            http::route(
-                &request,
-                || metrics.metrics(http::Format::of(&request)),
-                || metrics.health(),
-            )
-        }))
-        .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
-    )
+    let response = catch_unwind(AssertUnwindSafe(|| {
+        http::route(
+            &request,
+            || metrics.metrics(http::Format::of(&request)),
+            || metrics.health(),
+        )
+    }))
+    .unwrap_or_else(|_| http::error(500, "the metrics could not be produced"));
+    let scrape = (request.path == http::METRICS_PATH && request.method == "GET")
+        .then(|| http::Format::of(&request));
+    Some((response, scrape))
 }
 
 struct EventLoop {
@@ -391,7 +428,15 @@ struct EventLoop {
     metrics: MetricsFn,
     accept_paused_until: Option<Instant>,
     warned_accept: bool,
+    /// The scrapers' cadences, when the pages are prepared ahead ([`Pages::prepares`]).
+    cadences: Option<Cadences>,
+    /// How long the last preparation took.
+    last_preparation: Duration,
 }
+
+/// The least time a page is prepared before the scrape it is for: enough for the server's
+/// thread to wake up; more when making the page takes longer ([`EventLoop::lead`]).
+const MIN_LEAD: Duration = Duration::from_millis(1);
 
 impl EventLoop {
     fn run(&mut self) {
@@ -412,14 +457,31 @@ impl EventLoop {
             for c in &self.conns {
                 fds.push(pollfd(c.stream.as_raw_fd(), c.events()));
             }
-            let timeout = self.poll_timeout(now);
-            // SAFETY: poll(2) reads and writes (`revents`) exactly `fds.len()` pollfd entries
+            let preparation = self.preparation(now);
+            let timeout = self.poll_timeout(now, preparation.map(|p| p.at));
+            let timespec = timeout.map(|t| libc::timespec {
+                tv_sec: t.as_secs() as libc::time_t,
+                tv_nsec: t.subsec_nanos() as libc::c_long,
+            });
+            let timespec_ptr = timespec
+                .as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: ppoll(2) reads and writes (`revents`) exactly `fds.len()` pollfd entries
             // from `fds.as_mut_ptr()`: the vector is exclusively borrowed, initialised by
             // `pollfd()`, and not resized during the call. Its length converts to `nfds_t`
-            // (an unsigned long, as wide as `usize` on Linux) without loss.
+            // (an unsigned long, as wide as `usize` on Linux) without loss. The timeout is
+            // null (none) or points to `timespec`, alive across the call; the signal mask is
+            // null (unchanged).
             // The descriptors belong to `self.listener`, `self.wake_rx` and `self.conns`, which
             // stay open across the call; poll only inspects them.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            let n = unsafe {
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    timespec_ptr,
+                    std::ptr::null(),
+                )
+            };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -439,7 +501,12 @@ impl EventLoop {
             let mut finished = vec![false; self.conns.len()];
             for (i, (c, fd)) in self.conns.iter_mut().zip(&fds[2..]).enumerate() {
                 if fd.revents != 0 {
-                    finished[i] = !c.progress(&self.limits, &self.metrics, now);
+                    let mut server = Serving {
+                        limits: &self.limits,
+                        metrics: &self.metrics,
+                        cadences: self.cadences.as_mut(),
+                    };
+                    finished[i] = !c.progress(&mut server, now);
                 }
             }
             let mut it = finished.iter();
@@ -447,23 +514,58 @@ impl EventLoop {
             if fds[0].revents != 0 {
                 self.accept(now);
             }
+            // Asked again: the scrape it was for may have come meanwhile.
+            let now = Instant::now();
+            if let Some(p) = self.preparation(now).filter(|p| now >= p.at) {
+                self.prepare(&p);
+            }
         }
     }
 
-    /// Milliseconds until the nearest deadline (or the end of an accept pause); -1 = none.
-    fn poll_timeout(&self, now: Instant) -> i32 {
-        let next = self
+    /// The next page to prepare ahead of a foreseen scrape, if any.
+    fn preparation(&self, now: Instant) -> Option<Preparation> {
+        self.cadences.as_ref()?.next(now, self.lead())
+    }
+
+    /// How long before a foreseen scrape its page is made: twice what the last preparation
+    /// took and half a millisecond for the wake-up, at least [`MIN_LEAD`].
+    fn lead(&self) -> Duration {
+        (self.last_preparation * 2 + Duration::from_micros(500)).max(MIN_LEAD)
+    }
+
+    /// Makes the page of `preparation` (on this thread, as a scrape's page is).
+    fn prepare(&mut self, preparation: &Preparation) {
+        let start = Instant::now();
+        let metrics = &self.metrics;
+        if catch_unwind(AssertUnwindSafe(|| metrics.prepare(preparation.format))).is_err() {
+            log::warn!("scrape endpoint: preparing a page failed; scrapes make their own");
+            self.cadences = None;
+            return;
+        }
+        self.last_preparation = start.elapsed();
+        if let Some(c) = self.cadences.as_mut() {
+            c.prepared(preparation);
+        }
+    }
+
+    /// Time until the nearest deadline, the end of an accept pause or `prepare_at`; `None`:
+    /// nothing to wait for. Past deadlines wait a millisecond (as `poll`'s smallest wait did);
+    /// a past preparation waits none.
+    fn poll_timeout(&self, now: Instant, prepare_at: Option<Instant>) -> Option<Duration> {
+        let deadline = self
             .conns
             .iter()
             .map(|c| c.deadline)
             .chain(self.accept_paused_until)
-            .min();
-        match next {
-            None => -1,
-            Some(t) => {
-                let ms = t.saturating_duration_since(now).as_micros().div_ceil(1000);
-                ms.clamp(1, 60_000) as i32
-            }
+            .min()
+            .map(|t| {
+                t.saturating_duration_since(now)
+                    .clamp(Duration::from_millis(1), Duration::from_secs(60))
+            });
+        let prepare = prepare_at.map(|t| t.saturating_duration_since(now));
+        match (deadline, prepare) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -485,15 +587,11 @@ impl EventLoop {
     fn accept(&mut self, now: Instant) {
         let mut served_waiting = false;
         loop {
-            match self.listener.accept() {
+            match accept_nonblocking(&self.listener) {
                 Ok((stream, peer)) => {
-                    if stream.set_nonblocking(true).is_err() {
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
                     let mut conn = Conn {
                         stream,
-                        peer: peer.ip(),
+                        peer,
                         phase: Phase::Reading,
                         head: Vec::new(),
                         out: Default::default(),
@@ -504,7 +602,12 @@ impl EventLoop {
                     };
                     // A scraper's request is usually there already: read and answer it now,
                     // so it is past the reading phase before any eviction is considered.
-                    if !conn.progress(&self.limits, &self.metrics, now) {
+                    let mut server = Serving {
+                        limits: &self.limits,
+                        metrics: &self.metrics,
+                        cadences: self.cadences.as_mut(),
+                    };
+                    if !conn.progress(&mut server, now) {
                         continue;
                     }
                     // One peer holds at most a quarter of the connections: a flood from one
@@ -551,9 +654,13 @@ impl EventLoop {
 
     /// Makes progress on every connection still reading its request (non-blocking).
     fn serve_waiting(&mut self, now: Instant) {
-        let (limits, metrics) = (&self.limits, &self.metrics);
+        let mut server = Serving {
+            limits: &self.limits,
+            metrics: &self.metrics,
+            cadences: self.cadences.as_mut(),
+        };
         self.conns
-            .retain_mut(|c| c.phase != Phase::Reading || c.progress(limits, metrics, now));
+            .retain_mut(|c| c.phase != Phase::Reading || c.progress(&mut server, now));
     }
 
     /// Makes room for one connection among those `among` selects. The victim is the oldest
@@ -583,6 +690,70 @@ impl EventLoop {
             self.conns.swap_remove(i);
         }
     }
+}
+
+/// Sets `TCP_NODELAY` on `listener` (what it accepts inherits it).
+fn set_nodelay(listener: &TcpListener) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes from `&one`, alive for the call;
+    // the descriptor is `listener`'s, open for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `accept4(2)` of a non-blocking, close-on-exec connection and its peer's address (one system
+/// call, where the standard library's accept and `set_nonblocking` take two).
+fn accept_nonblocking(listener: &TcpListener) -> io::Result<(TcpStream, std::net::IpAddr)> {
+    // SAFETY: an all-zero sockaddr_storage is a valid value (AF_UNSPEC, no address).
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: accept4(2) writes at most `len` bytes of the peer's address into `storage`
+    // (exclusively borrowed, `len` its size) and the address's length into `len`; the
+    // listening descriptor is `listener`'s, open for the call.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is the connection accept4 just returned, owned by nobody else.
+    let stream = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let peer = match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the kernel wrote a sockaddr_in (its family says so) into `storage`,
+            // which is larger and suitably aligned for any socket address.
+            let sin = unsafe {
+                &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            std::net::IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes())
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, a sockaddr_in6.
+            let sin6 = unsafe {
+                &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            std::net::IpAddr::from(sin6.sin6_addr.s6_addr)
+        }
+        _ => std::net::IpAddr::from([0u8; 4]),
+    };
+    Ok((stream, peer))
 }
 
 fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {

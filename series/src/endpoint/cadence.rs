@@ -1,0 +1,275 @@
+//! When each scraper will come next. A scraper scrapes at a fixed interval (Prometheus keeps
+//! each target's scrapes at the same offset within its interval), so after a few of its
+//! requests the next one can be foreseen, and an endpoint whose pages can be made ahead
+//! ([`super::server::Pages::prepare`]) makes the page a moment before it is asked for: the
+//! scrape is then answered from memory, and costs the endpoint nothing more than before (one
+//! page made per scrape, earlier).
+//!
+//! Scrapers are told apart by their address (two Prometheus servers of an HA pair scrape at
+//! their own offsets); [`MAX_PEERS`] are followed, the least recent forgotten first. A
+//! scraper's cadence is steady when all its last [`HISTORY`]` - 1` intervals but one at most
+//! (4 of 5) are within an eighth of their median (so one late scrape, on a loaded machine, does
+//! not stop the foresight); its next scrape is foreseen one median interval after its last. Anything else (a
+//! person with `curl`, two scrapers behind one address) is foreseen never, and answered as it
+//! comes, as before. A scraper that came early lately (its own machine loaded) gets its page
+//! made earlier by as much: the lead is the endpoint's own ([`Cadences::next`]'s `lead`) plus
+//! the most it came early over its last [`HISTORY`] scrapes.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use super::http::Format;
+
+/// Requests of one scraper remembered to judge its cadence: 5 intervals.
+pub const HISTORY: usize = 6;
+
+/// Scrapers (addresses) followed at once.
+pub const MAX_PEERS: usize = 8;
+
+/// The shortest interval foreseen: below it a preparation would take a good part of the
+/// interval, and a client that fast is not a scraper.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(4);
+
+/// One scraper's last requests.
+#[derive(Debug)]
+struct Peer {
+    addr: IpAddr,
+    arrivals: VecDeque<Instant>,
+    /// The format of its last request: what to prepare for it.
+    format: Format,
+    /// The foreseen request a page was prepared for (one preparation per request).
+    prepared_for: Option<Instant>,
+    /// How much earlier than foreseen its last requests came (none when on time or late).
+    early: VecDeque<Duration>,
+}
+
+impl Peer {
+    /// Its next request and its interval, when its cadence is steady.
+    fn foreseen(&self) -> Option<(Instant, Duration)> {
+        if self.arrivals.len() < HISTORY {
+            return None;
+        }
+        let mut intervals: Vec<Duration> = self
+            .arrivals
+            .iter()
+            .zip(self.arrivals.iter().skip(1))
+            .map(|(a, b)| b.saturating_duration_since(*a))
+            .collect();
+        intervals.sort();
+        let median = intervals[intervals.len() / 2];
+        let steady = intervals
+            .iter()
+            .filter(|&&i| i.abs_diff(median) <= tolerance(median))
+            .count();
+        let last = *self.arrivals.back()?;
+        (steady + 1 >= intervals.len() && median >= MIN_INTERVAL).then(|| (last + median, median))
+    }
+}
+
+/// How far a steady scraper's intervals stray from their median: an eighth of it.
+fn tolerance(interval: Duration) -> Duration {
+    interval / 8
+}
+
+/// A preparation due: when, in which format, and for which foreseen request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preparation {
+    /// When to make the page.
+    pub at: Instant,
+    /// The format the scraper asked for last.
+    pub format: Format,
+    /// The request it is for ([`Cadences::prepared`] marks it done).
+    pub foreseen: Instant,
+    peer: IpAddr,
+}
+
+/// The scrapers of one endpoint and their cadences.
+#[derive(Debug, Default)]
+pub struct Cadences {
+    peers: Vec<Peer>,
+}
+
+impl Cadences {
+    /// Notes a scrape from `addr` at `at`, asking for `format`.
+    pub fn record(&mut self, addr: IpAddr, at: Instant, format: Format) {
+        let i = match self.peers.iter().position(|p| p.addr == addr) {
+            Some(i) => i,
+            None => {
+                if self.peers.len() == MAX_PEERS {
+                    let least_recent = (0..self.peers.len())
+                        .min_by_key(|&i| self.peers[i].arrivals.back().copied())
+                        .unwrap_or(0);
+                    self.peers.swap_remove(least_recent);
+                }
+                self.peers.push(Peer {
+                    addr,
+                    arrivals: VecDeque::with_capacity(HISTORY),
+                    format,
+                    prepared_for: None,
+                    early: VecDeque::with_capacity(HISTORY),
+                });
+                self.peers.len() - 1
+            }
+        };
+        let peer = &mut self.peers[i];
+        if let Some((foreseen, _)) = peer.foreseen() {
+            if peer.early.len() == HISTORY {
+                peer.early.pop_front();
+            }
+            peer.early.push_back(foreseen.saturating_duration_since(at));
+        }
+        if peer.arrivals.len() == HISTORY {
+            peer.arrivals.pop_front();
+        }
+        peer.arrivals.push_back(at);
+        peer.format = format;
+    }
+
+    /// The earliest preparation not made yet, `lead` (and as much as the scraper came early
+    /// lately) before a foreseen request; one already due is returned with its time passed. A
+    /// scraper whose interval is shorter than four times that lead, or that is late by more
+    /// than an eighth of its interval at `now` (it stopped), gets none.
+    pub fn next(&self, now: Instant, lead: Duration) -> Option<Preparation> {
+        self.peers
+            .iter()
+            .filter_map(|p| {
+                let (foreseen, interval) = p.foreseen()?;
+                let lead = lead + p.early.iter().max().copied().unwrap_or_default();
+                let at = foreseen.checked_sub(lead)?;
+                let useful = lead * 4 <= interval
+                    && p.prepared_for != Some(foreseen)
+                    && now <= foreseen + tolerance(interval);
+                useful.then_some(Preparation {
+                    at,
+                    format: p.format,
+                    foreseen,
+                    peer: p.addr,
+                })
+            })
+            .min_by_key(|p| p.at)
+    }
+
+    /// Marks `preparation` done (the page is made; the next one is for the request after).
+    pub fn prepared(&mut self, preparation: &Preparation) {
+        if let Some(p) = self.peers.iter_mut().find(|p| p.addr == preparation.peer) {
+            p.prepared_for = Some(preparation.foreseen);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    /// `c` with scrapes of `peer` at `at` (ms after `t0`).
+    fn record_all(c: &mut Cadences, peer: IpAddr, t0: Instant, at: &[u64]) {
+        for &ms in at {
+            c.record(peer, t0 + MS * ms as u32, Format::Text);
+        }
+    }
+
+    #[test]
+    fn a_steady_scraper_is_foreseen_once_per_request() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        for k in 0..5 {
+            record_all(&mut c, ip(1), t0, &[30 * k]);
+            assert_eq!(c.next(t0, MS), None, "{} requests are too few", k + 1);
+        }
+        // Jitter within an eighth of the interval.
+        c.record(ip(1), t0 + 153 * MS, Format::Protobuf);
+        let p = c.next(t0 + 153 * MS, MS).unwrap();
+        assert_eq!((p.foreseen, p.at), (t0 + 183 * MS, t0 + 182 * MS));
+        assert_eq!(p.format, Format::Protobuf);
+        c.prepared(&p);
+        assert_eq!(c.next(t0 + 182 * MS, MS), None, "prepared already");
+        // One late scrape among steady ones: still foreseen, a median interval after it.
+        c.record(ip(1), t0 + 193 * MS, Format::Protobuf);
+        assert_eq!(c.next(t0 + 193 * MS, MS).unwrap().foreseen, t0 + 223 * MS);
+    }
+
+    #[test]
+    fn a_scraper_that_came_early_gets_its_page_earlier() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150]);
+        assert_eq!(c.next(t0 + 150 * MS, MS).unwrap().at, t0 + 179 * MS);
+        // 2 ms early, then on time: a lead of 1 + 2 ms while it is among the last six.
+        record_all(&mut c, ip(1), t0, &[178, 208]);
+        assert_eq!(c.next(t0 + 208 * MS, MS).unwrap().at, t0 + 235 * MS);
+        record_all(&mut c, ip(1), t0, &[238, 268, 298, 328]);
+        assert_eq!(c.next(t0 + 328 * MS, MS).unwrap().at, t0 + 355 * MS);
+        // Six on time since: back to 1 ms.
+        record_all(&mut c, ip(1), t0, &[358]);
+        assert_eq!(c.next(t0 + 358 * MS, MS).unwrap().at, t0 + 387 * MS);
+    }
+
+    #[test]
+    fn unsteady_late_or_too_fast_scrapers_are_not_foreseen() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 30, 70, 100, 150, 170]);
+        assert_eq!(
+            c.next(t0 + 170 * MS, MS),
+            None,
+            "30, 40, 30, 50 and 20 ms apart"
+        );
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150]);
+        assert!(c.next(t0 + 150 * MS, MS).is_some());
+        assert_eq!(c.next(t0 + 185 * MS, MS), None, "5 ms late: it stopped");
+        assert_eq!(c.next(t0 + 150 * MS, 8 * MS), None, "a lead over a quarter");
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 40, 160, 200, 320, 360]);
+        assert_eq!(
+            c.next(t0 + 360 * MS, MS),
+            None,
+            "two scrapers behind one address"
+        );
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 3, 6, 9, 12, 15]);
+        assert_eq!(c.next(t0, Duration::ZERO), None, "3 ms apart");
+    }
+
+    #[test]
+    fn two_scrapers_at_their_own_offsets_are_each_foreseen() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        for k in 0..6 {
+            c.record(ip(1), t0 + 100 * MS * k, Format::Text);
+            c.record(ip(2), t0 + 100 * MS * k + 40 * MS, Format::Protobuf);
+        }
+        let now = t0 + 540 * MS;
+        let first = c.next(now, MS).unwrap();
+        assert_eq!(
+            (first.foreseen, first.format),
+            (t0 + 600 * MS, Format::Text)
+        );
+        c.prepared(&first);
+        let second = c.next(now, MS).unwrap();
+        assert_eq!(
+            (second.foreseen, second.format),
+            (t0 + 640 * MS, Format::Protobuf)
+        );
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recent_scraper_is_forgotten() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(0), t0, &[0, 30, 60, 90, 120, 150]);
+        for peer in 1..=MAX_PEERS as u8 {
+            c.record(ip(peer), t0 + 160 * MS, Format::Text);
+        }
+        assert_eq!(c.peers.len(), MAX_PEERS);
+        assert!(c.peers.iter().all(|p| p.addr != ip(0)));
+        assert_eq!(c.next(t0 + 160 * MS, MS), None);
+    }
+}
