@@ -18,7 +18,10 @@
 //! - the same directory scraped in-process (`StoreScan::scrape`), 10 ms apart (its caches cold,
 //!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
 //!
-//! So first byte - floor is what the serving rank adds: its scrape, and the HTTP exchange.
+//! So first byte - floor is what the serving rank adds: its scrape, and the HTTP exchange. The
+//! serving rank makes its page just ahead of a steady scraper's scrape, as this client is
+//! (`store_scan::ScanPages`); the last line says how many scrapes it answered so (`/health`).
+//! The floor that scans makes its page when asked, as the rank did before.
 //! The scrapes are measured once the ranks have run for 3 s (the steady state of a node, where
 //! the store scan no longer lists the directory: see `store_scan`), and also right after they
 //! started.

@@ -1323,6 +1323,18 @@ mod tests {
         value(page, "agent_tx_bytes_total", &labels)
     }
 
+    /// A temporary directory on a local file system, where listings are reused (`None`
+    /// elsewhere: every scrape lists the directory there, see the listing test).
+    fn local_tempdir() -> Option<tempfile::TempDir> {
+        let dir = tempfile::tempdir().unwrap();
+        sys::on_local_file_system(dir.path()).then_some(dir)
+    }
+
+    /// Makes `dir` look changed a minute ago, so that its listing is reused.
+    fn settle(dir: &Path) {
+        set_dir_mtime(dir, std::time::SystemTime::now() - Duration::from_secs(60));
+    }
+
     fn text_page(pages: &ScanPages) -> String {
         String::from_utf8(pages.metrics(Format::Text).1).unwrap()
     }
@@ -1331,18 +1343,13 @@ mod tests {
     /// rank, a new rank, another format or age sends the scrape to make its own (exact) page.
     #[test]
     fn a_prepared_page_answers_its_scrape_only_while_nothing_it_shows_changed() {
-        let dir = tempfile::tempdir().unwrap();
-        if !sys::on_local_file_system(dir.path()) {
-            // Never reused there (every scrape lists the directory): see the listing test.
-            return;
-        }
+        let Some(dir) = local_tempdir() else { return };
         let b = Buckets::default();
         let a = writer(dir.path(), "a", 10, "0", &b);
         let c = writer(dir.path(), "c", 11, "1", &b);
         a.apply(&[Event::new(EventType::AgentTxBytes, 5)]);
         c.apply(&[Event::new(EventType::AgentTxBytes, 7)]);
-        let old = std::time::SystemTime::now() - Duration::from_secs(60);
-        set_dir_mtime(dir.path(), old);
+        settle(dir.path());
         let scan = std::sync::Arc::new(StoreScan::new(config(
             dir.path(),
             Duration::from_secs(30),
@@ -1386,7 +1393,7 @@ mod tests {
             (Some(100.0), Some(113.0))
         );
         // Older than its bound.
-        set_dir_mtime(dir.path(), old);
+        settle(dir.path());
         pages.prepare(Format::Text);
         std::thread::sleep(PREPARED_MAX_AGE + Duration::from_millis(20));
         text_page(&pages);
@@ -1404,17 +1411,11 @@ mod tests {
     /// good while it does, and not once it is gone (the scrape removes the store).
     #[test]
     fn a_prepared_page_is_not_served_once_a_rank_past_the_ttl_is_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        if !sys::on_local_file_system(dir.path()) {
-            return;
-        }
+        let Some(dir) = local_tempdir() else { return };
         let b = Buckets::default();
         let _a = writer(dir.path(), "a", 10, "0", &b);
         let c = writer(dir.path(), "c", 11, "1", &b);
-        set_dir_mtime(
-            dir.path(),
-            std::time::SystemTime::now() - Duration::from_secs(60),
-        );
+        settle(dir.path());
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
         let pages = ScanPages::new(std::sync::Arc::new(scan));
         pages.prepare(Format::Text);
@@ -1435,16 +1436,10 @@ mod tests {
     /// again.
     #[test]
     fn a_page_missing_native_histograms_mid_update_is_not_prepared() {
-        let dir = tempfile::tempdir().unwrap();
-        if !sys::on_local_file_system(dir.path()) {
-            return;
-        }
+        let Some(dir) = local_tempdir() else { return };
         let w = native_writer(dir.path(), 10, true);
         w.apply(&[Event::new(EventType::AgentXferTime, 30)]);
-        set_dir_mtime(
-            dir.path(),
-            std::time::SystemTime::now() - Duration::from_secs(60),
-        );
+        settle(dir.path());
         let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
             dir.path(),
             Duration::from_secs(30),
