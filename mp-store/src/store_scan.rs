@@ -63,27 +63,41 @@ pub const MAX_REFUSED_FILES: usize = 16_384;
 /// ready while at least one rank's store is served (its writer alive, or updated within the
 /// stale TTL), with the ranks served and the newest update's age; 503 otherwise.
 ///
-/// Pages are made ahead of a scraper that comes at a regular cadence (the server calls
+/// Pages are made ahead of a scraper that comes at a steady cadence (the server calls
 /// [`Pages::prepare`] a moment before its foreseen scrape: see
 /// [`nixl_telemetry_series::endpoint::cadence`]). A prepared page answers one scrape, in the
 /// format it was made in, when it is younger than [`PREPARED_MAX_AGE`] and still shows what the
 /// directory holds ([`StoreScan::still_current`]: no store added, removed or updated, none
 /// gone stale); otherwise the scrape makes its page as it comes. So a prepared page is the page
-/// the scrape would have made, sooner.
+/// the scrape would have made, sooner. No page is prepared that could not answer: not while
+/// the directory's listing cannot be reused (changed within 2 s, or not on a local file
+/// system), and after a page that could not be trusted (a file of the directory unusable for
+/// the moment, see [`PageSource`]) only one preparation in [`UNCLEAN_RETRY`] is made.
 pub struct ScanPages {
     scan: std::sync::Arc<StoreScan>,
-    prepared: Mutex<Option<PreparedPage>>,
+    /// The prepared pages, text and protobuf (two scrapers may ask for each).
+    prepared: Mutex<[Option<PreparedPage>; 2]>,
+    /// Preparations still to skip after one whose page could not be trusted.
+    skip_preparations: std::sync::atomic::AtomicU32,
+    /// Pages made ahead.
+    preparations: AtomicU64,
     /// Scrapes answered with a prepared page, and with a page made when asked.
     answered_prepared: AtomicU64,
     answered_made: AtomicU64,
 }
 
-/// How long a prepared page may wait for its scrape: the default flush interval.
-pub const PREPARED_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long a prepared page may wait for its scrape. A page is made at most
+/// [`nixl_telemetry_series::endpoint::cadence::MAX_LEAD`] ahead; the rest is for a scraper
+/// that comes late. It also bounds what a page made ahead may lack when a store's writer does
+/// not refresh its heartbeat after each batch's values (NIXL's on a CPU that reorders stores):
+/// what it flushed in the last 20 ms, as a scrape made 20 ms sooner would.
+pub const PREPARED_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// After a prepared page that could not be trusted, one preparation in this many is made.
+pub const UNCLEAN_RETRY: u32 = 8;
 
 /// A page made ahead of a scrape, and what it was made from.
 struct PreparedPage {
-    protobuf: bool,
     made: std::time::Instant,
     content_type: &'static str,
     body: Vec<u8>,
@@ -95,18 +109,26 @@ impl ScanPages {
     pub fn new(scan: std::sync::Arc<StoreScan>) -> ScanPages {
         ScanPages {
             scan,
-            prepared: Mutex::new(None),
+            prepared: Mutex::new([None, None]),
+            skip_preparations: std::sync::atomic::AtomicU32::new(0),
+            preparations: AtomicU64::new(0),
             answered_prepared: AtomicU64::new(0),
             answered_made: AtomicU64::new(0),
         }
     }
 
-    /// How many scrapes were answered with a prepared page, and with a page made when asked.
+    /// How many `/metrics` requests were answered with a prepared page, and with a page made
+    /// when asked.
     pub fn answered(&self) -> (u64, u64) {
         (
             self.answered_prepared.load(Ordering::Relaxed),
             self.answered_made.load(Ordering::Relaxed),
         )
+    }
+
+    /// How many pages were made ahead.
+    pub fn preparations(&self) -> u64 {
+        self.preparations.load(Ordering::Relaxed)
     }
 }
 
@@ -116,12 +138,10 @@ impl Pages for ScanPages {
     /// still what the scrape would make.
     fn metrics(&self, format: Format) -> (&'static str, Vec<u8>) {
         let protobuf = format == Format::Protobuf;
-        let prepared = self.prepared.lock_unpoisoned().take();
-        if let Some(p) = prepared.filter(|p| {
-            p.protobuf == protobuf
-                && p.made.elapsed() <= PREPARED_MAX_AGE
-                && self.scan.still_current(&p.source)
-        }) {
+        let prepared = self.prepared.lock_unpoisoned()[usize::from(protobuf)].take();
+        if let Some(p) = prepared
+            .filter(|p| p.made.elapsed() <= PREPARED_MAX_AGE && self.scan.still_current(&p.source))
+        {
             self.answered_prepared.fetch_add(1, Ordering::Relaxed);
             return (p.content_type, p.body);
         }
@@ -129,8 +149,8 @@ impl Pages for ScanPages {
         self.scan.scrape_as(protobuf)
     }
 
-    /// [`StoreScan::health`], with the scrapes answered with a prepared page and with a page
-    /// made when asked (`"scrapes":{"prepared":N,"made":M}`).
+    /// [`StoreScan::health`], with the `/metrics` requests answered with a prepared page and
+    /// with a page made when asked (`"scrapes":{"prepared":N,"made":M}`).
     fn health(&self) -> Health {
         let mut health = self.scan.health();
         let (prepared, made) = self.answered();
@@ -149,10 +169,32 @@ impl Pages for ScanPages {
 
     fn prepare(&self, format: Format) {
         let protobuf = format == Format::Protobuf;
+        // Pages nobody took (a scraper that stopped) keep their stores mapped: let them go.
+        for slot in self.prepared.lock_unpoisoned().iter_mut() {
+            if slot
+                .as_ref()
+                .is_some_and(|p| p.made.elapsed() > PREPARED_MAX_AGE)
+            {
+                *slot = None;
+            }
+        }
+        if !self.scan.listing_reusable() {
+            return;
+        }
+        let skip = self.skip_preparations.load(Ordering::Relaxed);
+        if skip > 0 {
+            self.skip_preparations.store(skip - 1, Ordering::Relaxed);
+            return;
+        }
         let made = std::time::Instant::now();
         let (content_type, body, source) = self.scan.scrape_as_from(protobuf);
-        *self.prepared.lock_unpoisoned() = source.clean.then_some(PreparedPage {
-            protobuf,
+        self.preparations.fetch_add(1, Ordering::Relaxed);
+        if !source.clean {
+            self.skip_preparations
+                .store(UNCLEAN_RETRY - 1, Ordering::Relaxed);
+            return;
+        }
+        self.prepared.lock_unpoisoned()[usize::from(protobuf)] = Some(PreparedPage {
             made,
             content_type,
             body,
@@ -406,6 +448,20 @@ impl StoreScan {
         (stores, source)
     }
 
+    /// Whether the directory's listing would be reused by a scrape now (see [`Listing`]): one
+    /// `statx`. A page is worth making ahead only then.
+    pub fn listing_reusable(&self) -> bool {
+        self.reusable_listing().is_some()
+    }
+
+    /// The files of the directory's listing, if a scrape now would reuse it.
+    fn reusable_listing(&self) -> Option<StoreFiles> {
+        let stamp = DirStamp::of(&fs::metadata(&self.config.dir).ok()?);
+        let listing = self.listing.lock_unpoisoned();
+        let listing = listing.as_ref().filter(|l| l.still_valid(stamp))?;
+        Some(listing.files.clone())
+    }
+
     /// Whether a scrape now would read what `source` was read from: the same listing of the
     /// directory (reused, as [`Listing`] allows), every store it served still there with the
     /// same heartbeat (a writer refreshes it after the values of each batch) and still served
@@ -415,14 +471,8 @@ impl StoreScan {
         if !source.clean {
             return false;
         }
-        let Ok(meta) = fs::metadata(&self.config.dir) else {
-            return false;
-        };
-        let stamp = DirStamp::of(&meta);
-        let listed = self.listing.lock_unpoisoned().as_ref().is_some_and(|l| {
-            l.still_valid(stamp) && std::sync::Arc::ptr_eq(&l.files, &source.files)
-        });
-        if !listed {
+        let listed = self.reusable_listing();
+        if !listed.is_some_and(|files| std::sync::Arc::ptr_eq(&files, &source.files)) {
             return false;
         }
         let now = sys::monotonic_ns();
@@ -1357,6 +1407,10 @@ mod tests {
         )));
         let pages = ScanPages::new(scan.clone());
         let total = |page: &str| value(page, "agent_tx_bytes_total", &[("hostname", "node")]);
+        // Before any scrape there is no listing to reuse: no page is made ahead.
+        pages.prepare(Format::Text);
+        assert_eq!(pages.preparations(), 0);
+        scan.live_stores();
         // Unchanged: the prepared page, byte for byte what the scrape makes.
         pages.prepare(Format::Text);
         let page = text_page(&pages);
@@ -1392,8 +1446,13 @@ mod tests {
             (rank_bytes(&page, "d", "12", "2"), total(&page)),
             (Some(100.0), Some(113.0))
         );
+        // Right after the directory changed its listing is not reused: no page is made ahead.
+        let made = pages.preparations();
+        pages.prepare(Format::Text);
+        assert_eq!(pages.preparations(), made);
         // Older than its bound.
         settle(dir.path());
+        scan.live_stores();
         pages.prepare(Format::Text);
         std::thread::sleep(PREPARED_MAX_AGE + Duration::from_millis(20));
         text_page(&pages);
@@ -1418,6 +1477,7 @@ mod tests {
         settle(dir.path());
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
         let pages = ScanPages::new(std::sync::Arc::new(scan));
+        pages.scan.live_stores();
         pages.prepare(Format::Text);
         assert_eq!(text_page(&pages), pages.scan.scrape());
         assert_eq!(pages.answered(), (1, 0));
@@ -1446,24 +1506,71 @@ mod tests {
             Aggregate::None,
         ))));
         let protobuf = |p: &ScanPages| p.metrics(Format::Protobuf).0;
+        pages.scan.live_stores();
+        // Two scrapers, one page made ahead for each in its format.
         pages.prepare(Format::Protobuf);
+        pages.prepare(Format::Text);
         assert_eq!(
             protobuf(&pages),
             nixl_telemetry_series::protobuf::CONTENT_TYPE
         );
-        assert_eq!(pages.answered(), (1, 0));
+        assert_eq!(pages.metrics(Format::Text).0, text::CONTENT_TYPE);
+        assert_eq!(pages.answered(), (2, 0));
         let sequence = w.native_sequence();
         let before = sequence.load(Ordering::Relaxed);
         sequence.store(before + 1, Ordering::Relaxed);
         pages.prepare(Format::Protobuf);
         // No store keeps native histograms now: the text page, made when asked.
         assert_eq!(protobuf(&pages), text::CONTENT_TYPE);
-        assert_eq!(pages.answered(), (1, 1));
+        assert_eq!(pages.answered(), (2, 1));
         sequence.store(before + 2, Ordering::Relaxed);
         assert_eq!(
             protobuf(&pages),
             nixl_telemetry_series::protobuf::CONTENT_TYPE
         );
+    }
+
+    /// A file of the directory that cannot be served for now (here another schema, its writer
+    /// alive) makes pages that cannot be trusted: after one, only one preparation in
+    /// `UNCLEAN_RETRY` is made, until one can be trusted again.
+    #[test]
+    fn preparations_back_off_while_their_pages_cannot_be_trusted() {
+        let Some(dir) = local_tempdir() else { return };
+        let _a = writer(dir.path(), "a", 10, "0", &Buckets::default());
+        let mut schema2 = vec![0u8; crate::layout::STORE_SIZE];
+        schema2[..8].copy_from_slice(b"NIXLMPS1");
+        schema2[8] = 2;
+        let odd = dir.path().join("nixl.7.1.0.mmap");
+        std::fs::write(&odd, &schema2).unwrap();
+        let holder = crate::sys::open_file(&odd, false).unwrap();
+        assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
+        settle(dir.path());
+        let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
+            dir.path(),
+            Duration::from_secs(30),
+            Aggregate::None,
+        ))));
+        let (_, logged) = nixl_telemetry_base::logging::capture(|| {
+            pages.scan.live_stores();
+            for _ in 0..2 * UNCLEAN_RETRY {
+                pages.prepare(Format::Text);
+            }
+        });
+        assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
+        assert_eq!(pages.preparations(), 2);
+        text_page(&pages);
+        assert_eq!(pages.answered(), (0, 1));
+        // Gone (its writer too): the next preparation (its turn came: sixteen were asked for) is
+        // trusted, and so are the ones after it.
+        drop(holder);
+        std::fs::remove_file(&odd).unwrap();
+        settle(dir.path());
+        pages.scan.live_stores();
+        pages.prepare(Format::Text);
+        pages.prepare(Format::Text);
+        assert_eq!(pages.preparations(), 4);
+        text_page(&pages);
+        assert_eq!(pages.answered(), (1, 1));
     }
 
     /// Native histograms in the protobuf scrape: each rank's, and the node total's merged at the

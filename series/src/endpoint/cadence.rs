@@ -8,12 +8,15 @@
 //! Scrapers are told apart by their address (two Prometheus servers of an HA pair scrape at
 //! their own offsets); [`MAX_PEERS`] are followed, the least recent forgotten first. A
 //! scraper's cadence is steady when all its last [`HISTORY`]` - 1` intervals but one at most
-//! (4 of 5) are within an eighth of their median (so one late scrape, on a loaded machine, does
-//! not stop the foresight); its next scrape is foreseen one median interval after its last. Anything else (a
-//! person with `curl`, two scrapers behind one address) is foreseen never, and answered as it
-//! comes, as before. A scraper that came early lately (its own machine loaded) gets its page
-//! made earlier by as much: the lead is the endpoint's own ([`Cadences::next`]'s `lead`) plus
-//! the most it came early over its last [`HISTORY`] scrapes.
+//! (4 of 5) are within an eighth of their median, a late scrape followed by one back on
+//! schedule counting as none (so one late scrape, on a loaded machine, does not stop the
+//! foresight); its next scrape is foreseen one median interval after its last, or
+//! two after the one before if that is sooner (a scraper on a fixed schedule comes back to it
+//! after a late scrape). Anything else (a person with `curl`, two scrapers behind one address)
+//! is foreseen never, and answered as it comes, as before. A scraper that came earlier than
+//! foreseen lately (its own machine loaded) gets its page made earlier by as much: the lead is
+//! the endpoint's own ([`Cadences::next`]'s `lead`) plus the most it came early over its last
+//! [`HISTORY`] foreseen scrapes, at most [`MAX_LEAD`].
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -26,6 +29,11 @@ pub const HISTORY: usize = 6;
 
 /// Scrapers (addresses) followed at once.
 pub const MAX_PEERS: usize = 8;
+
+/// The longest lead: a page is never made further ahead of its scrape (the more ahead, the
+/// likelier a rank's flush comes between; and a page made ahead is trusted for a short while
+/// only).
+pub const MAX_LEAD: Duration = Duration::from_millis(5);
 
 /// The shortest interval foreseen: below it a preparation would take a good part of the
 /// interval, and a client that fast is not a scraper.
@@ -50,20 +58,40 @@ impl Peer {
         if self.arrivals.len() < HISTORY {
             return None;
         }
-        let mut intervals: Vec<Duration> = self
+        let intervals: Vec<Duration> = self
             .arrivals
             .iter()
             .zip(self.arrivals.iter().skip(1))
             .map(|(a, b)| b.saturating_duration_since(*a))
             .collect();
-        intervals.sort();
-        let median = intervals[intervals.len() / 2];
-        let steady = intervals
-            .iter()
-            .filter(|&&i| i.abs_diff(median) <= tolerance(median))
-            .count();
+        let mut sorted = intervals.clone();
+        sorted.sort();
+        let median = sorted[sorted.len() / 2];
+        let near = |i: Duration, of: Duration| i.abs_diff(of) <= tolerance(median);
+        // Intervals off the median, but for a late scrape followed by one back on schedule
+        // (two intervals off that together make two).
+        let mut off = 0;
+        let mut k = 0;
+        while k < intervals.len() {
+            if near(intervals[k], median) {
+                k += 1;
+            } else if k + 1 < intervals.len()
+                && !near(intervals[k + 1], median)
+                && near(intervals[k] + intervals[k + 1], median * 2)
+            {
+                k += 2;
+            } else {
+                off += 1;
+                k += 1;
+            }
+        }
+        // One median interval after the last scrape, or two after the one before when that is
+        // sooner: after a late scrape, a scraper on a fixed schedule (Prometheus) comes back
+        // to it.
         let last = *self.arrivals.back()?;
-        (steady + 1 >= intervals.len() && median >= MIN_INTERVAL).then(|| (last + median, median))
+        let before_last = self.arrivals[self.arrivals.len() - 2];
+        let foreseen = (last + median).min(before_last + median * 2);
+        (off <= 1 && median >= MIN_INTERVAL).then_some((foreseen, median))
     }
 }
 
@@ -127,15 +155,17 @@ impl Cadences {
     }
 
     /// The earliest preparation not made yet, `lead` (and as much as the scraper came early
-    /// lately) before a foreseen request; one already due is returned with its time passed. A
-    /// scraper whose interval is shorter than four times that lead, or that is late by more
-    /// than an eighth of its interval at `now` (it stopped), gets none.
+    /// lately; at most [`MAX_LEAD`] in all) before a foreseen request; one already due is
+    /// returned with its time passed. A scraper whose interval is shorter than four times that
+    /// lead, or that is late by more than an eighth of its interval at `now` (it stopped), gets
+    /// none.
     pub fn next(&self, now: Instant, lead: Duration) -> Option<Preparation> {
         self.peers
             .iter()
             .filter_map(|p| {
                 let (foreseen, interval) = p.foreseen()?;
-                let lead = lead + p.early.iter().max().copied().unwrap_or_default();
+                let early = p.early.iter().max().copied().unwrap_or_default();
+                let lead = (lead + early).min(MAX_LEAD);
                 let at = foreseen.checked_sub(lead)?;
                 let useful = lead * 4 <= interval
                     && p.prepared_for != Some(foreseen)
@@ -183,16 +213,29 @@ mod tests {
             record_all(&mut c, ip(1), t0, &[30 * k]);
             assert_eq!(c.next(t0, MS), None, "{} requests are too few", k + 1);
         }
-        // Jitter within an eighth of the interval.
-        c.record(ip(1), t0 + 153 * MS, Format::Protobuf);
-        let p = c.next(t0 + 153 * MS, MS).unwrap();
-        assert_eq!((p.foreseen, p.at), (t0 + 183 * MS, t0 + 182 * MS));
+        c.record(ip(1), t0 + 150 * MS, Format::Protobuf);
+        let p = c.next(t0 + 150 * MS, MS).unwrap();
+        assert_eq!((p.foreseen, p.at), (t0 + 180 * MS, t0 + 179 * MS));
         assert_eq!(p.format, Format::Protobuf);
         c.prepared(&p);
-        assert_eq!(c.next(t0 + 182 * MS, MS), None, "prepared already");
-        // One late scrape among steady ones: still foreseen, a median interval after it.
-        c.record(ip(1), t0 + 193 * MS, Format::Protobuf);
-        assert_eq!(c.next(t0 + 193 * MS, MS).unwrap().foreseen, t0 + 223 * MS);
+        assert_eq!(c.next(t0 + 179 * MS, MS), None, "prepared already");
+        // Jitter within an eighth of the interval.
+        c.record(ip(1), t0 + 183 * MS, Format::Protobuf);
+        assert_eq!(c.next(t0 + 183 * MS, MS).unwrap().foreseen, t0 + 210 * MS);
+        c.record(ip(1), t0 + 211 * MS, Format::Protobuf);
+        assert_eq!(c.next(t0 + 211 * MS, MS).unwrap().foreseen, t0 + 241 * MS);
+    }
+
+    /// After a late scrape, a scraper on a fixed schedule comes back to it (Prometheus); one
+    /// that waits an interval after each scrape comes later, and finds its page made early.
+    #[test]
+    fn after_a_late_scrape_the_schedule_is_foreseen() {
+        let t0 = Instant::now();
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150, 190]);
+        assert_eq!(c.next(t0 + 190 * MS, MS).unwrap().foreseen, t0 + 210 * MS);
+        record_all(&mut c, ip(1), t0, &[210]);
+        assert_eq!(c.next(t0 + 210 * MS, MS).unwrap().foreseen, t0 + 240 * MS);
     }
 
     #[test]
@@ -201,14 +244,22 @@ mod tests {
         let mut c = Cadences::default();
         record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150]);
         assert_eq!(c.next(t0 + 150 * MS, MS).unwrap().at, t0 + 179 * MS);
-        // 2 ms early, then on time: a lead of 1 + 2 ms while it is among the last six.
-        record_all(&mut c, ip(1), t0, &[178, 208]);
-        assert_eq!(c.next(t0 + 208 * MS, MS).unwrap().at, t0 + 235 * MS);
-        record_all(&mut c, ip(1), t0, &[238, 268, 298, 328]);
+        // 2 ms early: a lead of 1 + 2 ms while it is among the last six foreseen scrapes.
+        record_all(&mut c, ip(1), t0, &[178]);
+        assert_eq!(c.next(t0 + 178 * MS, MS).unwrap().at, t0 + 205 * MS);
+        record_all(&mut c, ip(1), t0, &[208, 238, 268, 298, 328]);
         assert_eq!(c.next(t0 + 328 * MS, MS).unwrap().at, t0 + 355 * MS);
         // Six on time since: back to 1 ms.
         record_all(&mut c, ip(1), t0, &[358]);
         assert_eq!(c.next(t0 + 358 * MS, MS).unwrap().at, t0 + 387 * MS);
+        // 10 ms early: the lead stops at MAX_LEAD.
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150, 170]);
+        let p = c.next(t0 + 170 * MS, MS).unwrap();
+        assert_eq!(
+            (p.foreseen, p.at),
+            (t0 + 200 * MS, t0 + 200 * MS - MAX_LEAD)
+        );
     }
 
     #[test]
@@ -225,7 +276,10 @@ mod tests {
         record_all(&mut c, ip(1), t0, &[0, 30, 60, 90, 120, 150]);
         assert!(c.next(t0 + 150 * MS, MS).is_some());
         assert_eq!(c.next(t0 + 185 * MS, MS), None, "5 ms late: it stopped");
-        assert_eq!(c.next(t0 + 150 * MS, 8 * MS), None, "a lead over a quarter");
+        let mut c = Cadences::default();
+        record_all(&mut c, ip(1), t0, &[0, 12, 24, 36, 48, 60]);
+        assert_eq!(c.next(t0 + 60 * MS, 4 * MS), None, "a lead over a quarter");
+        assert!(c.next(t0 + 60 * MS, 3 * MS).is_some());
         let mut c = Cadences::default();
         record_all(&mut c, ip(1), t0, &[0, 40, 160, 200, 320, 360]);
         assert_eq!(
