@@ -1033,6 +1033,19 @@ mod tests {
         assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
     }
 
+    /// A store file of schema 2 in `dir` (unknown to this reader), and the descriptor holding
+    /// its lock (its writer, alive while it is open).
+    fn held_store_of_schema_2(dir: &Path) -> (PathBuf, File) {
+        let mut schema2 = vec![0u8; crate::layout::STORE_SIZE];
+        schema2[..8].copy_from_slice(b"NIXLMPS1");
+        schema2[8] = 2;
+        let path = dir.join("nixl.7.1.0.mmap");
+        std::fs::write(&path, &schema2).unwrap();
+        let holder = crate::sys::open_file(&path, false).unwrap();
+        assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
+        (path, holder)
+    }
+
     #[test]
     fn bad_files_are_skipped_with_one_warning_and_removed_when_unheld() {
         let dir = tempfile::tempdir().unwrap();
@@ -1040,13 +1053,7 @@ mod tests {
         std::fs::write(&small, [1u8; 16]).unwrap();
         let zero = dir.path().join("nixl.6.1.0.mmap");
         std::fs::write(&zero, vec![0u8; crate::layout::STORE_SIZE]).unwrap();
-        let mut schema2 = vec![0u8; crate::layout::STORE_SIZE];
-        schema2[..8].copy_from_slice(b"NIXLMPS1");
-        schema2[8] = 2;
-        let held = dir.path().join("nixl.7.1.0.mmap");
-        std::fs::write(&held, &schema2).unwrap();
-        let holder = crate::sys::open_file(&held, false).unwrap();
-        assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
+        let (held, _holder) = held_store_of_schema_2(dir.path());
         std::fs::write(dir.path().join("not-a-store.txt"), "x").unwrap();
         std::os::unix::fs::symlink(&held, dir.path().join("nixl.8.1.0.mmap")).unwrap();
         let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
@@ -1537,13 +1544,7 @@ mod tests {
     fn preparations_back_off_while_their_pages_cannot_be_trusted() {
         let Some(dir) = local_tempdir() else { return };
         let _a = writer(dir.path(), "a", 10, "0", &Buckets::default());
-        let mut schema2 = vec![0u8; crate::layout::STORE_SIZE];
-        schema2[..8].copy_from_slice(b"NIXLMPS1");
-        schema2[8] = 2;
-        let odd = dir.path().join("nixl.7.1.0.mmap");
-        std::fs::write(&odd, &schema2).unwrap();
-        let holder = crate::sys::open_file(&odd, false).unwrap();
-        assert!(crate::sys::try_lock_exclusive(&holder).unwrap());
+        let (odd, holder) = held_store_of_schema_2(dir.path());
         settle(dir.path());
         let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
             dir.path(),
