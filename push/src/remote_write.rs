@@ -445,7 +445,8 @@ impl Encoder {
             0
         } else {
             timestamp[0] = 0x10;
-            1 + varint(timestamp_ms as u64, &mut timestamp[1..])
+            prost::encoding::encode_varint(timestamp_ms as u64, &mut &mut timestamp[1..]);
+            1 + prost::encoding::encoded_len_varint(timestamp_ms as u64)
         };
         let timestamp = &timestamp[..timestamp_len];
         if !(self.laid_out == Some(timestamp_len) && self.overwrite(rows, own, timestamp)) {
@@ -487,7 +488,7 @@ impl Encoder {
                     let sample_len = if value != 0.0 { 9 } else { 0 } + timestamp.len();
                     let len = labels.len() + 2 + sample_len;
                     raw.push(0x0a);
-                    push_varint(len as u64, raw);
+                    prost::encoding::encode_varint(len as u64, raw);
                     raw.extend_from_slice(labels);
                     raw.push(0x12);
                     raw.push(sample_len as u8);
@@ -504,7 +505,7 @@ impl Encoder {
                     let h = native_sample(h, timestamp_ms);
                     let len = labels.len() + prost::encoding::message::encoded_len(4, &h);
                     raw.push(0x0a);
-                    push_varint(len as u64, raw);
+                    prost::encoding::encode_varint(len as u64, raw);
                     raw.extend_from_slice(labels);
                     prost::encoding::message::encode(4, &h, raw);
                 }
@@ -547,25 +548,6 @@ impl Encoder {
         });
         same
     }
-}
-
-/// Writes `v` as a protobuf varint at the start of `out`: its length.
-fn varint(mut v: u64, out: &mut [u8]) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        out[n] = v as u8 | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    out[n] = v as u8;
-    n + 1
-}
-
-/// Appends `v` as a protobuf varint.
-fn push_varint(v: u64, out: &mut Vec<u8>) {
-    let mut b = [0u8; 10];
-    let n = varint(v, &mut b);
-    out.extend_from_slice(&b[..n]);
 }
 
 /// Milliseconds since the Unix epoch.
