@@ -172,6 +172,18 @@ fn nixls_stores_decode_to_their_streams_values() {
     }
 }
 
+/// Applies the events of NIXL's fixture `store` to our store `w`: our file's bytes, NIXL's file
+/// (exactly 6,800 bytes), and the offsets where ours differ from it.
+fn applied_beside_nixl(w: &StoreWriter, store: &Value) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
+    let batch = events(store);
+    assert_eq!(w.apply(&batch), batch.len());
+    let ours = std::fs::read(w.path()).unwrap();
+    let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
+    assert_eq!(nixl.len(), 6800);
+    let differing = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+    (ours, nixl, differing)
+}
+
 #[test]
 fn our_writer_writes_nixls_bytes_for_the_same_stream() {
     let exp = expected();
@@ -184,11 +196,7 @@ fn our_writer_writes_nixls_bytes_for_the_same_stream() {
             w.path().file_name().unwrap().to_str().unwrap(),
             store["original_name"].as_str().unwrap()
         );
-        let batch = events(store);
-        assert_eq!(w.apply(&batch), batch.len());
-        let ours = std::fs::read(w.path()).unwrap();
-        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
-        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        let (_, _, differing) = applied_beside_nixl(&w, store);
         assert!(
             differing.iter().all(|i| (24..32).contains(i)),
             "{name}: bytes {differing:?} differ (only the heartbeat at 24..32 may)"
@@ -214,12 +222,7 @@ fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
     for (name, store) in exp["stores"].as_object().unwrap() {
         let id = fixture_identity(store, 1_000_000, labels.clone());
         let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
-        let batch = events(store);
-        assert_eq!(w.apply(&batch), batch.len());
-        let ours = std::fs::read(w.path()).unwrap();
-        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
-        assert_eq!(nixl.len(), 6800);
-        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        let (ours, _, differing) = applied_beside_nixl(&w, store);
         assert!(
             differing
                 .iter()
@@ -366,11 +369,7 @@ fn a_native_store_is_nixls_bytes_then_its_extension_and_is_served_beside_nixls()
     for (name, store) in exp["stores"].as_object().unwrap() {
         let id = fixture_identity(store, 1_000_000, Default::default());
         let w = StoreWriter::create_with(dir.path(), &id, &Buckets::default(), true).unwrap();
-        let batch = events(store);
-        assert_eq!(w.apply(&batch), batch.len());
-        let ours = std::fs::read(w.path()).unwrap();
-        let nixl = std::fs::read(fixtures().join(store["file"].as_str().unwrap())).unwrap();
-        let differing: Vec<usize> = (0..6800).filter(|&i| ours[i] != nixl[i]).collect();
+        let (ours, nixl, differing) = applied_beside_nixl(&w, store);
         assert!(
             differing.iter().all(|i| (16..32).contains(i)),
             "{name}: bytes {differing:?} differ (only the pid and the heartbeat may)"
