@@ -415,18 +415,17 @@ impl StoreScan {
                 unnamed: &mut unnamed,
             };
             match self.read_one(&mut open, foreign, path, *inode, now, euid) {
-                Some(view) => match open.get(path) {
-                    Some(f) => {
-                        let torn = view.snapshot.native.is_none() && f.store.keeps_native();
-                        source.clean &= !torn;
-                        source.stores.push((f.clone(), view.last_update_ns));
-                        stores.push(view);
+                Some(view) => {
+                    // `read_one` served it from `open`; its native histograms caught
+                    // mid-update make the page untrusted.
+                    match open.get(path) {
+                        Some(f) if view.snapshot.native.is_some() || !f.store.keeps_native() => {
+                            source.stores.push((f.clone(), view.last_update_ns));
+                        }
+                        _ => source.clean = false,
                     }
-                    None => {
-                        source.clean = false;
-                        stores.push(view);
-                    }
-                },
+                    stores.push(view);
+                }
                 None => source.clean = false,
             }
         }
