@@ -23,11 +23,9 @@ cargo clippy --workspace --all-targets -- -D warnings -D clippy::undocumented_un
 cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings -D clippy::undocumented_unsafe_blocks -D unsafe_op_in_unsafe_fn
 echo "== cargo doc"
 # Every doc comment's intra-doc links resolve and its text is valid: the developer docs, private
-# items included (so a link to a private item resolves and is allowed). The C ABI crate's library
-# and the CLI's binary are both named nixl_telemetry in target/doc: documented apart.
+# items included (so a link to a private item resolves and is allowed).
 export RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links"
-cargo doc --workspace --exclude nixl-telemetry-c-api --no-deps --document-private-items
-cargo doc -p nixl-telemetry-c-api --no-deps --document-private-items
+cargo doc --workspace --no-deps --document-private-items
 unset RUSTDOCFLAGS
 echo "== cargo test"
 # c-api/tests/install.rs also builds the shipped packages as scripts/install.sh does, apart in
@@ -39,7 +37,7 @@ echo "== loom model check of the staging queue"
 # target/loom so that the builds above stay valid; the `loom` profile (Cargo.toml) optimises
 # what runs, as loom runs each model thousands of times.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test --profile loom -p nixl-telemetry --test loom_staging
+  cargo test --profile loom -p nixl-telemetry-core --test loom_staging
 echo "== python reader tests"
 python3 -m pytest examples/python -q
 echo "== python package (pip wheel ./python, installed into target/python-package/site)"

@@ -33,11 +33,11 @@ pub mod ring;
 pub mod segments;
 pub mod staging;
 
-// What the core shares with the plug-ins lives in `nixl-telemetry-base`, one level down; its
-// modules keep their paths here (`nixl_telemetry::event`, `crate::fork`, ...).
-use nixl_telemetry_base::worker;
-pub use nixl_telemetry_base::{
-    c_string, constants, env, error, event, fork, logging, owner_only, settings, sync,
+// What the core shares with the plug-ins lives in `nixl-telemetry-base`, one level down: the
+// core's code reaches its modules as `crate::fork`, `crate::event`, ...; every other crate
+// reaches them by their one path, `nixl_telemetry_base::...`.
+use nixl_telemetry_base::{
+    c_string, constants, env, error, event, fork, logging, owner_only, settings, sync, worker,
 };
 
 pub use collector::{Collector, CollectorStats, Recorded};

@@ -6,8 +6,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use nixl_telemetry_base::settings::{self, Origin, SETTINGS};
 use nixl_telemetry_core::config::Options;
-use nixl_telemetry_core::settings::{self, Origin, SETTINGS};
 use nixl_telemetry_core::{Collector, EventType, RingReader, Status};
 use nixl_telemetry_test_support::child;
 
@@ -149,14 +149,14 @@ fn child() {
         "typos_are_warned_once_when_the_file_is_read" => {
             // The first read of the file warns, on the reading thread, once per unknown key;
             // the keys are ignored (the collector is made from the rest).
-            let (c, logged) = nixl_telemetry_core::logging::capture(|| {
+            let (c, logged) = nixl_telemetry_base::logging::capture(|| {
                 Collector::from_env("agent", false).unwrap()
             });
             assert_eq!(c.exporter_name(), "BUFFER");
             c.close();
             let cfg = cfg.display();
             assert_eq!(
-                nixl_telemetry_core::logging::warnings(&logged),
+                nixl_telemetry_base::logging::warnings(&logged),
                 [
                     format!(
                         "{cfg}: DYN_FPM_TRACE is ignored: Dynamo's DYN_FPM_* variables are read \
@@ -174,13 +174,13 @@ fn child() {
                 ]
             );
             // Not again in this process, whatever reads the settings next.
-            let (_, logged) = nixl_telemetry_core::logging::capture(|| {
+            let (_, logged) = nixl_telemetry_base::logging::capture(|| {
                 let c = Collector::from_env("again", false).unwrap();
                 c.close();
                 Options::default().effective().unwrap()
             });
             assert!(
-                nixl_telemetry_core::logging::warnings(&logged).is_empty(),
+                nixl_telemetry_base::logging::warnings(&logged).is_empty(),
                 "{logged:?}"
             );
         }

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_core::settings::{self, SETTINGS};
+use nixl_telemetry_base::settings::{self, SETTINGS};
 use nixl_telemetry_core::Collector;
 use nixl_telemetry_test_support::child;
 use nixl_telemetry_test_support::other_user::other_user;
@@ -185,7 +185,7 @@ fn files_of_another_user_are_refused() {
 /// forks meanwhile; the child creates a collector and ends. It hung in `Once::call` when the
 /// read-once cache was a `OnceLock`.
 fn fork_during_read() {
-    use nixl_telemetry_core::settings::file::test_hooks::slow_reads;
+    use nixl_telemetry_base::settings::file::test_hooks::slow_reads;
     slow_reads(Duration::from_millis(600));
     let reader = std::thread::spawn(|| settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE"));
     std::thread::sleep(Duration::from_millis(150));

@@ -3,8 +3,8 @@
 
 use std::sync::Mutex;
 
-use nixl_telemetry_core::logging::{capture, warnings};
-use nixl_telemetry_core::sync::LockUnpoisoned;
+use nixl_telemetry_base::logging::{capture, warnings};
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use nixl_telemetry_core::{Collector, EventType, Status};
 
 static ENV: Mutex<()> = Mutex::new(());

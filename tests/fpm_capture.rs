@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nixl_telemetry_base::logging;
 use nixl_telemetry_core::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmStats, FpmTrace, Source};
-use nixl_telemetry_core::logging;
 use nixl_telemetry_core::segments::segments_of;
 use nixl_telemetry_core::segments::{ManualClock, SegmentReader};
 use serde_json::Value;

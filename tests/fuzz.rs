@@ -7,7 +7,7 @@
 
 use std::io::Write;
 
-use nixl_telemetry_core::env::fixed_env;
+use nixl_telemetry_base::env::fixed_env;
 use nixl_telemetry_core::exporter::{ExporterChoice, TraceExporterConfig};
 use nixl_telemetry_core::fpm::{FpmPayload, FpmPolicy, ValidPayload};
 use nixl_telemetry_core::segments::SegmentReader;
@@ -145,8 +145,8 @@ fn fuzz_the_environment_parsers() {
     let mut round = 0usize;
     fuzz::run("environment", &seeds, |bytes| {
         let value = String::from_utf8_lossy(bytes);
-        let _ = nixl_telemetry_core::env::parse_bool("V", &value);
-        let _ = nixl_telemetry_core::env::parse_u64("V", &value);
+        let _ = nixl_telemetry_base::env::parse_bool("V", &value);
+        let _ = nixl_telemetry_base::env::parse_u64("V", &value);
         let _ = MetricMask::resolve(&value);
         round += 1;
         let var = CORE[round % CORE.len()];

@@ -772,7 +772,7 @@ fn the_cli_depends_on_no_plug_in() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let deps = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
     assert!(
-        deps.iter().any(|(name, _)| name == "nixl_telemetry"),
+        deps.iter().any(|(name, _)| name == "nixl-telemetry-core"),
         "the CLI's dependencies were not read: {deps:?}"
     );
     let on_plug_ins = plug_in_dependencies(root, &root.join("cli"));
@@ -964,11 +964,11 @@ fn the_documented_crate_graph_is_the_manifests() {
     // The rules the table keeps.
     let deps_of = |n: &str| &documented.iter().find(|(name, ..)| name == n).unwrap().2;
     assert!(deps_of("nixl-telemetry-base").is_empty());
-    assert_eq!(deps_of("nixl-telemetry"), &["nixl-telemetry-base"]);
+    assert_eq!(deps_of("nixl-telemetry-core"), &["nixl-telemetry-base"]);
     for (name, dir, deps) in &documented {
         if dir.starts_with("plugins/") {
             assert!(
-                !deps.iter().any(|d| d == "nixl-telemetry"),
+                !deps.iter().any(|d| d == "nixl-telemetry-core"),
                 "plug-in {name} links the core: it would carry a second copy of it"
             );
         }

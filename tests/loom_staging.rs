@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use loom::thread;
-use nixl_telemetry_core::event::{Event, EventType};
+use nixl_telemetry_base::event::{Event, EventType};
 use nixl_telemetry_core::staging::{loom_thread_exit, StagingQueue, BLOCK_EVENTS};
 
 /// Runs `f` under loom with a bound on the preemptions per execution (each model finishes in

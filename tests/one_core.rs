@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use nixl_telemetry_core::settings::{self, SETTINGS};
+use nixl_telemetry_base::settings::{self, SETTINGS};
 use nixl_telemetry_core::Collector;
 use nixl_telemetry_test_support::{built_plugins, child, free_port, plugin_config};
 

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nixl_telemetry_core::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use nixl_telemetry_core::{plugin, Collector, EventType, Status};
 use nixl_telemetry_test_support::plugin_config as config;
 
@@ -216,9 +216,9 @@ fn a_candidate_that_cannot_be_loaded_is_reported_when_a_later_one_is_used() {
     plugin::add_plugin_dir(first.path()).unwrap(); // searched first
     std::env::set_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR", later.path());
     let (collector, logged) =
-        nixl_telemetry_core::logging::capture(|| Collector::new("agent-s", config("skipped")));
+        nixl_telemetry_base::logging::capture(|| Collector::new("agent-s", config("skipped")));
     assert!(collector.is_ok(), "{:?}", collector.err());
-    let warnings = nixl_telemetry_core::logging::warnings(&logged);
+    let warnings = nixl_telemetry_base::logging::warnings(&logged);
     assert_eq!(warnings.len(), 1, "{logged:?}");
     assert!(
         warnings[0].contains(&later.path().display().to_string())

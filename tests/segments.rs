@@ -204,7 +204,7 @@ fn a_truncated_last_member_is_read_up_to_the_cut_by_gzip_cd() {
 
 #[test]
 fn a_prefix_locked_by_another_process_is_refused_to_fpm_and_trace_writers() {
-    use nixl_telemetry_core::error::Status;
+    use nixl_telemetry_base::error::Status;
     use nixl_telemetry_core::exporter::{TraceExporter, TraceExporterConfig};
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
@@ -456,8 +456,8 @@ fn files_of_another_user_are_neither_history_nor_deleted() {
 
 #[test]
 fn a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer() {
+    use nixl_telemetry_base::logging;
     use nixl_telemetry_core::exporter::{TraceExporter, TraceExporterConfig};
-    use nixl_telemetry_core::logging;
     use std::os::fd::AsRawFd;
     let Some(sticky) = in_sticky_dir_as_root_then_victim(
         "a_lock_file_planted_or_held_by_another_user_does_not_disable_the_producer",

@@ -1,4 +1,4 @@
-//! Each setting is declared once, in `nixl_telemetry::settings` (name, kind, default, readers,
+//! Each setting is declared once, in `nixl_telemetry_base::settings` (name, kind, default, readers,
 //! doc line), and everything else is built from or checked against the declarations:
 //!
 //! - the settings tables of `docs/configuration-file.md` and `docs/configuration.md` are
@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nixl_telemetry_core::settings::{self, Consumer, Setting, SETTINGS};
+use nixl_telemetry_base::settings::{self, Consumer, Setting, SETTINGS};
 
 /// The repository's root (this crate's directory).
 fn root() -> &'static Path {
@@ -47,7 +47,7 @@ const TABLES: &[Table] = &[
 fn markers(name: &str) -> (String, String) {
     (
         format!(
-            "<!-- settings table \"{name}\": generated from nixl_telemetry::settings::SETTINGS; \
+            "<!-- settings table \"{name}\": generated from nixl_telemetry_base::settings::SETTINGS; \
              regenerate with NIXL_TELEMETRY_BLESS=1 cargo test -p nixl-telemetry --test \
              settings_declared -->\n"
         ),

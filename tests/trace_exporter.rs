@@ -110,7 +110,7 @@ fn rows_lost_to_a_write_error_count_as_lost_not_exported() {
 
 #[test]
 fn trace_losses_show_in_nixl_telemetry_get_stats() {
-    use c_api::{
+    use nixl_telemetry::{
         nixl_telemetry_add_xfer_stats, nixl_telemetry_create, nixl_telemetry_destroy,
         nixl_telemetry_get_stats, nixl_telemetry_t, NIXL_TELEMETRY_SUCCESS,
     };

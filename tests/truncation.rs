@@ -10,7 +10,7 @@
 use std::fs::OpenOptions;
 use std::time::Duration;
 
-use nixl_telemetry_core::logging;
+use nixl_telemetry_base::logging;
 use nixl_telemetry_core::{
     Collector, Config, Event, EventType, ExporterChoice, MetricMask, RingReader, RingWriter, Status,
 };
@@ -137,7 +137,7 @@ fn a_reader_refuses_a_ring_truncated_under_it() {
     let mut r = std::ptr::null_mut();
     // SAFETY: a valid C string and out-parameters; the handle is closed once below.
     unsafe {
-        use c_api::{
+        use nixl_telemetry::{
             nixl_telemetry_ring_close, nixl_telemetry_ring_open, nixl_telemetry_ring_pop,
             NIXL_TELEMETRY_ERR_MISMATCH, NIXL_TELEMETRY_SUCCESS,
         };

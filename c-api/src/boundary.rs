@@ -12,9 +12,9 @@ use std::ffi::{c_char, CStr, OsStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use nixl_telemetry_core::c_string::copy_c_string;
-use nixl_telemetry_core::constants::{nixl_telemetry_status_t, NIXL_TELEMETRY_ERR_UNKNOWN};
-use nixl_telemetry_core::error::{panic_message, Error, Result};
+use nixl_telemetry_base::c_string::copy_c_string;
+use nixl_telemetry_base::constants::{nixl_telemetry_status_t, NIXL_TELEMETRY_ERR_UNKNOWN};
+use nixl_telemetry_base::error::{panic_message, Error, Result};
 
 thread_local! {
     /// The message of this thread's most recent failed call, for `nixl_telemetry_last_error`.
@@ -265,7 +265,7 @@ pub(crate) unsafe fn new_handle<T>(
     let value = make()?;
     // SAFETY: checked writable above; ownership passes to the caller.
     unsafe { *out = Box::into_raw(Box::new(value)) };
-    Ok(nixl_telemetry_core::constants::NIXL_TELEMETRY_SUCCESS)
+    Ok(nixl_telemetry_base::constants::NIXL_TELEMETRY_SUCCESS)
 }
 
 /// Releases a handle made by [`new_handle`]; NULL is a no-op.

@@ -7,7 +7,7 @@
 //! (Itanium ABI mangling, as GCC and Clang use on Linux).
 
 use crate::boundary;
-use nixl_telemetry_core::event::EventType;
+use nixl_telemetry_base::event::EventType;
 
 /// `nixl_telemetry_event_type_t nixlTelemetryEventTypeForStatus(nixl_status_t s)`: the error
 /// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19). Both enums are passed as their

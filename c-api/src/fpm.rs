@@ -18,12 +18,12 @@ use std::ffi::c_char;
 
 use crate::boundary::{self, entry, handle, out_arg};
 pub use crate::fpm_types::*;
-use nixl_telemetry_core::constants::*;
-use nixl_telemetry_core::error::Result;
+use nixl_telemetry_base::constants::*;
+use nixl_telemetry_base::error::Result;
 use nixl_telemetry_core::fpm::{FpmPayload, FpmStats, FpmTrace};
 
 /// The trace behind the handle argument `t`: an error when it is NULL, or when it was inherited
-/// through a fork (checked before anything of it is used: see [`nixl_telemetry_core::fork`]).
+/// through a fork (checked before anything of it is used: see [`nixl_telemetry_base::fork`]).
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
@@ -31,7 +31,7 @@ unsafe fn trace<'a>(function: &str, t: *const nixl_telemetry_fpm_trace_t) -> Res
     // SAFETY: the caller's contract: NULL or a live handle.
     let t = unsafe { handle(function, "t", t) }?;
     if t.trace.inherited() {
-        return Err(nixl_telemetry_core::fork::inherited_handle(function));
+        return Err(nixl_telemetry_base::fork::inherited_handle(function));
     }
     Ok(&t.trace)
 }

@@ -21,7 +21,7 @@
 //!   request blocks ([`nixl_telemetry_core::fpm::ScheduledRequests`], [`nixl_telemetry_core::fpm::QueuedRequests`]), under
 //!   their C names by cbindgen's renames;
 //! - every number (status codes, event types, log levels), defined once in the leaf module
-//!   [`nixl_telemetry_core::constants`], which the Rust types take their values from (re-exported here);
+//!   [`nixl_telemetry_base::constants`], which the Rust types take their values from (re-exported here);
 //! - the event record [`nixl_telemetry_core::Event`] (`nixl_telemetry_event_t`), which is also the 16-byte
 //!   record of the ring file;
 //! - the exporter plug-in ABI [`nixl_telemetry_core::plugin::abi`] (`include/nixl_telemetry_plugin.h`), the
@@ -36,7 +36,7 @@ pub mod fpm_types;
 pub mod telemetry;
 pub mod types;
 
-pub use nixl_telemetry_core::constants::*;
+pub use nixl_telemetry_base::constants::*;
 pub use telemetry::*;
 pub use types::*;
 

@@ -7,7 +7,7 @@
 //! Ownership: handles returned through `out` parameters belong to the caller, who releases them
 //! with the matching `destroy`/`close` exactly once. Strings passed in are borrowed for the
 //! duration of the call only. A collector handle inherited through `fork` is refused before
-//! anything of it is used ([`nixl_telemetry_core::fork`]).
+//! anything of it is used ([`nixl_telemetry_base::fork`]).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
@@ -17,16 +17,16 @@ use crate::types::{
     self, nixl_telemetry_log_fn_t, nixl_telemetry_options_t, nixl_telemetry_ring_t,
     nixl_telemetry_t,
 };
+use nixl_telemetry_base::constants::*;
+use nixl_telemetry_base::error::{Error, Result, Status};
+use nixl_telemetry_base::event::{Event, EventType};
+use nixl_telemetry_base::logging;
 use nixl_telemetry_core::collector::{Collector, CollectorStats, Recorded};
 use nixl_telemetry_core::config::Options;
-use nixl_telemetry_core::constants::*;
-use nixl_telemetry_core::error::{Error, Result, Status};
-use nixl_telemetry_core::event::{Event, EventType};
-use nixl_telemetry_core::logging;
 use nixl_telemetry_core::ring::RingReader;
 
 /// The collector behind the handle argument `t`: an error when it is NULL, or when it was
-/// inherited through a fork (checked before anything of it is used: see [`nixl_telemetry_core::fork`]).
+/// inherited through a fork (checked before anything of it is used: see [`nixl_telemetry_base::fork`]).
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
@@ -34,7 +34,7 @@ unsafe fn collector<'a>(function: &str, t: *const nixl_telemetry_t) -> Result<&'
     // SAFETY: the caller's contract: NULL or a live handle.
     let t = unsafe { handle(function, "t", t) }?;
     if t.collector.inherited() {
-        return Err(nixl_telemetry_core::fork::inherited_handle(function));
+        return Err(nixl_telemetry_base::fork::inherited_handle(function));
     }
     Ok(&t.collector)
 }
@@ -546,7 +546,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_close(r: *mut nixl_telemetry_ring_t
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nixl_telemetry_core::error::Status;
+    use nixl_telemetry_base::error::Status;
     use std::ffi::CStr;
 
     use crate::boundary::last_error_text as last_error;

@@ -6,14 +6,14 @@
 //! The C-layout types of this header that are the core's own values are defined once in the
 //! core: the event record ([`nixl_telemetry_core::Event`], `nixl_telemetry_event_t`, also the 16-byte record
 //! of the ring file) and the counters ([`nixl_telemetry_core::CollectorStats`], `nixl_telemetry_stats_t`).
-//! The numbers the header carries live in [`nixl_telemetry_core::constants`].
+//! The numbers the header carries live in [`nixl_telemetry_base::constants`].
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
+use nixl_telemetry_base::logging::{level_code, LogSink};
 use nixl_telemetry_core::collector::Collector;
-use nixl_telemetry_core::logging::{level_code, LogSink};
 use nixl_telemetry_core::ring::RingReader;
 
 /// One agent's telemetry collector (opaque). Created by `nixl_telemetry_create`, released by

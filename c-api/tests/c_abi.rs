@@ -10,7 +10,7 @@
 //!
 //! Needs `cmake` (and a C/C++ compiler with libasan and libubsan, as gcc has) on PATH.
 
-use nixl_telemetry_core::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;

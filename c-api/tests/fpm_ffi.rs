@@ -7,7 +7,7 @@ use std::ffi::CStr;
 
 use common::last_error;
 use nixl_telemetry::fpm::*;
-use nixl_telemetry_core::constants::*;
+use nixl_telemetry_base::constants::*;
 use nixl_telemetry_core::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
 use nixl_telemetry_core::segments::segments_of;
 use nixl_telemetry_core::segments::SegmentReader;

@@ -5,8 +5,8 @@ mod common;
 
 use common::last_error;
 use nixl_telemetry::fpm::*;
-use nixl_telemetry_core::constants::*;
-use nixl_telemetry_core::logging;
+use nixl_telemetry_base::constants::*;
+use nixl_telemetry_base::logging;
 
 #[test]
 fn an_invalid_master_switch_disables_tracing_with_one_warning() {

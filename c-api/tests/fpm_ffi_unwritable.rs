@@ -7,8 +7,8 @@ use std::ffi::CStr;
 
 use common::last_error;
 use nixl_telemetry::fpm::*;
-use nixl_telemetry_core::constants::*;
-use nixl_telemetry_core::logging;
+use nixl_telemetry_base::constants::*;
+use nixl_telemetry_base::logging;
 
 #[test]
 fn an_unwritable_location_gives_a_distinct_status_and_one_warning() {

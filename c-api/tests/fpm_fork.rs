@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::last_error;
 use nixl_telemetry::fpm::*;
-use nixl_telemetry_core::constants::*;
+use nixl_telemetry_base::constants::*;
 use nixl_telemetry_core::fpm::{FpmPayload, FpmStats, QueuedRequests, ScheduledRequests};
 use nixl_telemetry_core::segments::{segments_of, SegmentReader};
 use nixl_telemetry_test_support::forked;

@@ -5,9 +5,9 @@
 
 use std::io::Write;
 
-use nixl_telemetry::config::Options;
-use nixl_telemetry::settings::{self, Effective};
-use nixl_telemetry::ExporterChoice;
+use nixl_telemetry_base::settings::{self, Effective};
+use nixl_telemetry_core::config::Options;
+use nixl_telemetry_core::ExporterChoice;
 use serde_json::json;
 
 use crate::output::CliResult;
@@ -75,7 +75,7 @@ pub fn run(args: &ConfigArgs) -> CliResult {
     let outcome = if problems.is_empty() {
         Ok(())
     } else {
-        Err(nixl_telemetry::Error::invalid(problems.join("\n")).into())
+        Err(nixl_telemetry_core::Error::invalid(problems.join("\n")).into())
     };
     if args.json {
         let rows: Vec<_> = effective

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::settings;
-use nixl_telemetry::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
+use nixl_telemetry_base::settings;
+use nixl_telemetry_core::{Collector, Config, EventType, ExporterChoice, MetricMask, RingReader};
 
 use crate::output::{self, CliError, CliResult};
 use crate::rings::Mode;
@@ -133,7 +133,7 @@ fn validate(args: &DemoArgs) -> CliResult {
             "--port is the Prometheus endpoint's: use it with --exporter prometheus".into(),
         ));
     }
-    nixl_telemetry::ring::validate_file_name(&args.agent)
+    nixl_telemetry_core::ring::validate_file_name(&args.agent)
         .map_err(|e| CliError::Usage(format!("--agent: {}", e.message)))
 }
 
@@ -196,7 +196,7 @@ impl Agent {
     }
 
     /// Stops the producers, then the collector (which flushes what is still staged).
-    fn stop(self) -> Result<nixl_telemetry::CollectorStats, CliError> {
+    fn stop(self) -> Result<nixl_telemetry_core::CollectorStats, CliError> {
         self.stop.store(true, Ordering::Relaxed);
         for p in self.producers {
             let _ = p.join();
@@ -280,7 +280,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
     let mut summary = Summary::default();
     let mut interval = Observed::default();
     let mut cursor = None;
-    let mut take = |ring: &mut RingReader| -> Vec<nixl_telemetry::Event> {
+    let mut take = |ring: &mut RingReader| -> Vec<nixl_telemetry_core::Event> {
         match mode {
             Mode::Consume => {
                 let most = ring.capacity() as usize;
@@ -300,7 +300,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.seconds);
     let mut frame_at = started;
-    let show = |events: Vec<nixl_telemetry::Event>,
+    let show = |events: Vec<nixl_telemetry_core::Event>,
                 summary: &mut Summary,
                 interval: &mut Observed,
                 out: &mut std::io::StdoutLock|
@@ -365,7 +365,7 @@ fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
 /// The collector's loss accounting; with `read`, also that every exported event was read.
 fn accounting(
     out: &mut impl Write,
-    stats: &nixl_telemetry::CollectorStats,
+    stats: &nixl_telemetry_core::CollectorStats,
     read: Option<u64>,
 ) -> std::io::Result<()> {
     writeln!(
@@ -406,7 +406,7 @@ fn add_plugin_dirs() {
     for dir in [bin.join("../lib/plugins"), bin.clone()] {
         if dir.join("libtelemetry_exporter_prometheus.so").is_file() {
             if let Ok(dir) = dir.canonicalize() {
-                let _ = nixl_telemetry::plugin::add_plugin_dir(&dir);
+                let _ = nixl_telemetry_core::plugin::add_plugin_dir(&dir);
             }
         }
     }
@@ -420,7 +420,7 @@ fn run_prometheus(args: &DemoArgs) -> CliResult {
     add_plugin_dirs();
     let agent =
         Agent::start(args, ExporterChoice::Plugin("prometheus".into())).map_err(|e| match e {
-            CliError::Telemetry(e) if e.status == nixl_telemetry::Status::BindFailed => {
+            CliError::Telemetry(e) if e.status == nixl_telemetry_core::Status::BindFailed => {
                 CliError::Failed(format!(
                     "port {port} is in use by another process: choose another with --port"
                 ))

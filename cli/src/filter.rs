@@ -1,8 +1,8 @@
 //! `--filter GLOB`: which events `read` prints and `stats` counts. Checked before any ring is
 //! opened, so a typo is a usage error (exit status 2) that consumes nothing.
 
-use nixl_telemetry::filter::fnmatch;
-use nixl_telemetry::EventType;
+use nixl_telemetry_core::filter::fnmatch;
+use nixl_telemetry_core::EventType;
 
 use crate::output::CliError;
 

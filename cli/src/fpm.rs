@@ -9,7 +9,7 @@
 //! A file whose last gzip member is truncated (a crash while writing) or damaged yields every
 //! complete row before the damage, then one warning line on stderr naming the file and the byte
 //! offset where the damaged member starts. A row longer than 16 MiB (the bound the writers
-//! keep; [`nixl_telemetry::segments::reader`]) is skipped without being held in memory, and the
+//! keep; [`nixl_telemetry_core::segments::reader`]) is skipped without being held in memory, and the
 //! rows after it are read; one warning line per file gives their number and the first one's
 //! position.
 //!
@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
-use nixl_telemetry::segments::reader::MAX_ROW_BYTES;
-use nixl_telemetry::segments::{segments_of, ReadOutcome, SegmentReader};
+use nixl_telemetry_core::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry_core::segments::reader::MAX_ROW_BYTES;
+use nixl_telemetry_core::segments::{segments_of, ReadOutcome, SegmentReader};
 use serde_json::{json, Value};
 
 use crate::output::Format;

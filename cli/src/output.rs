@@ -5,7 +5,7 @@ use std::fmt;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nixl_telemetry::Event;
+use nixl_telemetry_core::Event;
 
 /// Output format of `read` and `stats`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,7 +21,7 @@ pub enum Format {
 #[derive(Debug)]
 pub enum CliError {
     /// From the telemetry library; its message names the file and the problem.
-    Telemetry(nixl_telemetry::Error),
+    Telemetry(nixl_telemetry_core::Error),
     /// Writing the output failed.
     Io(std::io::Error),
     /// Bad command-line usage not caught by the parser (exit status 2).
@@ -44,8 +44,8 @@ impl fmt::Display for CliError {
     }
 }
 
-impl From<nixl_telemetry::Error> for CliError {
-    fn from(e: nixl_telemetry::Error) -> Self {
+impl From<nixl_telemetry_core::Error> for CliError {
+    fn from(e: nixl_telemetry_core::Error) -> Self {
         CliError::Telemetry(e)
     }
 }

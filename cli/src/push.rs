@@ -18,8 +18,8 @@
 
 use std::time::Duration;
 
-use nixl_telemetry::env::Lookup;
-use nixl_telemetry::settings::{self, process_settings};
+use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_mp_store::config::ScanConfig;
 use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_push::rows::{instance, with_instance, INSTANCE_LABEL};
@@ -31,7 +31,7 @@ use nixl_telemetry_series::{hostname, WorkloadLabels};
 /// `OTEL_METRIC_EXPORT_INTERVAL` sets one: remote-write's default, which the default stale TTL
 /// allows (OpenTelemetry's default, 60 s, does not).
 pub const SERVE_OTLP_DEFAULT_INTERVAL_MS: u64 =
-    nixl_telemetry::settings::REMOTE_WRITE_INTERVAL_MS.default_u64();
+    nixl_telemetry_base::settings::REMOTE_WRITE_INTERVAL_MS.default_u64();
 
 /// The push options of `serve`.
 #[derive(clap::Args, Debug, Default)]
@@ -51,7 +51,7 @@ pub struct PushArgs {
               "Milliseconds between pushes [default: each protocol's variable \
                (NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS, OTEL_METRIC_EXPORT_INTERVAL), else {} \
                for both]; must be shorter than the stale TTL",
-              nixl_telemetry::settings::REMOTE_WRITE_INTERVAL_MS.default_str()
+              nixl_telemetry_base::settings::REMOTE_WRITE_INTERVAL_MS.default_str()
           ))]
     pub push_interval_ms: Option<u64>,
     /// An extra header of every push, NAME=VALUE (repeatable; e.g. X-Scope-OrgID=team).
@@ -217,7 +217,7 @@ fn overlay<'a>(
     args: &'a PushArgs,
     settings: Lookup<'a>,
     vars: &'a [(&'static str, Option<String>)],
-) -> impl Fn(&str) -> nixl_telemetry::Result<Option<String>> + 'a {
+) -> impl Fn(&str) -> nixl_telemetry_core::Result<Option<String>> + 'a {
     let _ = args;
     move |name: &str| match vars.iter().find(|(n, _)| *n == name) {
         Some((_, Some(v))) => Ok(Some(v.clone())),
@@ -309,7 +309,7 @@ pub fn start(args: &PushArgs, scan: &ScanConfig) -> Result<Vec<Pusher>, String> 
             None => match process_settings(settings::OTEL_METRIC_EXPORT_INTERVAL.name)
                 .map_err(|e| e.message)?
             {
-                Some(v) if !v.trim().is_empty() => nixl_telemetry::env::parse_u64(
+                Some(v) if !v.trim().is_empty() => nixl_telemetry_base::env::parse_u64(
                     settings::OTEL_METRIC_EXPORT_INTERVAL.name,
                     v.trim(),
                 )

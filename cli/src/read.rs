@@ -202,7 +202,7 @@ impl Printer {
         &mut self,
         out: &mut impl Write,
         agent: &str,
-        events: &[nixl_telemetry::Event],
+        events: &[nixl_telemetry_core::Event],
         counts: &mut Counts,
     ) -> std::io::Result<()> {
         for event in events {

@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nixl_telemetry::ring::loss_file;
-use nixl_telemetry::{Event, RingReader};
+use nixl_telemetry_core::ring::loss_file;
+use nixl_telemetry_core::{Event, RingReader};
 
 use crate::output::CliError;
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// How events are taken from a ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,8 +250,8 @@ impl RingSet {
                 set.scan(arg, true)?;
                 if set.rings.len() == before {
                     if !follow {
-                        return Err(CliError::Telemetry(nixl_telemetry::Error::new(
-                            nixl_telemetry::Status::NotFound,
+                        return Err(CliError::Telemetry(nixl_telemetry_core::Error::new(
+                            nixl_telemetry_core::Status::NotFound,
                             format!("no telemetry ring in directory {}", arg.display()),
                         )));
                     }
@@ -279,7 +279,7 @@ impl RingSet {
     /// Adds the rings of `dir` not yet in the set; notes the other entries when `first`.
     fn scan(&mut self, dir: &Path, first: bool) -> Result<(), CliError> {
         let entries = std::fs::read_dir(dir).map_err(|e| {
-            CliError::Telemetry(nixl_telemetry::Error::io(
+            CliError::Telemetry(nixl_telemetry_core::Error::io(
                 format!("cannot list {}", dir.display()),
                 &e,
             ))

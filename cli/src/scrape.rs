@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use nixl_telemetry::{EventType, METRIC_DESCRIPTORS};
+use nixl_telemetry_core::{EventType, METRIC_DESCRIPTORS};
 use nixl_telemetry_push::http;
 pub use nixl_telemetry_push::http::Url;
 use nixl_telemetry_series::native::NativeHistogram;
@@ -64,7 +64,7 @@ pub fn parse_url(text: &str) -> Result<Url, String> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Totals {
     /// Per event type: the counter (`agent_tx_bytes_total`, ...; errors by `status`).
-    pub counters: [f64; nixl_telemetry::event::EVENT_TYPE_COUNT],
+    pub counters: [f64; nixl_telemetry_base::event::EVENT_TYPE_COUNT],
     /// `agent_xfer_time_us` buckets: (upper bound, cumulative count), in exposition order.
     pub xfer_buckets: Vec<(f64, f64)>,
     /// `agent_xfer_post_time_us` buckets.
@@ -101,7 +101,7 @@ pub fn group(samples: &[Sample]) -> BTreeMap<Identity, Totals> {
     let post = bucket_name(EventType::AgentXferPostTime);
     let mut out: BTreeMap<Identity, Totals> = BTreeMap::new();
     for s in samples {
-        let event = if s.name == nixl_telemetry::event::ERRORS_SERIES.name {
+        let event = if s.name == nixl_telemetry_base::event::ERRORS_SERIES.name {
             s.label("status").and_then(|status| {
                 EventType::ALL
                     .into_iter()
@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_protobuf_answer_groups_as_its_text_page_plus_the_native_histograms() {
-        use nixl_telemetry::Event;
+        use nixl_telemetry_core::Event;
         use nixl_telemetry_series::{AgentSeries, Buckets};
         let agent =
             AgentSeries::new("a0", "h", Buckets::default()).with_native_histograms(true, 3, 160);

@@ -20,7 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::settings::{self as declared, process_settings, Setting};
+use nixl_telemetry_base::settings::{self as declared, process_settings, Setting};
 use nixl_telemetry_mp_store::config::{self, Aggregate, ScanConfig};
 use nixl_telemetry_mp_store::election::{Role, RETRY};
 use nixl_telemetry_mp_store::store_scan::StoreScan;
@@ -30,7 +30,7 @@ use crate::output::{CliError, CliResult};
 
 /// A failure of the settings or of the endpoint, reported like the library's errors.
 fn failure(message: String) -> CliError {
-    nixl_telemetry::Error::invalid(message).into()
+    nixl_telemetry_core::Error::invalid(message).into()
 }
 
 /// `[default: NAME, else DEFAULT]`, for the help of an option whose default is the setting
@@ -210,7 +210,7 @@ fn push_health(
 
 /// Runs the endpoint (or writes the textfile) until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> CliResult {
-    nixl_telemetry::logging::init();
+    nixl_telemetry_base::logging::init();
     let signals = stop_signals();
     let (scan, addr) = settings(args).map_err(failure)?;
     dir::prepare(&scan.dir).map_err(failure)?;

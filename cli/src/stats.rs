@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use nixl_telemetry::exporter::trace::NIXL_EVENT_SCHEMA;
-use nixl_telemetry::segments::{segments_of, SegmentReader};
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_core::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry_core::segments::{segments_of, SegmentReader};
+use nixl_telemetry_core::{Event, EventType};
 use serde_json::{json, Value};
 
 use crate::filter::EventFilter;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use nixl_telemetry::settings::SETTINGS;
+use nixl_telemetry_base::settings::SETTINGS;
 
 /// A temporary `HOME` for the command.
 struct Home {
@@ -138,7 +138,7 @@ fn config_json_and_the_search_order() {
         &serde_json::json!({
             "name": "NIXL_TELEMETRY_EXPORTER", "kind": "string", "value": "NOP",
             "origin": format!("file:{named}"), "reader": "core",
-            "doc": nixl_telemetry::settings::EXPORTER.doc, "error": null,
+            "doc": nixl_telemetry_base::settings::EXPORTER.doc, "error": null,
         })
     );
     assert_eq!(doc["unknown_keys"], serde_json::json!([]));
@@ -169,7 +169,7 @@ fn config_doc_puts_each_doc_line_above_its_setting() {
             Some(Some(s.name))
         );
     }
-    let port = nixl_telemetry::settings::PROMETHEUS_PORT;
+    let port = nixl_telemetry_base::settings::PROMETHEUS_PORT;
     assert!(text.contains(&format!("# {} (prometheus, prometheus_mp)\n", port.doc)));
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{cmd, stdout_of};
-use nixl_telemetry::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
-use nixl_telemetry::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
+use nixl_telemetry_core::fpm::{CaptureMode, FpmConfig, FpmPayload, FpmTrace, Source};
+use nixl_telemetry_core::segments::{ManualClock, SegmentNaming, SegmentWriter, WriterOptions};
 use nixl_telemetry_test_support::manual_fpm_trace;
 use serde_json::Value;
 

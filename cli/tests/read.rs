@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use nixl_telemetry::{Event, EventType, RingWriter};
+use nixl_telemetry_core::{Event, EventType, RingWriter};
 
 fn fixture_copy(dir: &Path, name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -45,13 +45,13 @@ fn read_prints_the_nixl_reader_format() {
 #[test]
 fn read_reports_what_the_ring_lost_and_skips_its_loss_file_in_a_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let c = nixl_telemetry::Collector::new(
+    let c = nixl_telemetry_core::Collector::new(
         "lossy",
-        nixl_telemetry::Config {
+        nixl_telemetry_core::Config {
             buffer_size: 8,
             run_interval: std::time::Duration::from_secs(3600),
-            exporter: nixl_telemetry::ExporterChoice::Buffer(dir.path().to_owned()),
-            enabled_metrics: nixl_telemetry::MetricMask::ALL,
+            exporter: nixl_telemetry_core::ExporterChoice::Buffer(dir.path().to_owned()),
+            enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
         },
     )
     .unwrap();
@@ -109,13 +109,13 @@ fn a_loss_count_planted_by_another_user_is_not_reported() {
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = scratch.path().join("rings");
     std::fs::create_dir(&dir).unwrap();
-    let c = nixl_telemetry::Collector::new(
+    let c = nixl_telemetry_core::Collector::new(
         "shared",
-        nixl_telemetry::Config {
+        nixl_telemetry_core::Config {
             buffer_size: 8,
             run_interval: std::time::Duration::from_secs(3600),
-            exporter: nixl_telemetry::ExporterChoice::Buffer(dir.clone()),
-            enabled_metrics: nixl_telemetry::MetricMask::ALL,
+            exporter: nixl_telemetry_core::ExporterChoice::Buffer(dir.clone()),
+            enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
         },
     )
     .unwrap();

@@ -91,7 +91,7 @@ fn a_filter_that_matches_nothing_is_a_usage_error_and_consumes_nothing() {
 fn a_ring_larger_than_the_readers_limit_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge");
-    let capacity: u64 = nixl_telemetry::ring::MAX_READER_CAPACITY * 2;
+    let capacity: u64 = nixl_telemetry_core::ring::MAX_READER_CAPACITY * 2;
     let mut h = vec![0u8; 40];
     h[16..20].copy_from_slice(&4i32.to_ne_bytes());
     h[20..24].copy_from_slice(&4i32.to_ne_bytes());

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_series::{hostname, Buckets, WorkloadLabels};
 use nixl_telemetry_test_support::free_port;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use nixl_telemetry::{Event, EventType, RingWriter};
+use nixl_telemetry_core::{Event, EventType, RingWriter};
 
 #[test]
 fn stats_summarises_a_ring() {
@@ -94,8 +94,8 @@ fn many_rings_and_directories_give_a_section_per_agent_and_a_node_total() {
 
 #[test]
 fn stats_reads_trace_exporter_segments_and_fpm_summary_points_to_it() {
-    use nixl_telemetry::exporter::TraceExporterConfig;
-    use nixl_telemetry::{Collector, Config, ExporterChoice, MetricMask};
+    use nixl_telemetry_core::exporter::TraceExporterConfig;
+    use nixl_telemetry_core::{Collector, Config, ExporterChoice, MetricMask};
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("trace");
     let config = Config {

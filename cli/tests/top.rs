@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::{Event, EventType, RingWriter};
+use nixl_telemetry_core::{Event, EventType, RingWriter};
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_test_support::transfers::{exact_quantile, relative_error};
 
@@ -166,7 +166,7 @@ fn once_with_consume_is_the_rings_reader() {
     let (code, out, err) = once(&["--consume", a.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     drop(a);
-    let left = nixl_telemetry::RingReader::open(dir.path().join("solo")).unwrap();
+    let left = nixl_telemetry_core::RingReader::open(dir.path().join("solo")).unwrap();
     // Only what was written after top's last look is left (about 5 events per 10 ms).
     assert!(left.len() < 20_000, "{}", left.len());
 }
@@ -549,16 +549,16 @@ fn live_view_shows_native_percentiles_of_a_prometheus_scrape() {
     ];
     let serial = nixl_telemetry_test_support::serial(&VARS);
     let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus"]);
-    nixl_telemetry::plugin::add_plugin_dir(&plugins).unwrap();
+    nixl_telemetry_core::plugin::add_plugin_dir(&plugins).unwrap();
     let port = nixl_telemetry_test_support::free_port();
     std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
     std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_PORT", port.to_string());
     std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "true");
     let mut config = nixl_telemetry_test_support::plugin_config("prometheus");
     config.buffer_size = 4096;
-    let agents: Vec<nixl_telemetry::Collector> = ["rank-0", "rank-1"]
+    let agents: Vec<nixl_telemetry_core::Collector> = ["rank-0", "rank-1"]
         .iter()
-        .map(|name| nixl_telemetry::Collector::new(name, config.clone()).unwrap())
+        .map(|name| nixl_telemetry_core::Collector::new(name, config.clone()).unwrap())
         .collect();
     drop(serial);
     // Earlier transfers (10 us, 100 B), many more than the test adds: in the cumulative
@@ -651,7 +651,7 @@ fn once_on_a_finished_ring_shows_its_totals() {
         "{row}"
     );
     // Peeked: the ring still holds them.
-    let left = nixl_telemetry::RingReader::open(dir.path().join("done")).unwrap();
+    let left = nixl_telemetry_core::RingReader::open(dir.path().join("done")).unwrap();
     assert_eq!(left.len(), 40);
 }
 

@@ -33,8 +33,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::settings::process_settings;
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_base::settings::process_settings;
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_mp_store::config::{Aggregate, MpConfig, ScanConfig};
 use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_mp_store::store_scan::StoreScan;

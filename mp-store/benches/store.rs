@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
 use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_mp_store::store_scan::StoreScan;

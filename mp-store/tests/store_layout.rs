@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use nixl_telemetry::Event;
+use nixl_telemetry_core::Event;
 use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
 use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
 use nixl_telemetry_mp_store::store_scan::StoreScan;
@@ -347,7 +347,8 @@ fn our_store_scan_serves_nixls_stores_as_nixl_does() {
         .map(|s| {
             (
                 s.local_rank,
-                s.snapshot.counter(nixl_telemetry::EventType::AgentTxBytes),
+                s.snapshot
+                    .counter(nixl_telemetry_core::EventType::AgentTxBytes),
             )
         })
         .collect();

@@ -16,7 +16,8 @@ use std::ffi::{c_char, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nixl_telemetry::{logging, plugin};
+use nixl_telemetry_base::logging;
+use nixl_telemetry_core::plugin;
 
 /// What the C++ half needs of this library, handed to it by pointer (not by exported symbol,
 /// so the adapter's dynamic symbol table holds only NIXL's two entry points); the layout of
@@ -64,7 +65,7 @@ pub extern "C" fn nixl_telemetry_plugin_fini() {}
 /// `path` is NULL or a NUL-terminated string valid for the call.
 unsafe extern "C" fn check_plugin(path: *const c_char) -> i32 {
     if path.is_null() {
-        return nixl_telemetry::Status::InvalidParam as i32;
+        return nixl_telemetry_core::Status::InvalidParam as i32;
     }
     // SAFETY: not NULL, and NUL-terminated by this function's contract.
     let path = Path::new(OsStr::from_bytes(

@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_push::otlp::{self, OwnPoints, Row, Temporality};
 use nixl_telemetry_push::remote_write::{self, OwnSeries};
 use nixl_telemetry_push::PushStatsSnapshot;

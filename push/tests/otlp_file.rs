@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use nixl_telemetry::settings::{self, process_settings};
+use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_push::otlp::{OtlpConfig, Temporality};
 
 #[test]

@@ -2,7 +2,7 @@
 //! `nixl_telemetry_create`. A disabled agent (telemetry not requested, or a scrape port held by
 //! another process) or a closed one checks its arguments and records nothing.
 
-use nixl_telemetry::{Collector, CollectorStats, EventType, Recorded, Status};
+use nixl_telemetry_core::{Collector, CollectorStats, EventType, Recorded, Status};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 

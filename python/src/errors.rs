@@ -3,7 +3,7 @@
 //! raised as `Class(message, status)`, so `str(e)` is the library's message and `e.status` its
 //! `nixl_telemetry_status_t` code.
 
-use nixl_telemetry::{Error, Status};
+use nixl_telemetry_core::{Error, Status};
 use pyo3::PyErr;
 
 pyo3::import_exception!(nixl_telemetry.errors, NixlTelemetryError);

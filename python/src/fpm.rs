@@ -3,7 +3,7 @@
 //! output location, a prefix already being written) or that is closed checks its arguments and
 //! records nothing: tracing never disturbs the caller.
 
-use nixl_telemetry::fpm::{FpmStats, FpmTrace, OpenErrorKind};
+use nixl_telemetry_core::fpm::{FpmStats, FpmTrace, OpenErrorKind};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 

@@ -37,7 +37,7 @@ fn counters<'py, const N: usize>(
 /// Rust handles behind the public `nixl_telemetry` classes; not a public API.
 #[pymodule]
 mod _native {
-    use nixl_telemetry::EventType;
+    use nixl_telemetry_core::EventType;
     use pyo3::prelude::*;
     use pyo3::types::{PyDict, PyTuple};
 
@@ -53,7 +53,7 @@ mod _native {
     /// name to `{"value", "origin", "kind"}`, in the library's order.
     #[pyfunction]
     fn effective_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-        let settings = nixl_telemetry::config::Options::default()
+        let settings = nixl_telemetry_core::config::Options::default()
             .effective()
             .map_err(super::errors::from_core)?;
         let all = PyDict::new(py);
@@ -70,7 +70,7 @@ mod _native {
     /// The name of event type `event_type`: NIXL's base name, or `unknown_event_<n>`.
     #[pyfunction]
     fn event_name(event_type: u32) -> String {
-        nixl_telemetry::Event {
+        nixl_telemetry_core::Event {
             event_type,
             value: 0,
         }

@@ -6,12 +6,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use nixl_telemetry::ring::layout;
-use nixl_telemetry::{Error, RingReader, Status};
+use nixl_telemetry_core::ring::layout;
+use nixl_telemetry_core::{Error, RingReader, Status};
 use pyo3::prelude::*;
 
 use crate::errors::{self, RingFormatError, RingTruncatedError, RingVersionError};
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 
 /// An open reader.
 struct Opened {

@@ -1,7 +1,7 @@
 //! [`Slot`]: how a Python object holds a library handle that it can close from any thread, and
 //! abandon in a child created by `fork`.
 
-use nixl_telemetry::sync::RwLockUnpoisoned;
+use nixl_telemetry_base::sync::RwLockUnpoisoned;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_series::native::{DEFAULT_MAX_BUCKETS, DEFAULT_SCHEMA};
 use nixl_telemetry_series::{text, AgentSeries, Buckets, Registry};
 

@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::sync::LockUnpoisoned;
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_base::sync::LockUnpoisoned;
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_series::endpoint::server::{MetricsFn, PageFn};
 use nixl_telemetry_series::endpoint::{BindError, JoinError, Limits, Server, SharedEndpoint};
 use nixl_telemetry_series::{AgentSeries, Buckets};

@@ -14,7 +14,7 @@ pub mod receiver;
 pub mod scrape;
 pub mod transfers;
 
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -57,12 +57,12 @@ pub fn built_plugins(names: &[&str]) -> PathBuf {
 
 /// A collector configuration for exporter plug-in `name`: 64 events, an hour between flushes
 /// (tests flush explicitly), every metric on.
-pub fn plugin_config(name: &str) -> nixl_telemetry::Config {
-    nixl_telemetry::Config {
+pub fn plugin_config(name: &str) -> nixl_telemetry_core::Config {
+    nixl_telemetry_core::Config {
         buffer_size: 64,
         run_interval: std::time::Duration::from_secs(3600),
-        exporter: nixl_telemetry::ExporterChoice::Plugin(name.into()),
-        enabled_metrics: nixl_telemetry::MetricMask::ALL,
+        exporter: nixl_telemetry_core::ExporterChoice::Plugin(name.into()),
+        enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
     }
 }
 
@@ -106,20 +106,20 @@ pub fn serial(vars: &'static [&'static str]) -> Serial {
 }
 
 /// An FPM trace of producer `producer_id` (namespace `default`, component `backend`) driven by
-/// [`nixl_telemetry::fpm::FpmTrace::pump`] and a manual clock starting at `unix_ms`, so that
+/// [`nixl_telemetry_core::fpm::FpmTrace::pump`] and a manual clock starting at `unix_ms`, so that
 /// every timing decision is the test's; `queue_capacity` is normally 8192.
 pub fn manual_fpm_trace(
-    config: &nixl_telemetry::fpm::FpmConfig,
+    config: &nixl_telemetry_core::fpm::FpmConfig,
     producer_id: &str,
     unix_ms: u64,
     queue_capacity: usize,
 ) -> (
-    std::sync::Arc<nixl_telemetry::segments::ManualClock>,
-    nixl_telemetry::fpm::FpmTrace,
+    std::sync::Arc<nixl_telemetry_core::segments::ManualClock>,
+    nixl_telemetry_core::fpm::FpmTrace,
 ) {
-    let clock = std::sync::Arc::new(nixl_telemetry::segments::ManualClock::new(unix_ms));
-    let trace = nixl_telemetry::fpm::FpmTrace::open_manual(
-        nixl_telemetry::fpm::Source::new("default", "backend", producer_id),
+    let clock = std::sync::Arc::new(nixl_telemetry_core::segments::ManualClock::new(unix_ms));
+    let trace = nixl_telemetry_core::fpm::FpmTrace::open_manual(
+        nixl_telemetry_core::fpm::Source::new("default", "backend", producer_id),
         config,
         clock.clone(),
         queue_capacity,

@@ -2,7 +2,7 @@
 //! gives a plug-in ([`host`]: what a host serves; [`services`]: how a plug-in's copy of this
 //! crate routes its process services to them), and the helpers for writing a plug-in in Rust
 //! ([`author`]). The
-//! loader, which finds and opens plug-ins, is the core's (`nixl_telemetry::plugin`).
+//! loader, which finds and opens plug-ins, is the core's (`nixl_telemetry_core::plugin`).
 
 pub mod abi;
 pub mod author;

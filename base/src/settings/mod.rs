@@ -652,7 +652,7 @@ pub const DYN_FPM_MAX_SEGMENTS: &str = "DYN_FPM_MAX_SEGMENTS";
 /// addition to Dynamo's variables).
 pub const DYN_FPM_QUEUE_MAX_BYTES: &str = "DYN_FPM_QUEUE_MAX_BYTES";
 
-/// The `DYN_FPM_*` variables the FPM trace reads (`nixl_telemetry::fpm::config`). They are
+/// The `DYN_FPM_*` variables the FPM trace reads (`nixl_telemetry_core::fpm::config`). They are
 /// Dynamo's, read from the environment only, not settings: listed here so that such a key in
 /// NIXL's configuration file is recognised and reported ([`file::ConfigFile::unknown_keys`]).
 pub const DYN_FPM_VARIABLES: &[&str] = &[

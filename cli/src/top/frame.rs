@@ -1,7 +1,7 @@
 //! The rendering of `top`: one screen (a [`Frame`]) as plain lines: the table of agents with
 //! their rates, the node total, errors by status and notes.
 
-use nixl_telemetry::EventType;
+use nixl_telemetry_core::EventType;
 
 use crate::top::rates::{Dist, Quantile, Rates};
 
@@ -392,7 +392,7 @@ impl Frame {
 mod tests {
     use super::*;
     use crate::top::rates::{two_scrapes, Observed};
-    use nixl_telemetry::Event;
+    use nixl_telemetry_core::Event;
     use nixl_telemetry_series::native::NativeHistogram;
 
     #[test]

@@ -13,8 +13,8 @@
 //! inside a wide classic bucket could lie far above every observed value. Post times are read
 //! the same way.
 
-use nixl_telemetry::event::EVENT_TYPE_COUNT;
-use nixl_telemetry::{Event, EventType};
+use nixl_telemetry_base::event::EVENT_TYPE_COUNT;
+use nixl_telemetry_core::{Event, EventType};
 use nixl_telemetry_series::native::NativeHistogram;
 
 use crate::scrape::Totals;

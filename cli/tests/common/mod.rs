@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use nixl_telemetry::{Event, EventType, RingWriter};
+use nixl_telemetry_core::{Event, EventType, RingWriter};
 
 pub fn cmd() -> Command {
     Command::cargo_bin("nixl-telemetry").unwrap()

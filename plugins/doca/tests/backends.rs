@@ -6,8 +6,8 @@ mod common;
 use std::net::{Ipv4Addr, TcpListener};
 
 use common::*;
-use nixl_telemetry::logging::capture;
-use nixl_telemetry::{Collector, EventType, Status};
+use nixl_telemetry_base::logging::capture;
+use nixl_telemetry_core::{Collector, EventType, Status};
 
 #[test]
 fn an_unknown_backend_fails_creation_listing_the_valid_ones() {
@@ -291,9 +291,10 @@ fn a_port_held_elsewhere_is_a_benign_collision() {
     // `out` to be NULL or writable: `agent` is a `CString` alive across the call and `handle` a
     // local pointer it may overwrite (with NULL on the failure asserted below, so no collector is
     // left to destroy).
-    let status = unsafe { c_api::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) };
+    let status =
+        unsafe { nixl_telemetry::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) };
     std::env::remove_var("NIXL_TELEMETRY_EXPORTER");
-    assert_eq!(status, c_api::NIXL_TELEMETRY_ERR_BIND_FAILED);
+    assert_eq!(status, nixl_telemetry::NIXL_TELEMETRY_ERR_BIND_FAILED);
     assert!(handle.is_null());
     // The name was not kept: once the port is free the same agent is created.
     drop(holder);

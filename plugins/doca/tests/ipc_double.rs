@@ -8,8 +8,8 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use nixl_telemetry::logging::capture;
-use nixl_telemetry::{EventType, Status};
+use nixl_telemetry_base::logging::capture;
+use nixl_telemetry_core::{EventType, Status};
 use nixl_telemetry_series::DEFAULT_BUCKETS_US;
 
 const P: &str = "doca_telemetry_exporter_";

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use nixl_telemetry::{Collector, EventType};
+use nixl_telemetry_core::{Collector, EventType};
 use nixl_telemetry_series::native::DEFAULT_SCHEMA;
 use nixl_telemetry_series::protobuf;
 use nixl_telemetry_series::text::Sample;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use serde_json::Value;
 
 const VARS: &[&str] = &[

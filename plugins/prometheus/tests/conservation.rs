@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use nixl_telemetry::{EventType, Recorded};
+use nixl_telemetry_core::{EventType, Recorded};
 
 const THREADS: u64 = 8;
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
-use nixl_telemetry::EventType;
+use nixl_telemetry_core::EventType;
 use nixl_telemetry_test_support::forked;
 
 const LIMIT: Duration = Duration::from_secs(60);

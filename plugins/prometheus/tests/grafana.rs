@@ -301,7 +301,7 @@ const RANKS: [Rank; 4] = [
 /// factor of 2.
 #[test]
 fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
-    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_core::{Event, EventType};
     use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
     use nixl_telemetry_mp_store::election::Role;
     use nixl_telemetry_mp_store::store::{Identity, StoreWriter};

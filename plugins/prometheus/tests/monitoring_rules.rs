@@ -259,7 +259,7 @@ fn the_prometheus_rule_is_the_rules_file() {
 /// alert fires once per rank (never for a node total).
 #[test]
 fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
-    use nixl_telemetry::{Event, EventType};
+    use nixl_telemetry_core::{Event, EventType};
     use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
     use nixl_telemetry_mp_store::election::Role;
     use nixl_telemetry_mp_store::store::{Identity, StoreWriter};

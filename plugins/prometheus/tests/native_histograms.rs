@@ -62,13 +62,13 @@ fn an_invalid_setting_fails_the_creation() {
     let _s = serial();
     use_port(free_port());
     std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "sometimes");
-    let r = nixl_telemetry::Collector::new(
+    let r = nixl_telemetry_core::Collector::new(
         "bad",
-        nixl_telemetry::Config {
+        nixl_telemetry_core::Config {
             buffer_size: 64,
             run_interval: Duration::from_secs(3600),
-            exporter: nixl_telemetry::ExporterChoice::Plugin("prometheus".into()),
-            enabled_metrics: nixl_telemetry::MetricMask::ALL,
+            exporter: nixl_telemetry_core::ExporterChoice::Plugin("prometheus".into()),
+            enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
         },
     );
     std::env::remove_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS");

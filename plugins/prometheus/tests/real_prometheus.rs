@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use nixl_telemetry::EventType;
+use nixl_telemetry_core::EventType;
 
 /// The lint findings `promtool check metrics` reports for NIXL's fixed names; anything else
 /// (and any parse error) fails the test.

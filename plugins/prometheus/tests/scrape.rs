@@ -12,7 +12,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nixl_telemetry::{logging, Collector, EventType, Status};
+use nixl_telemetry_base::logging;
+use nixl_telemetry_core::{Collector, EventType, Status};
 use nixl_telemetry_test_support::child;
 
 #[test]
@@ -278,12 +279,12 @@ fn a_duplicate_agent_name_is_refused() {
     assert_eq!(scrape(port).get("agent_tx_bytes_total", "same", &[]), 7.0);
 }
 
-fn collector_config() -> nixl_telemetry::Config {
-    nixl_telemetry::Config {
+fn collector_config() -> nixl_telemetry_core::Config {
+    nixl_telemetry_core::Config {
         buffer_size: 64,
         run_interval: Duration::from_secs(3600),
-        exporter: nixl_telemetry::ExporterChoice::Plugin("prometheus".into()),
-        enabled_metrics: nixl_telemetry::MetricMask::ALL,
+        exporter: nixl_telemetry_core::ExporterChoice::Plugin("prometheus".into()),
+        enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
     }
 }
 
@@ -489,9 +490,9 @@ fn a_port_held_by_another_process_is_a_benign_collision() {
         // `out` to be NULL or writable: `agent` is a `CString` alive across the call and
         // `handle` a local pointer it may overwrite (with NULL on the failure asserted below,
         // so no collector is left to destroy).
-        unsafe { c_api::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) }
+        unsafe { nixl_telemetry::nixl_telemetry_create(agent.as_ptr(), true, &mut handle) }
     });
-    assert_eq!(status, c_api::NIXL_TELEMETRY_ERR_BIND_FAILED);
+    assert_eq!(status, nixl_telemetry::NIXL_TELEMETRY_ERR_BIND_FAILED);
     assert!(handle.is_null());
     let warnings = logging::warnings(&logged);
     assert_eq!(warnings.len(), 1, "{logged:?}");

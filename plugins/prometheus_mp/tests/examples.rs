@@ -26,8 +26,8 @@ fn manifests() -> Vec<(PathBuf, String)> {
 #[test]
 fn manifests_use_known_variables_options_and_port_names() {
     let known = [
-        nixl_telemetry::config::ENV_ENABLE,
-        nixl_telemetry::exporter::ENV_EXPORTER,
+        nixl_telemetry_core::config::ENV_ENABLE,
+        nixl_telemetry_core::exporter::ENV_EXPORTER,
         config::ENV_MULTIPROC_DIR,
         config::ENV_PORT,
         config::ENV_LOCAL,

@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 use common::*;
-use nixl_telemetry::owner_only::try_lock_exclusive;
+use nixl_telemetry_base::owner_only::try_lock_exclusive;
 use nixl_telemetry_mp_store::election::lock_file_name;
 
 /// The child processes' entry point (see `common::child_main`).

@@ -150,7 +150,10 @@ fn a_port_held_outside_the_ranks_gives_one_warning_and_stores_are_still_written(
     let stores = scan.live_stores();
     let mut bytes: Vec<u64> = stores
         .iter()
-        .map(|s| s.snapshot.counter(nixl_telemetry::EventType::AgentTxBytes))
+        .map(|s| {
+            s.snapshot
+                .counter(nixl_telemetry_core::EventType::AgentTxBytes)
+        })
         .collect();
     bytes.sort();
     assert_eq!(bytes, [500, 501]);
@@ -190,17 +193,17 @@ fn creation_without_a_directory_fails_with_a_clear_message() {
     // environment).
     assert!(std::env::var_os("NIXL_TELEMETRY_MULTIPROC_DIR").is_none());
     let plugins = nixl_telemetry_test_support::built_plugins(&["prometheus_mp"]);
-    nixl_telemetry::plugin::add_plugin_dir(&plugins).unwrap();
-    let config = nixl_telemetry::Config {
+    nixl_telemetry_core::plugin::add_plugin_dir(&plugins).unwrap();
+    let config = nixl_telemetry_core::Config {
         buffer_size: 64,
         run_interval: Duration::from_secs(3600),
-        exporter: nixl_telemetry::ExporterChoice::Plugin("prometheus_mp".into()),
-        enabled_metrics: nixl_telemetry::MetricMask::ALL,
+        exporter: nixl_telemetry_core::ExporterChoice::Plugin("prometheus_mp".into()),
+        enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
     };
-    let e = nixl_telemetry::Collector::new("no-dir", config)
+    let e = nixl_telemetry_core::Collector::new("no-dir", config)
         .err()
         .unwrap();
-    assert_eq!(e.status, nixl_telemetry::Status::InvalidParam);
+    assert_eq!(e.status, nixl_telemetry_core::Status::InvalidParam);
     assert!(
         e.message
             .contains("prometheus_mp exporter requires NIXL_TELEMETRY_MULTIPROC_DIR to be set"),

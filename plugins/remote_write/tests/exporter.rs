@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask, Recorded};
+use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask, Recorded};
 use nixl_telemetry_push::remote_write::proto::WriteRequest;
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 use prost::Message;
@@ -32,7 +32,7 @@ fn serial() -> nixl_telemetry_test_support::Serial {
     nixl_telemetry_test_support::serial(VARS)
 }
 
-fn collector(agent: &str, run_interval: Duration) -> nixl_telemetry::Result<Collector> {
+fn collector(agent: &str, run_interval: Duration) -> nixl_telemetry_core::Result<Collector> {
     Collector::new(
         agent,
         Config {

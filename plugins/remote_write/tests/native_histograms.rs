@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_test_support::prometheus::Prometheus;
 use nixl_telemetry_test_support::transfers::{exact_quantile, heavy_tailed, relative_error};

@@ -31,7 +31,7 @@ fn child() {
     }
     let agent = std::env::var("RW_AGENT").unwrap();
     let bytes: u64 = std::env::var("RW_BYTES").unwrap().parse().unwrap();
-    let c = nixl_telemetry::Collector::from_env(&agent, true)
+    let c = nixl_telemetry_core::Collector::from_env(&agent, true)
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
     if let Ok(ms) = std::env::var("RW_RUN_MS") {
         // A job: a transfer every 10 ms for this long (or, with `stdin`, until stdin closes),

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared before and after each test.
@@ -39,7 +39,7 @@ pub const VARS: [&str; 16] = [
     "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
 ];
 
-use nixl_telemetry::sync::LockUnpoisoned;
+use nixl_telemetry_base::sync::LockUnpoisoned;
 pub use nixl_telemetry_test_support::Serial;
 
 /// Takes the test lock, makes the plug-ins findable and clears the variables.
@@ -70,7 +70,7 @@ pub fn try_collector(
     agent: &str,
     exporter: &str,
     buffer_size: usize,
-) -> nixl_telemetry::Result<Collector> {
+) -> nixl_telemetry_core::Result<Collector> {
     Collector::new(
         agent,
         Config {
@@ -245,7 +245,7 @@ pub fn calls(log: &Path) -> Vec<String> {
 
 /// The warnings and errors among captured messages.
 pub fn warnings(logged: &[(log::Level, String)]) -> Vec<String> {
-    nixl_telemetry::logging::warnings(logged)
+    nixl_telemetry_base::logging::warnings(logged)
         .into_iter()
         .map(str::to_owned)
         .collect()

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
 
 /// Every variable a test may set, cleared between tests.

@@ -83,7 +83,7 @@ fn wait_for_stdin() {
 fn rank() {
     let agent = std::env::var(AGENT).unwrap();
     let bytes: u64 = std::env::var(BYTES).unwrap().parse().unwrap();
-    let c = nixl_telemetry::Collector::from_env(&agent, true)
+    let c = nixl_telemetry_core::Collector::from_env(&agent, true)
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
     match std::env::var(TRANSFERS) {
         Ok(share) => {
