@@ -64,6 +64,7 @@ static inline const char *status_name(nixl_telemetry_status_t s) {
     case NIXL_TELEMETRY_ERR_DROPPED: return "ERR_DROPPED";
     case NIXL_TELEMETRY_ERR_UNWRITABLE: return "ERR_UNWRITABLE";
     case NIXL_TELEMETRY_ERR_FORKED: return "ERR_FORKED";
+    case NIXL_TELEMETRY_ERR_PANIC: return "ERR_PANIC";
     default: return "?";
     }
 }

@@ -200,7 +200,7 @@ typedef struct {
 // NIXL_ERR_REPOST_ACTIVE.
 #define NIXL_TELEMETRY_ERR_REPOST_ACTIVE -7
 
-// NIXL_ERR_UNKNOWN: an internal failure, including a caught panic.
+// NIXL_ERR_UNKNOWN: an internal failure (a caught panic is `NIXL_TELEMETRY_ERR_PANIC`).
 #define NIXL_TELEMETRY_ERR_UNKNOWN -8
 
 // NIXL_ERR_NOT_SUPPORTED.
@@ -230,6 +230,11 @@ typedef struct {
 // is recorded, flushed or written); create a new handle in the child. Destroying the inherited
 // handle is allowed and releases nothing of the parent's.
 #define NIXL_TELEMETRY_ERR_FORKED -103
+
+// A panic inside the library (or a Rust plug-in) was caught at the C boundary: the call did
+// not complete, the process goes on, and the last-error message (or the plug-in's error
+// buffer) holds the panic's message. A defect of the library: please report it.
+#define NIXL_TELEMETRY_ERR_PANIC -104
 
 
 

@@ -30,7 +30,7 @@ pub const NIXL_TELEMETRY_ERR_MISMATCH: nixl_telemetry_status_t = -5;
 pub const NIXL_TELEMETRY_ERR_NOT_ALLOWED: nixl_telemetry_status_t = -6;
 /// NIXL_ERR_REPOST_ACTIVE.
 pub const NIXL_TELEMETRY_ERR_REPOST_ACTIVE: nixl_telemetry_status_t = -7;
-/// NIXL_ERR_UNKNOWN: an internal failure, including a caught panic.
+/// NIXL_ERR_UNKNOWN: an internal failure (a caught panic is `NIXL_TELEMETRY_ERR_PANIC`).
 pub const NIXL_TELEMETRY_ERR_UNKNOWN: nixl_telemetry_status_t = -8;
 /// NIXL_ERR_NOT_SUPPORTED.
 pub const NIXL_TELEMETRY_ERR_NOT_SUPPORTED: nixl_telemetry_status_t = -9;
@@ -52,6 +52,10 @@ pub const NIXL_TELEMETRY_ERR_UNWRITABLE: nixl_telemetry_status_t = -102;
 /// is recorded, flushed or written); create a new handle in the child. Destroying the inherited
 /// handle is allowed and releases nothing of the parent's.
 pub const NIXL_TELEMETRY_ERR_FORKED: nixl_telemetry_status_t = -103;
+/// A panic inside the library (or a Rust plug-in) was caught at the C boundary: the call did
+/// not complete, the process goes on, and the last-error message (or the plug-in's error
+/// buffer) holds the panic's message. A defect of the library: please report it.
+pub const NIXL_TELEMETRY_ERR_PANIC: nixl_telemetry_status_t = -104;
 
 /// `agent_tx_bytes`: bytes of one TX (write) request.
 pub const NIXL_TELEMETRY_EVENT_AGENT_TX_BYTES: u32 = 0;

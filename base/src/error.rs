@@ -30,7 +30,7 @@ pub enum Status {
     NotAllowed = c::NIXL_TELEMETRY_ERR_NOT_ALLOWED,
     /// NIXL_ERR_REPOST_ACTIVE.
     RepostActive = c::NIXL_TELEMETRY_ERR_REPOST_ACTIVE,
-    /// NIXL_ERR_UNKNOWN: an internal failure (including a caught panic).
+    /// NIXL_ERR_UNKNOWN: an internal failure (a caught panic is [`Status::Panic`]).
     Unknown = c::NIXL_TELEMETRY_ERR_UNKNOWN,
     /// NIXL_ERR_NOT_SUPPORTED.
     NotSupported = c::NIXL_TELEMETRY_ERR_NOT_SUPPORTED,
@@ -48,6 +48,8 @@ pub enum Status {
     Unwritable = c::NIXL_TELEMETRY_ERR_UNWRITABLE,
     /// A handle inherited through a fork, used in the child.
     Forked = c::NIXL_TELEMETRY_ERR_FORKED,
+    /// A panic caught at the C boundary: the call did not complete; a defect to report.
+    Panic = c::NIXL_TELEMETRY_ERR_PANIC,
 }
 
 impl Status {

@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use nixl_telemetry_base::c_string::copy_c_string;
-use nixl_telemetry_base::constants::{nixl_telemetry_status_t, NIXL_TELEMETRY_ERR_UNKNOWN};
+use nixl_telemetry_base::constants::{nixl_telemetry_status_t, NIXL_TELEMETRY_ERR_PANIC};
 use nixl_telemetry_base::error::{panic_message, Error, Result};
 
 thread_local! {
@@ -77,13 +77,13 @@ pub(crate) fn catch<T>(function: &str, on_panic: T, body: impl FnOnce() -> T) ->
 }
 
 /// Runs the body of an ABI function that returns a status: `Err` is recorded as the last error
-/// and its status returned; a panic gives `NIXL_TELEMETRY_ERR_UNKNOWN`.
+/// and its status returned; a panic gives `NIXL_TELEMETRY_ERR_PANIC`.
 #[inline(always)]
 pub(crate) fn entry(
     function: &str,
     body: impl FnOnce() -> Result<nixl_telemetry_status_t>,
 ) -> nixl_telemetry_status_t {
-    catch(function, NIXL_TELEMETRY_ERR_UNKNOWN, || match body() {
+    catch(function, NIXL_TELEMETRY_ERR_PANIC, || match body() {
         Ok(status) => status,
         Err(e) => fail(&e),
     })

@@ -576,6 +576,7 @@ mod tests {
             (NIXL_TELEMETRY_ERR_DROPPED, Status::Dropped),
             (NIXL_TELEMETRY_ERR_UNWRITABLE, Status::Unwritable),
             (NIXL_TELEMETRY_ERR_FORKED, Status::Forked),
+            (NIXL_TELEMETRY_ERR_PANIC, Status::Panic),
         ];
         for (c, s) in pairs {
             assert_eq!(c, s.code(), "{s:?}");
@@ -610,7 +611,7 @@ mod tests {
         let status = entry("f", || -> nixl_telemetry_core::Result<i32> {
             panic!("boom")
         });
-        assert_eq!(status, NIXL_TELEMETRY_ERR_UNKNOWN);
+        assert_eq!(status, NIXL_TELEMETRY_ERR_PANIC);
         assert_eq!(last_error(), "f: internal error: boom");
         assert_eq!(boundary::catch("f", 0, || 7), 7, "still usable afterwards");
     }

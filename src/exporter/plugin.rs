@@ -96,6 +96,10 @@ impl PluginExporter {
             NIXL_TELEMETRY_ERR_INVALID_PARAM => Err(Error::invalid(format!(
                 "Failed to create telemetry exporter {name}: {text}"
             ))),
+            NIXL_TELEMETRY_ERR_PANIC => Err(Error::new(
+                Status::Panic,
+                format!("Failed to create telemetry exporter {name}: {text}"),
+            )),
             _ => Err(Error::new(
                 Status::Unknown,
                 format!("Failed to create telemetry exporter {name}: {text}"),

@@ -117,7 +117,7 @@ unsafe extern "C" fn create<T: TelemetryPlugin>(
         Ok(Err(CreateError::BindFailed(m))) => (NIXL_TELEMETRY_ERR_BIND_FAILED, m),
         Ok(Err(CreateError::Other(m))) => (NIXL_TELEMETRY_ERR_UNKNOWN, m),
         Err(p) => (
-            NIXL_TELEMETRY_ERR_UNKNOWN,
+            NIXL_TELEMETRY_ERR_PANIC,
             format!("panic: {}", panic_message(&*p)),
         ),
     };
@@ -217,4 +217,44 @@ macro_rules! export_telemetry_plugin {
             &DESCRIPTOR
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plug-in whose `create` panics.
+    struct Panicking;
+
+    impl TelemetryPlugin for Panicking {
+        const NAME: &'static CStr = c"panicking";
+        const VERSION: &'static CStr = c"0";
+        fn create(_: &InitParams) -> Result<Self, CreateError> {
+            panic!("create went wrong")
+        }
+        fn export(&mut self, events: &[Event]) -> usize {
+            events.len()
+        }
+    }
+
+    #[test]
+    fn a_panic_in_create_is_the_panic_status_with_its_message() {
+        let params = nixl_telemetry_plugin_params_t {
+            struct_size: std::mem::offset_of!(nixl_telemetry_plugin_params_t, host_log),
+            agent_name: c"agent".as_ptr(),
+            max_events_buffered: 16,
+            host_log: None,
+            host_event_name: None,
+            host: std::ptr::null(),
+        };
+        let mut state = std::ptr::null_mut();
+        let mut message = [0 as c_char; 128];
+        let create = descriptor::<Panicking>().create.unwrap();
+        // SAFETY: valid params, a writable state pointer and a buffer of the length given.
+        let status = unsafe { create(&params, &mut state, message.as_mut_ptr(), message.len()) };
+        assert_eq!(status, NIXL_TELEMETRY_ERR_PANIC);
+        assert!(state.is_null());
+        let text = crate::c_string::text_in_c_buffer(&message);
+        assert_eq!(text, "panic: create went wrong");
+    }
 }

@@ -63,7 +63,7 @@ unsafe extern "C" fn serve_setting(
         Ok(Ok(Some(value))) => (NIXL_TELEMETRY_SUCCESS, value),
         Ok(Ok(None)) => (NIXL_TELEMETRY_ERR_NOT_FOUND, String::new()),
         Ok(Err(e)) => (NIXL_TELEMETRY_ERR_INVALID_PARAM, e.message),
-        Err(p) => (NIXL_TELEMETRY_ERR_UNKNOWN, crate::error::panic_message(&*p)),
+        Err(p) => (NIXL_TELEMETRY_ERR_PANIC, crate::error::panic_message(&*p)),
     };
     // SAFETY: `needed` is not NULL (checked above) and writable by the ABI's contract.
     unsafe { *needed = text.len() + 1 };
