@@ -569,7 +569,7 @@ fn crate_sources(root: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn no_crate_of_the_repository_has_a_module_cycle() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = nixl_telemetry_tools::root();
     let crates = crate_sources(root);
     assert!(
         crates.contains(&root.join("src")) && crates.len() > 5,
@@ -769,7 +769,7 @@ fn plug_in_dependencies(root: &Path, crate_dir: &Path) -> Vec<String> {
 
 #[test]
 fn the_cli_depends_on_no_plug_in() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = nixl_telemetry_tools::root();
     let deps = path_dependencies(&root.join("Cargo.toml"), &root.join("cli/Cargo.toml"));
     assert!(
         deps.iter().any(|(name, _)| name == "nixl-telemetry-core"),
@@ -859,7 +859,7 @@ fn symbol_exports(root: &Path, dir: &Path) -> Vec<String> {
 /// crate's one is the plug-in entry point that `export_telemetry_plugin!` expands in a plug-in.
 #[test]
 fn only_the_c_abi_crate_defines_c_symbols() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = nixl_telemetry_tools::root();
     assert!(
         !symbol_exports(root, &root.join("c-api/src")).is_empty(),
         "the C ABI crate's symbols were not found"
@@ -933,7 +933,7 @@ fn documented_crates(root: &Path) -> Vec<(String, String, Vec<String>)> {
 /// crate of the workspace.
 #[test]
 fn the_documented_crate_graph_is_the_manifests() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = nixl_telemetry_tools::root();
     let documented = documented_crates(root);
     let workspace: toml::Table = std::fs::read_to_string(root.join("Cargo.toml"))
         .unwrap()

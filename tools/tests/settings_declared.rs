@@ -2,7 +2,7 @@
 //! doc line), and everything else is built from or checked against the declarations:
 //!
 //! - the settings tables of `docs/configuration-file.md` and `docs/configuration.md` are
-//!   generated from them (`NIXL_TELEMETRY_BLESS=1 cargo test -p nixl-telemetry --test
+//!   generated from them (`NIXL_TELEMETRY_BLESS=1 cargo test -p nixl-telemetry-tools --test
 //!   settings_declared` regenerates them);
 //! - every `NIXL_TELEMETRY_*` name written in a tracked file of the repository (sources in any
 //!   language, build files, docs; not `CHANGELOG.md`, which records history) is a declared
@@ -16,11 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nixl_telemetry_base::settings::{self, Consumer, Setting, SETTINGS};
-
-/// The repository's root (this crate's directory).
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use nixl_telemetry_tools::root;
 
 /// A generated table of the docs: the page, the name in its markers, the settings it lists.
 struct Table {
@@ -48,7 +44,7 @@ fn markers(name: &str) -> (String, String) {
     (
         format!(
             "<!-- settings table \"{name}\": generated from nixl_telemetry_base::settings::SETTINGS; \
-             regenerate with NIXL_TELEMETRY_BLESS=1 cargo test -p nixl-telemetry --test \
+             regenerate with NIXL_TELEMETRY_BLESS=1 cargo test -p nixl-telemetry-tools --test \
              settings_declared -->\n"
         ),
         format!("<!-- end of settings table \"{name}\" -->\n"),
@@ -90,7 +86,7 @@ fn the_docs_tables_are_generated_from_the_declarations() {
     assert!(
         stale.is_empty(),
         "settings tables out of date in {stale:?}: regenerate them with NIXL_TELEMETRY_BLESS=1 \
-         cargo test -p nixl-telemetry --test settings_declared"
+         cargo test -p nixl-telemetry-tools --test settings_declared"
     );
 }
 

@@ -276,14 +276,9 @@ fn markdown_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The repository root: the core crate's directory.
-fn repository() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn every_relative_link_of_the_readme_and_the_book_resolves() {
-    let root = repository();
+    let root = nixl_telemetry_tools::root();
     let mut pages = vec![PathBuf::from("README.md")];
     pages.extend(markdown_files(root, Path::new("docs")));
     assert!(
@@ -296,7 +291,7 @@ fn every_relative_link_of_the_readme_and_the_book_resolves() {
 
 #[test]
 fn every_page_of_the_book_is_in_its_summary() {
-    let root = repository();
+    let root = nixl_telemetry_tools::root();
     let summary = std::fs::read_to_string(root.join("docs/SUMMARY.md")).unwrap();
     let listed: HashSet<PathBuf> = links(&summary)
         .into_iter()

@@ -5,9 +5,7 @@
 //! values, in the same order; a difference fails naming the file and the first enumerator
 //! that differs.
 
-use std::path::Path;
-
-use nixl_telemetry_core::EventType;
+use nixl_telemetry_base::event::EventType;
 
 /// `(NAME, value)` for every event type, in numeric order: what each header must declare.
 fn expected() -> Vec<(String, u32)> {
@@ -119,7 +117,7 @@ fn compare(file: &str, found: &[(String, u32)], expected: &[(String, u32)]) -> R
 
 /// Reads `file` (relative to the repository) and checks its enumerators.
 fn check(file: &str, parse: impl Fn(&str) -> Result<Vec<(String, u32)>, String>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let path = nixl_telemetry_tools::root().join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{file}: cannot read {}: {e}", path.display()));
     let found = parse(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
