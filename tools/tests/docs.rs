@@ -11,6 +11,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use nixl_telemetry_tools::files_with_extension;
+
 /// One link destination found in a Markdown text.
 #[derive(Debug, PartialEq)]
 struct Link {
@@ -259,21 +261,10 @@ fn broken_links(root: &Path, pages: &[PathBuf]) -> Vec<String> {
 
 /// Every `.md` file under `dir`, relative to `root`, sorted.
 fn markdown_files(root: &Path, dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![root.join(dir)];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next).unwrap_or_else(|e| panic!("{}: {e}", next.display()))
-        {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
-                files.push(path.strip_prefix(root).unwrap().to_path_buf());
-            }
-        }
-    }
-    files.sort();
-    files
+    files_with_extension(&root.join(dir), "md")
+        .into_iter()
+        .map(|path| path.strip_prefix(root).unwrap().to_path_buf())
+        .collect()
 }
 
 #[test]
