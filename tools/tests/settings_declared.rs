@@ -249,7 +249,7 @@ fn every_name_written_in_the_repository_is_declared() {
     assert!(
         unknown.is_empty(),
         "NIXL_TELEMETRY_* names that are not declared: declare the setting in \
-         base/src/settings/mod.rs, or add the name to NOT_SETTINGS in {} if it is not a \
+         base/src/settings/table.rs, or add the name to NOT_SETTINGS in {} if it is not a \
          setting:\n{}",
         file!(),
         unknown.into_iter().collect::<Vec<_>>().join("\n")
@@ -347,7 +347,7 @@ fn defaults_beside_names(text: &str, declarations: &[(&str, &Setting)]) -> Vec<S
 /// Each declaration with the name of its constant (`PROMETHEUS_PORT`), read from the
 /// declarations' source.
 fn declarations() -> Vec<(String, &'static Setting)> {
-    let source = std::fs::read_to_string(root().join("base/src/settings/mod.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join("base/src/settings/table.rs")).unwrap();
     let mut out = Vec::new();
     let mut rest = source.as_str();
     while let Some(at) = rest.find("declare!(") {
