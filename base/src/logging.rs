@@ -8,9 +8,14 @@
 //! answer, a file's content) cannot write escape sequences into an operator's terminal or
 //! split one message over several lines. A line goes to stderr in one `write`
 //! ([`write_stderr_line`]), so the lines of processes sharing stderr do not interleave within a
-//! line. The HTTP client's own messages (ureq's, which dump requests with their headers) are
-//! never logged, at any level: configured header values are secrets as much as the
-//! `Authorization` header ureq masks.
+//! line.
+//!
+//! No secret reaches a log line, whichever crate wrote the record and at every level
+//! ([`admits`], [`mask_secrets`]): the HTTP client's own messages (ureq's, which dump requests
+//! with their headers) are never logged; other dependencies' records pass only as warnings and
+//! errors; and every record, ours included, has each configured secret ([`add_secret`]: header
+//! values, passwords, tokens, URL user-info) replaced by `<redacted>`. A plug-in's copy of this
+//! crate applies the same rule before it hands a message to the host, which applies its own.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -56,6 +61,8 @@ enum Sink {
 }
 
 static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
+/// The configured secrets no message may show ([`add_secret`]).
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 static THRESHOLD: OnceLock<LevelFilter> = OnceLock::new();
 static INSTALL: Once = Once::new();
 
@@ -112,11 +119,51 @@ fn threshold() -> LevelFilter {
     })
 }
 
-/// Whether a message of `target` comes from the HTTP client (ureq), whose messages are never
-/// logged: at debug it dumps every request with its headers, whose values (API keys given in
-/// `OTEL_EXPORTER_OTLP_HEADERS`, tenant ids) must not reach a log.
-fn from_http_client(target: &str) -> bool {
-    target == "ureq" || target.starts_with("ureq::")
+/// Whether a record of `target` at `level` may be logged at all: never the HTTP client's
+/// (ureq's: at debug it dumps every request with its headers, whose values, API keys given in
+/// `OTEL_EXPORTER_OTLP_HEADERS` or tenant ids, must not reach a log); a warning or an error
+/// from any other dependency (rustls, ...); anything from this project's crates (their module
+/// paths start with `nixl_telemetry` or `telemetry_exporter`) and from a hosted plug-in
+/// (target `plugin`, already filtered by the plug-in's own copy of this rule).
+pub fn admits(target: &str, level: Level) -> bool {
+    if target == "ureq" || target.starts_with("ureq::") {
+        return false;
+    }
+    let ours = target.starts_with("nixl_telemetry")
+        || target.starts_with("telemetry_exporter")
+        || target == "plugin";
+    ours || level <= Level::Warn
+}
+
+/// Adds a configured secret (a header value, a password, a token, a URL's user-info) that no
+/// message of this process may show: [`mask_secrets`] replaces it in every record. Values
+/// shorter than 4 characters are not secrets a log could leak (and masking them would garble
+/// every message), so they are ignored.
+pub fn add_secret(value: &str) {
+    let value = value.trim();
+    if value.chars().count() < 4 {
+        return;
+    }
+    let mut secrets = SECRETS.write_unpoisoned();
+    if !secrets.iter().any(|s| s == value) {
+        secrets.push(value.to_owned());
+        // The longest first, so a secret containing another is masked whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `message` with every configured secret ([`add_secret`]) replaced by `<redacted>`; borrowed
+/// when it shows none.
+pub fn mask_secrets(message: &str) -> Cow<'_, str> {
+    let secrets = SECRETS.read_unpoisoned();
+    if !secrets.iter().any(|s| message.contains(s.as_str())) {
+        return Cow::Borrowed(message);
+    }
+    let mut out = message.to_owned();
+    for s in secrets.iter() {
+        out = out.replace(s.as_str(), "<redacted>");
+    }
+    Cow::Owned(out)
 }
 
 /// `message` with every control character but tab escaped as Rust writes it (`\n`, `\r`,
@@ -148,7 +195,7 @@ fn stderr_line(level: Level, message: &str) -> String {
 /// stderr: one `write` system call (a pipe takes up to 4,096 bytes whole, so the lines of
 /// processes sharing it never interleave within a line).
 fn write_stderr_line(level: Level, message: &str) {
-    let line = stderr_line(level, &escape_controls(message));
+    let line = stderr_line(level, &escape_controls(&mask_secrets(message)));
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -161,14 +208,16 @@ fn capturing() -> bool {
 
 impl Log for Logger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        !from_http_client(metadata.target()) && (metadata.level() <= threshold() || capturing())
+        admits(metadata.target(), metadata.level())
+            && (metadata.level() <= threshold() || capturing())
     }
 
     fn log(&self, record: &Record) {
-        if from_http_client(record.target()) {
+        if !admits(record.target(), record.level()) {
             return;
         }
-        let message = escape_controls(&record.args().to_string()).into_owned();
+        let text = record.args().to_string();
+        let message = escape_controls(&mask_secrets(&text)).into_owned();
         // `try_with`: messages can come from thread-local destructors or atexit handlers,
         // after this thread's capture slot is gone.
         let captured = CAPTURE
@@ -207,7 +256,9 @@ impl Log for Logger {
 pub fn init() {
     crate::fork::install();
     INSTALL.call_once(|| {
-        // Every message goes through the sink, then stderr: both are held across a fork.
+        // Every message goes through the secrets, the sink, then stderr: all are held across a
+        // fork.
+        crate::fork::hold_across_fork(LockOrder::Logging, &SECRETS);
         crate::fork::hold_across_fork(LockOrder::Logging, &SINK);
         crate::fork::hold_across_fork(LockOrder::Logging, &STDERR);
         if log::set_logger(&LOGGER).is_ok() {
@@ -250,6 +301,51 @@ pub fn warnings(logged: &[(Level, String)]) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dependencies_log_only_warnings_and_the_http_client_nothing() {
+        for level in [
+            Level::Error,
+            Level::Warn,
+            Level::Info,
+            Level::Debug,
+            Level::Trace,
+        ] {
+            assert!(!admits("ureq::unversioned", level), "{level}");
+            assert!(!admits("ureq", level), "{level}");
+            assert!(admits("nixl_telemetry_push::otlp", level), "{level}");
+            assert!(admits("telemetry_exporter_otlp", level), "{level}");
+            assert!(admits("plugin", level), "{level}");
+            assert_eq!(
+                admits("rustls::client", level),
+                level <= Level::Warn,
+                "{level}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_record_has_the_configured_secrets_masked() {
+        add_secret("hunter2-canary-value");
+        add_secret("canary");
+        add_secret("ab");
+        let ((), logged) = capture(|| {
+            log::warn!("api-key: hunter2-canary-value; tenant=canary; ab stays");
+            log::warn!(target: "rustls::client", "a dependency's canary");
+        });
+        let texts: Vec<&str> = logged.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "api-key: <redacted>; tenant=<redacted>; ab stays",
+                "a dependency's <redacted>",
+            ]
+        );
+        assert_eq!(
+            stderr_line(Level::Warn, &mask_secrets("x hunter2-canary-value")),
+            "[WARN nixl_telemetry] x <redacted>\n"
+        );
+    }
 
     #[test]
     fn capture_sees_this_threads_messages_only() {

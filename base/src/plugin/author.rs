@@ -169,8 +169,9 @@ static LOGGER_INSTALLED: Once = Once::new();
 struct HostLogger;
 
 impl log::Log for HostLogger {
-    fn enabled(&self, _: &log::Metadata) -> bool {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
         HOST_LOG.load(Ordering::Relaxed) != 0
+            && crate::logging::admits(metadata.target(), metadata.level())
     }
 
     fn log(&self, record: &log::Record) {
@@ -180,7 +181,12 @@ impl log::Log for HostLogger {
         }
         // SAFETY: stored from a valid `host_log` function pointer.
         let f: unsafe extern "C" fn(i32, *const c_char) = unsafe { std::mem::transmute(f) };
-        let text = CString::new(record.args().to_string().replace('\0', " ")).unwrap_or_default();
+        if !crate::logging::admits(record.target(), record.level()) {
+            return;
+        }
+        let text = record.args().to_string();
+        let text = crate::logging::mask_secrets(&text).replace('\0', " ");
+        let text = CString::new(text).unwrap_or_default();
         // SAFETY: the host's function is thread-safe by contract; the string outlives the call.
         unsafe { f(level_code(record.level()), text.as_ptr()) };
     }
