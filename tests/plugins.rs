@@ -230,3 +230,37 @@ fn a_candidate_that_cannot_be_loaded_is_reported_when_a_later_one_is_used() {
     drop(collector);
     std::env::remove_var("NIXL_TELEMETRY_EXAMPLE_RUST_DIR");
 }
+
+/// The shared trust rule (the base crate's `plugin::trust`, which the NIXL adapter calls too)
+/// refuses a symbolic link named as a plug-in, even to a trusted plug-in, and a plug-in owned by
+/// another user (as root, playing `nobody`), whatever its mode.
+#[test]
+fn a_linked_plugin_or_another_users_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = ENV.lock_unpoisoned();
+    let built = plugin_dir().join("libtelemetry_exporter_example_rust.so");
+    let tmp = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&built, tmp.path().join("libtelemetry_exporter_linked.so")).unwrap();
+    plugin::add_plugin_dir(tmp.path()).unwrap();
+    let e = Collector::new("a", config("linked")).err().unwrap();
+    assert_eq!(e.status, Status::NotAllowed);
+    assert!(e.message.contains("is a symbolic link"), "{}", e.message);
+    let (uid, gid) = match nixl_telemetry_test_support::other_user::other_user() {
+        Ok(ids) => ids,
+        Err(why) => {
+            eprintln!("another user's plug-in skipped: {why}");
+            return;
+        }
+    };
+    let foreign = tmp.path().join("libtelemetry_exporter_foreign.so");
+    std::fs::copy(&built, &foreign).unwrap();
+    std::os::unix::fs::chown(&foreign, Some(uid), Some(gid)).unwrap();
+    std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let e = Collector::new("a", config("foreign")).err().unwrap();
+    assert_eq!(e.status, Status::NotAllowed);
+    assert!(
+        e.message.contains(&format!("is owned by uid {uid}")),
+        "{}",
+        e.message
+    );
+}

@@ -16,8 +16,8 @@ use std::ffi::{c_char, c_void, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nixl_telemetry_base::logging;
-use nixl_telemetry_core::plugin;
+use nixl_telemetry_base::plugin;
+use nixl_telemetry_base::{logging, Status};
 
 /// What the C++ half needs of this library, handed to it by pointer (not by exported symbol,
 /// so the adapter's dynamic symbol table holds only NIXL's two entry points); the layout of
@@ -57,21 +57,22 @@ pub extern "C" fn nixl_telemetry_plugin_init() -> *mut c_void {
 #[no_mangle]
 pub extern "C" fn nixl_telemetry_plugin_fini() {}
 
-/// Checks the plug-in at `path` as this library's loader does before it opens one (owner and
-/// mode of the file and its directory, and the entry point in its dynamic symbol table): 0, or
-/// the error's status with its message logged.
+/// Checks the plug-in at `path` as this library's loader does before it opens one
+/// ([`plugin::trust::check_trusted`]: owner and mode of the file and its directory, no symbolic
+/// link, and the entry point in its dynamic symbol table): 0, or the error's status with its
+/// message logged.
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string valid for the call.
 unsafe extern "C" fn check_plugin(path: *const c_char) -> i32 {
     if path.is_null() {
-        return nixl_telemetry_core::Status::InvalidParam as i32;
+        return Status::InvalidParam as i32;
     }
     // SAFETY: not NULL, and NUL-terminated by this function's contract.
     let path = Path::new(OsStr::from_bytes(
         unsafe { CStr::from_ptr(path) }.to_bytes(),
     ));
-    match plugin::check_trusted(
+    match plugin::trust::check_trusted(
         path,
         c"nixl_telemetry_plugin_init",
         "telemetry exporter plug-in",

@@ -1,6 +1,7 @@
 //! Finding and opening trusted shared libraries: the plug-in search directories (added at run
-//! time, `NIXL_PLUGIN_DIR`, `<directory of libnixl_telemetry>/plugins`), the trust checks
-//! that run before anything of a file is executed ([`trust`]), and `dlopen`. The bottom layer
+//! time, `NIXL_PLUGIN_DIR`, which must be absolute, `<directory of libnixl_telemetry>/plugins`),
+//! the trust checks that run before anything of a file is executed (the base crate's
+//! [`trust`]), and `dlopen`. The bottom layer
 //! of plug-in loading: both the exporter plug-in loader ([`super::loader`]) and the host of
 //! NIXL's C++ plug-ins ([`super::nixl_cpp`]) build on it, and it imports neither.
 
@@ -10,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nixl_telemetry_base::dl::{self, Library};
+use nixl_telemetry_base::plugin::trust;
 
-use super::trust;
 use crate::error::{Error, Result, Status};
 use crate::sync::LockUnpoisoned;
 
@@ -42,14 +43,14 @@ pub fn add_plugin_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused
-/// (see [`crate::plugin::trust`]).
+/// The directories searched for plug-ins, in order. A relative `NIXL_PLUGIN_DIR` is refused: it
+/// would depend on the working directory of whichever process loads the library.
 pub fn search_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = extra_dirs().clone();
     match crate::settings::lookup_os(crate::settings::PLUGIN_DIR.name)? {
         Some(d) if !d.is_empty() => {
             let d = PathBuf::from(d);
-            trust::check_plugin_dir_var(&d)?;
+            check_plugin_dir_var(&d)?;
             dirs.push(d);
         }
         _ => {}
@@ -58,6 +59,19 @@ pub fn search_dirs() -> Result<Vec<PathBuf>> {
         dirs.push(own.join("plugins"));
     }
     Ok(dirs)
+}
+
+/// Refuses a relative `NIXL_PLUGIN_DIR`.
+fn check_plugin_dir_var(dir: &Path) -> Result<()> {
+    if dir.is_absolute() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{}={} is a relative path: set it to an absolute directory",
+            crate::settings::PLUGIN_DIR.name,
+            dir.display()
+        )))
+    }
 }
 
 /// The directory of the object file containing this code (`libnixl_telemetry.so`, or the
@@ -116,49 +130,31 @@ pub(crate) fn first_that_opens<T>(
     Err(problems)
 }
 
-/// What must hold before the shared library at `path` may be opened: it and its directory are
-/// trusted ([`trust`]: owned by this user or root, not writable by others) and its dynamic
-/// symbol table defines `entry` (`what` names the kind of library in messages). Used by the
-/// loader and by the NIXL adapter, which opens our plug-ins for NIXL's plug-in manager.
-pub fn check_trusted(path: &Path, entry: &CStr, what: &str) -> Result<()> {
-    let shown = path.display();
-    if let Some(dir) = path.parent() {
-        trust::check_owner_and_mode(dir, "directory")?;
-    }
-    trust::check_owner_and_mode(path, "file")?;
-    let bytes =
-        std::fs::read(path).map_err(|e| Error::io(format!("cannot read {what} {shown}"), &e))?;
-    match trust::defines_symbol(&bytes, entry) {
-        Err(why) => {
-            return Err(Error::new(
-                Status::Backend,
-                format!("cannot load {what} {shown}: {why}"),
-            ))
-        }
-        Ok(false) => {
-            return Err(Error::new(
-                Status::Mismatch,
-                format!(
-                    "{shown} is not a {what}: it has no {}",
-                    entry.to_string_lossy()
-                ),
-            ))
-        }
-        Ok(true) => {}
-    }
-    Ok(())
-}
-
-/// Opens the shared library at `path` once it is trusted ([`trust`]) and its dynamic symbol
-/// table defines `entry` (nothing of it runs before both are known); never closed.
+/// Opens the shared library at `path` once it is trusted ([`trust::check_trusted`]) and its
+/// dynamic symbol table defines `entry` (nothing of it runs before both are known); never
+/// closed. `dlopen` opens it again by its path: the file checked is still the file opened,
+/// since its directory is writable only by this user or root (no one else can replace it).
 pub(crate) fn open_trusted(path: &Path, entry: &CStr, what: &str) -> Result<Library> {
     let shown = path.display();
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::invalid(format!("{what} path {shown} contains NUL")))?;
-    check_trusted(path, entry, what)?;
+    trust::check_trusted(path, entry, what)?;
     // SAFETY: loading runs the library's initialisers: that trust is placed in a file that
     // passed `check_trusted` (its owner and mode, and its symbol table defining `entry`); the
     // handle is never closed.
     unsafe { Library::open(&c_path, dl::NOW_LOCAL_NODELETE) }
         .map_err(|e| Error::new(Status::Backend, format!("cannot load {what} {shown}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_plugin_dir_is_refused() {
+        let e = check_plugin_dir_var(Path::new("plugins")).unwrap_err();
+        assert_eq!(e.status, Status::InvalidParam);
+        assert!(e.message.contains("relative path"), "{}", e.message);
+        assert!(check_plugin_dir_var(Path::new("/opt/plugins")).is_ok());
+    }
 }

@@ -1,6 +1,6 @@
 //! Exporter plug-ins, in layers:
-//! - [`library`] (bottom): the search directories, the trust checks ([`trust`]) and `dlopen`
-//!   of a shared library;
+//! - [`library`] (bottom): the search directories, the trust checks (the base crate's
+//!   `plugin::trust`, shared with the NIXL adapter) and `dlopen` of a shared library;
 //! - [`nixl_cpp`]: NIXL's own C++ plug-ins (API version 2), driven through the C++ plug-in
 //!   host library;
 //! - [`loader`]: finds `libtelemetry_exporter_<NAME>.so` by name, validates its descriptor
@@ -15,9 +15,8 @@ pub use nixl_telemetry_base::plugin::{abi, author, host};
 mod library;
 mod loader;
 mod nixl_cpp;
-pub(crate) mod trust;
 
-pub use library::{add_plugin_dir, check_trusted, search_dirs};
+pub use library::{add_plugin_dir, search_dirs};
 pub(crate) use loader::Creator;
 pub use loader::{load, LoadedPlugin};
 pub(crate) use nixl_cpp::create as create_nixl_cpp;

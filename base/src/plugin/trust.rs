@@ -1,53 +1,59 @@
 //! Which plug-in files are trusted enough to load: loading one runs its code inside the agent,
 //! so a file that someone other than the agent's user (or root) could have written is refused
-//! before anything of it runs.
+//! before anything of it runs. The core's loader checks each plug-in with [`check_trusted`]
+//! before `dlopen`, and so does the NIXL adapter before its C++ half opens one of ours.
 //!
-//! The rules, checked before `dlopen`:
-//! - the plug-in file and the directory it is found in are owned by the effective user or by
-//!   root, and are not writable by group or other;
-//! - the file is an ELF shared object of this machine's word size and byte order whose dynamic
-//!   symbol table defines `nixl_telemetry_plugin_init`, so an arbitrary library found under a
-//!   plug-in's name is refused before its constructors could run;
-//! - `NIXL_PLUGIN_DIR` is an absolute path (a relative one would depend on the working
-//!   directory of whichever process loads the library).
+//! The rules:
+//! - the file passes the trusted-file rule of a file found by searching
+//!   ([`crate::trusted_file`], [`Place::Searched`]): a regular file, not a symbolic link, owned
+//!   by the effective user or by root and writable by nobody else, in a directory likewise (no
+//!   sticky-directory exception), checked on the opened descriptor and read up to
+//!   [`MAX_PLUGIN_FILE_BYTES`];
+//! - what was read is an ELF shared object of this machine's word size and byte order whose
+//!   dynamic symbol table defines the entry point, so an arbitrary library found under a
+//!   plug-in's name is refused before its constructors could run.
 
 use std::ffi::CStr;
-use std::fs;
 use std::path::Path;
 
-use nixl_telemetry_base::trusted_file::owner_or_mode_problem;
-
 use crate::error::{Error, Result, Status};
+use crate::trusted_file::{open_trusted, read_bounded, Place};
 
-/// Refuses `path` (a plug-in file or directory, named `what` in messages) unless it passes the
-/// trusted-file rule of owner and mode ([`owner_or_mode_problem`]).
-pub(crate) fn check_owner_and_mode(path: &Path, what: &str) -> Result<()> {
-    let meta = fs::metadata(path)
-        .map_err(|e| Error::io(format!("cannot inspect {what} {}", path.display()), &e))?;
-    match owner_or_mode_problem(&meta) {
-        None => Ok(()),
-        Some(why) => Err(Error::new(
-            Status::NotAllowed,
+/// The largest plug-in file read for the check: a shipped plug-in is a few megabytes, one built
+/// without optimisation and with debug information a few tens.
+pub const MAX_PLUGIN_FILE_BYTES: u64 = 256 << 20;
+
+/// What must hold before the shared library at `path` may be opened: it is trusted (the module's
+/// rules) and its dynamic symbol table defines `entry` (`what` names the kind of library in
+/// messages: "telemetry exporter plug-in"). An untrusted file is refused with
+/// [`Status::NotAllowed`], one without `entry` with [`Status::Mismatch`], one that is not a
+/// shared object of this machine with [`Status::Backend`].
+pub fn check_trusted(path: &Path, entry: &CStr, what: &str) -> Result<()> {
+    let shown = path.display();
+    let bytes = open_trusted(path, Place::Searched)
+        .and_then(|file| read_bounded(file, MAX_PLUGIN_FILE_BYTES))
+        .map_err(|why| {
+            Error::new(
+                Status::NotAllowed,
+                format!(
+                    "refusing to load {what} {shown}: it {why} (a plug-in runs inside the \
+                     agent, so only files that the agent's user or root can write are trusted)"
+                ),
+            )
+        })?;
+    match defines_symbol(&bytes, entry) {
+        Err(why) => Err(Error::new(
+            Status::Backend,
+            format!("cannot load {what} {shown}: {why}"),
+        )),
+        Ok(false) => Err(Error::new(
+            Status::Mismatch,
             format!(
-                "refusing to load telemetry plug-ins from {what} {}: it {why} (a plug-in runs \
-                 inside the agent, so only files that the agent's user or root can write are \
-                 trusted)",
-                path.display()
+                "{shown} is not a {what}: it has no {}",
+                entry.to_string_lossy()
             ),
         )),
-    }
-}
-
-/// Refuses a relative `NIXL_PLUGIN_DIR`.
-pub(crate) fn check_plugin_dir_var(dir: &Path) -> Result<()> {
-    if dir.is_absolute() {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "{}={} is a relative path: set it to an absolute directory",
-            crate::settings::PLUGIN_DIR.name,
-            dir.display()
-        )))
+        Ok(true) => Ok(()),
     }
 }
 
@@ -55,7 +61,7 @@ pub(crate) fn check_plugin_dir_var(dir: &Path) -> Result<()> {
 /// reason when it is not an ELF shared object of this machine's kind. A file without section
 /// headers (stripped with `sstrip`) cannot be checked and passes (`dlsym` checks it after
 /// loading).
-pub(crate) fn defines_symbol(bytes: &[u8], symbol: &CStr) -> std::result::Result<bool, String> {
+fn defines_symbol(bytes: &[u8], symbol: &CStr) -> std::result::Result<bool, String> {
     let elf = Elf::parse(bytes)?;
     let wanted = symbol.to_bytes();
     let tables = elf.dynamic_tables()?;
@@ -197,7 +203,7 @@ mod tests {
 
     #[test]
     fn this_test_binary_is_not_a_shared_object() {
-        let me = fs::read(std::env::current_exe().unwrap()).unwrap();
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         // A test executable is ET_EXEC or ET_DYN (PIE); either way it parses or is refused
         // cleanly, never panics.
         let _ = defines_symbol(&me, c"nixl_telemetry_plugin_init");
@@ -213,22 +219,36 @@ mod tests {
     }
 
     #[test]
-    fn writable_or_foreign_places_are_refused() {
+    fn files_in_writable_directories_links_and_other_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        check_owner_and_mode(dir.path(), "directory").unwrap();
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
-        let e = check_owner_and_mode(dir.path(), "directory").unwrap_err();
+        let file = dir.path().join("libtelemetry_exporter_x.so");
+        std::fs::write(&file, b"not an ELF file").unwrap();
+        let check = |path: &Path| check_trusted(path, c"entry", "test plug-in");
+        // Trusted, then refused for what it holds.
+        let e = check(&file).unwrap_err();
+        assert_eq!(e.status, Status::Backend, "{}", e.message);
+        assert!(e.message.contains("not an ELF file"), "{}", e.message);
+        let link = dir.path().join("libtelemetry_exporter_link.so");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let e = check(&link).unwrap_err();
         assert_eq!(e.status, Status::NotAllowed);
-        assert!(
-            e.message
-                .contains("it is writable by group or others (mode 0777)"),
-            "{}",
-            e.message
-        );
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).unwrap();
-        let e = check_owner_and_mode(dir.path(), "directory").unwrap_err();
-        assert!(e.message.contains("(mode 0770)"), "{}", e.message);
-        assert!(check_plugin_dir_var(Path::new("plugins")).is_err());
-        assert!(check_plugin_dir_var(Path::new("/opt/plugins")).is_ok());
+        assert!(e.message.contains("is a symbolic link"), "{}", e.message);
+        for mode in [0o777, 0o770] {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = check(&file).unwrap_err();
+            assert_eq!(e.status, Status::NotAllowed);
+            assert!(
+                e.message.contains(&format!(
+                    "which is writable by group or others (mode {mode:04o})"
+                )),
+                "{}",
+                e.message
+            );
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = check(&file).unwrap_err();
+        assert_eq!(e.status, Status::NotAllowed);
+        assert!(e.message.contains("(mode 0666)"), "{}", e.message);
     }
 }
