@@ -3,7 +3,7 @@
 //! the options of `nixl_telemetry_create_with_options` (for the settings they cover), the
 //! process environment, NIXL's configuration file ([`mod@file`]), the default.
 //!
-//! [`process_settings`], the lookup every parser takes, is [`lookup`] without the origin; every
+//! [`process_settings`], the lookup every parser takes, is [`lookup()`] without the origin; every
 //! reader (the core, the TRACE exporter, the plug-ins) gets the file's values by the same rules,
 //! and a plug-in's copy of this crate asks its host ([`route_to_host`]), so the process reads
 //! the file once. Names that are not in the table (other
