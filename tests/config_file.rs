@@ -1,7 +1,8 @@
 //! NIXL's configuration file as collectors read it: each case runs in a child process (the
 //! file is read once per process, from the process's `HOME` and `NIXL_CONFIG_FILE`) with a
 //! temporary `HOME` and no other NIXL setting in its environment. (That every
-//! `NIXL_TELEMETRY_*` name of the repository is declared is checked by `settings_declared.rs`.)
+//! `NIXL_TELEMETRY_*` name of the repository is declared is checked by
+//! `tools/tests/settings_declared.rs`.)
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
