@@ -10,7 +10,7 @@
 //!
 //! Built only with `--cfg loom` (`scripts/test.sh` runs it, in its own target directory):
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --profile loom -p
-//! nixl-telemetry --test loom_staging`.
+//! nixl-telemetry-core --test loom_staging`.
 //! `LOOM_MAX_PREEMPTIONS` bounds the preemptions explored per execution (default here: 2).
 #![cfg(loom)]
 
