@@ -23,6 +23,8 @@
 //!   shared by their plug-ins and `nixl-telemetry serve`.
 //! - [`rows`]: what is pushed (labelled snapshots) and the `local_rank` label.
 //! - [`agent`]: one agent's series and push loop, as both plug-ins build them ([`AgentPush`]).
+//! - [`sidecar`]: the push configuration of `nixl-telemetry serve --remote-write/--otlp`, its
+//!   options over the protocols' settings, built in one place.
 //!
 //! Producers and the collector's flush never wait on the network: the exporters only update
 //! their lock-free series on the flush thread, and this loop reads them on its own thread.
@@ -33,6 +35,7 @@ pub mod otlp;
 pub mod pusher;
 pub mod remote_write;
 pub mod rows;
+pub mod sidecar;
 pub mod target;
 pub mod tls;
 
