@@ -6,7 +6,7 @@
 //!
 //! Beside it, with the same client and the same pacing:
 //! - the **floor**: a minimal server in this process (a thread blocked in `accept`, which
-//!   reads the request head and writes a page of the same size prepared beforehand). No
+//!   reads the request head and writes a page of the same size made beforehand). No
 //!   server answers a scrape sooner on this machine: what it measures is the connection, the
 //!   wake-ups of both threads and the copy of the page through the loopback. The rank and the
 //!   floor are scraped alternately (rank, floor, rank, ...), so that a load on the machine
@@ -19,9 +19,7 @@
 //!   as in the serving rank) and back to back (warm, as the `store` bench measures it).
 //!
 //! So first byte - floor is what the serving rank adds: its scrape, and the HTTP exchange. The
-//! serving rank makes its page just ahead of a steady scraper's scrape, as this client is
-//! (`store_scan::ScanPages`); the last line says how many scrapes it answered so (`/health`).
-//! The floor that scans makes its page when asked, as the rank did before.
+//! serving rank and the floor that scans both make their page when the request comes.
 //! The scrapes are measured once the ranks have run for 3 s (the steady state of a node, where
 //! the store scan no longer lists the directory: see `store_scan`), and also right after they
 //! started.
@@ -264,18 +262,6 @@ fn main() {
     };
     let [(mut first, mut total, bytes), (mut floor_first, mut floor_total, floor_bytes), (mut scanning_first, mut scanning_total, _)] =
         <[_; 3]>::try_from(scrapes(&[port, floor, scanning], apart)).unwrap();
-    // How the serving rank answered them: with pages prepared ahead, or made when asked.
-    let health = {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.write_all(b"GET /health HTTP/1.1\r\nHost: bench\r\n\r\n")
-            .unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        answer
-            .split_once("\"scrapes\":")
-            .map(|(_, rest)| rest.trim_end().trim_end_matches('}').to_owned())
-            .unwrap_or_default()
-    };
     // Back to back, the idle vCPUs need no wake-up.
     let (mut floor_back_to_back, _, _) = scrapes(&[floor], Duration::ZERO).remove(0);
     // Each scrape of the rank against the floor's right after it.
@@ -359,7 +345,6 @@ fn main() {
         "  floor scanning / floor, alternately: first byte {scanning_first_ratio:.2}, whole page \
          {scanning_total_ratio:.2}"
     );
-    println!("  the serving rank's scrapes since it started (its /health): {health}}}");
     for mut r in ranks {
         drop(r.stdin.take());
         r.wait().unwrap();

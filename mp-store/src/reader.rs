@@ -205,20 +205,6 @@ impl OpenStore {
             .load(order)
     }
 
-    /// The store's heartbeat (`lastUpdateNs`, which every writer refreshes after the values
-    /// of each batch), read as [`OpenStore::read`] reads it; `None` when the file was
-    /// truncated under the mapping.
-    pub fn last_update_ns(&self) -> Option<u64> {
-        let value = self.words().u64_at(OFF_LAST_UPDATE);
-        (!self.guard.faulted()).then_some(value)
-    }
-
-    /// Whether a [`OpenStore::read`] found a native-histograms extension in the store (its
-    /// view then lacks them only when they were being written all along).
-    pub fn keeps_native(&self) -> bool {
-        matches!(self.extensions.get(), Some(Ok(e)) if e.native.is_some())
-    }
-
     /// The mapping's words, read where a decode reads them.
     fn words(&self) -> MappedWords<'_> {
         MappedWords(&self.map)
@@ -247,9 +233,7 @@ impl StoreWords for MappedWords<'_> {
             off.is_multiple_of(8) && off < STORE_SIZE,
             "store word at {off}"
         );
-        // The magic and the heartbeat are read first, with acquire: the values read after
-        // them are at least those their writer released with them.
-        let order = if off == OFF_MAGIC || off == OFF_LAST_UPDATE {
+        let order = if off == OFF_MAGIC {
             Ordering::Acquire
         } else {
             Ordering::Relaxed
@@ -276,8 +260,6 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
         }
         m => return invalid(format!("bad magic {m:#018x} (expected NIXLMPS1)")),
     }
-    // Before the values: they are at least those of the batch this heartbeat ends.
-    let last_update_ns = image.u64_at(OFF_LAST_UPDATE);
     let schema = image.u32_at(OFF_SCHEMA);
     let slots = image.u32_at(OFF_SLOTS);
     let bucket_count = image.u64_at(OFF_BUCKET_COUNT);
@@ -316,7 +298,7 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
     ReadOutcome::Valid(Box::new(StoreView {
         pid: image.u64_at(OFF_PID) as i64,
         instance: image.u64_at(OFF_INSTANCE),
-        last_update_ns,
+        last_update_ns: image.u64_at(OFF_LAST_UPDATE),
         local_rank: image.c_str_at(OFF_LOCAL_RANK, LOCAL_RANK_LEN),
         snapshot: AgentSnapshot {
             agent_name: Arc::from(image.c_str_at(OFF_AGENT_NAME, AGENT_NAME_LEN)),

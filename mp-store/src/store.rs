@@ -218,13 +218,6 @@ impl StoreWriter {
         word_of(&self.map, off)
     }
 
-    /// The sequence word of the native-histograms extension (tests leave it odd, as a writer
-    /// killed mid-update does).
-    #[cfg(test)]
-    pub(crate) fn native_sequence(&self) -> &AtomicU64 {
-        self.word(self.native.as_ref().expect("a native store").at + NATIVE_OFF_SEQUENCE)
-    }
-
     /// Applies a batch in order: each event adds its value to its counter, sets its gauge
     /// (event types that have one), and for the transfer times counts its bucket and adds to
     /// the histogram's sum; then the heartbeat is refreshed once. Unknown types are skipped.
@@ -251,10 +244,8 @@ impl StoreWriter {
             self.apply_native(native, events);
         }
         if applied > 0 {
-            // Release: a reader that sees this heartbeat sees the whole batch (a page prepared
-            // ahead of a scrape is trusted by its heartbeat, see `store_scan::ScanPages`).
             self.word(OFF_LAST_UPDATE)
-                .store(sys::monotonic_ns(), Ordering::Release);
+                .store(sys::monotonic_ns(), Ordering::Relaxed);
         }
         applied
     }

@@ -36,7 +36,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::DirEntryExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use nixl_telemetry_series::endpoint::http::{Format, Health};
@@ -59,147 +59,30 @@ const WARNED_PATHS: usize = 64;
 /// one line per scrape.
 pub const MAX_REFUSED_FILES: usize = 16_384;
 
-/// A store scan as an endpoint's pages: `/metrics` is [`StoreScan::scrape_as`], `/health` is
-/// ready while at least one rank's store is served (its writer alive, or updated within the
-/// stale TTL), with the ranks served and the newest update's age; 503 otherwise.
-///
-/// Pages are made ahead of a scraper that comes at a steady cadence (the server calls
-/// [`Pages::prepare`] a moment before its foreseen scrape: see
-/// [`nixl_telemetry_series::endpoint::cadence`]). A prepared page answers one scrape, in the
-/// format it was made in, when it is younger than [`PREPARED_MAX_AGE`] and still shows what the
-/// directory holds ([`StoreScan::still_current`]: no store added, removed or updated, none
-/// gone stale); otherwise the scrape makes its page as it comes. So a prepared page is the page
-/// the scrape would have made, sooner. No page is prepared that could not answer: not while
-/// the directory's listing cannot be reused (changed within 2 s, or not on a local file
-/// system), and after a page that could not be trusted (a file of the directory unusable for
-/// the moment, see [`PageSource`]) only one preparation in [`UNCLEAN_RETRY`] is made.
+/// A store scan as an endpoint's pages: `/metrics` is [`StoreScan::scrape_as`], made when the
+/// scrape asks, `/health` is [`StoreScan::health`]: ready while at least one rank's store is
+/// served (its writer alive, or updated within the stale TTL), with the ranks served and the
+/// newest update's age; 503 otherwise.
 pub struct ScanPages {
     scan: std::sync::Arc<StoreScan>,
-    /// The prepared pages, text and protobuf (two scrapers may ask for each).
-    prepared: Mutex<[Option<PreparedPage>; 2]>,
-    /// Preparations still to skip after one whose page could not be trusted.
-    skip_preparations: std::sync::atomic::AtomicU32,
-    /// Pages made ahead.
-    preparations: AtomicU64,
-    /// Scrapes answered with a prepared page, and with a page made when asked.
-    answered_prepared: AtomicU64,
-    answered_made: AtomicU64,
-}
-
-/// How long a prepared page may wait for its scrape. A page is made at most
-/// [`nixl_telemetry_series::endpoint::cadence::MAX_LEAD`] ahead; the rest is for a scraper
-/// that comes late. It also bounds what a page made ahead may lack when a store's writer does
-/// not refresh its heartbeat after each batch's values (NIXL's on a CPU that reorders stores):
-/// what it flushed in the last 20 ms, as a scrape made 20 ms sooner would.
-pub const PREPARED_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// After a prepared page that could not be trusted, one preparation in this many is made.
-pub const UNCLEAN_RETRY: u32 = 8;
-
-/// A page made ahead of a scrape, and what it was made from.
-struct PreparedPage {
-    made: std::time::Instant,
-    content_type: &'static str,
-    body: Vec<u8>,
-    source: PageSource,
 }
 
 impl ScanPages {
     /// The pages of `scan`.
     pub fn new(scan: std::sync::Arc<StoreScan>) -> ScanPages {
-        ScanPages {
-            scan,
-            prepared: Mutex::new([None, None]),
-            skip_preparations: std::sync::atomic::AtomicU32::new(0),
-            preparations: AtomicU64::new(0),
-            answered_prepared: AtomicU64::new(0),
-            answered_made: AtomicU64::new(0),
-        }
-    }
-
-    /// How many `/metrics` requests were answered with a prepared page, and with a page made
-    /// when asked.
-    pub fn answered(&self) -> (u64, u64) {
-        (
-            self.answered_prepared.load(Ordering::Relaxed),
-            self.answered_made.load(Ordering::Relaxed),
-        )
-    }
-
-    /// How many pages were made ahead.
-    pub fn preparations(&self) -> u64 {
-        self.preparations.load(Ordering::Relaxed)
+        ScanPages { scan }
     }
 }
 
 impl Pages for ScanPages {
     /// The protobuf exposition when the scraper's `Accept` prefers it and a store keeps native
-    /// histograms, else the text page ([`StoreScan::scrape_as`]); the prepared page when it is
-    /// still what the scrape would make.
+    /// histograms, else the text page ([`StoreScan::scrape_as`]).
     fn metrics(&self, format: Format) -> (&'static str, Vec<u8>) {
-        let protobuf = format == Format::Protobuf;
-        let prepared = self.prepared.lock_unpoisoned()[usize::from(protobuf)].take();
-        if let Some(p) = prepared
-            .filter(|p| p.made.elapsed() <= PREPARED_MAX_AGE && self.scan.still_current(&p.source))
-        {
-            self.answered_prepared.fetch_add(1, Ordering::Relaxed);
-            return (p.content_type, p.body);
-        }
-        self.answered_made.fetch_add(1, Ordering::Relaxed);
-        self.scan.scrape_as(protobuf)
+        self.scan.scrape_as(format == Format::Protobuf)
     }
 
-    /// [`StoreScan::health`], with the `/metrics` requests answered with a prepared page and
-    /// with a page made when asked (`"scrapes":{"prepared":N,"made":M}`).
     fn health(&self) -> Health {
-        let mut health = self.scan.health();
-        let (prepared, made) = self.answered();
-        if !health.details.is_empty() {
-            health.details.push(',');
-        }
-        health.details.push_str(&format!(
-            r#""scrapes":{{"prepared":{prepared},"made":{made}}}"#
-        ));
-        health
-    }
-
-    fn prepares(&self) -> bool {
-        true
-    }
-
-    fn prepare(&self, format: Format) {
-        let protobuf = format == Format::Protobuf;
-        // Pages nobody took (a scraper that stopped) keep their stores mapped: let them go.
-        for slot in self.prepared.lock_unpoisoned().iter_mut() {
-            if slot
-                .as_ref()
-                .is_some_and(|p| p.made.elapsed() > PREPARED_MAX_AGE)
-            {
-                *slot = None;
-            }
-        }
-        if !self.scan.listing_reusable() {
-            return;
-        }
-        let skip = self.skip_preparations.load(Ordering::Relaxed);
-        if skip > 0 {
-            self.skip_preparations.store(skip - 1, Ordering::Relaxed);
-            return;
-        }
-        let made = std::time::Instant::now();
-        let (content_type, body, source) = self.scan.scrape_as_from(protobuf);
-        self.preparations.fetch_add(1, Ordering::Relaxed);
-        if !source.clean {
-            self.skip_preparations
-                .store(UNCLEAN_RETRY - 1, Ordering::Relaxed);
-            return;
-        }
-        self.prepared.lock_unpoisoned()[usize::from(protobuf)] = Some(PreparedPage {
-            made,
-            content_type,
-            body,
-            source,
-        });
+        self.scan.health()
     }
 }
 
@@ -234,7 +117,7 @@ pub struct StoreScan {
     warned_dir: AtomicBool,
     warned_bounds: AtomicBool,
     /// The store files kept open and mapped, by path.
-    open: Mutex<HashMap<PathBuf, std::sync::Arc<OpenFile>>>,
+    open: Mutex<HashMap<PathBuf, OpenFile>>,
     /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
     refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
     /// More members of `/health`'s JSON object (`serve`'s push state), if any.
@@ -271,19 +154,6 @@ struct OpenFile {
     inode: u64,
     file: File,
     store: OpenStore,
-}
-
-/// What a scrape's page was made from: the listing, and each served store's heartbeat. While
-/// the directory keeps that listing and every store its heartbeat (and stays served), a new
-/// scrape would make the same page ([`StoreScan::still_current`]).
-#[derive(Debug)]
-pub struct PageSource {
-    files: StoreFiles,
-    /// The served stores, and their heartbeats when read.
-    stores: Vec<(std::sync::Arc<OpenFile>, u64)>,
-    /// False when something of the directory was not judged for good: a file that could not
-    /// be opened, mapped or read, one removed or refused, native histograms caught mid-update.
-    clean: bool,
 }
 
 /// A listing of the directory's store files, reused while the directory keeps the stamp it had
@@ -358,11 +228,6 @@ impl StoreScan {
     /// Reads the directory: the stores to serve, ordered by pid and instance. Stores of
     /// departed writers older than the TTL, and invalid files nobody holds, are removed.
     pub fn live_stores(&self) -> Vec<StoreView> {
-        self.live_stores_from().0
-    }
-
-    /// [`StoreScan::live_stores`], and what they were read from.
-    fn live_stores_from(&self) -> (Vec<StoreView>, PageSource) {
         let dir = &self.config.dir;
         let files = match self.store_files() {
             Ok((files, listed)) => {
@@ -386,12 +251,7 @@ impl StoreScan {
                         dir.display()
                     );
                 }
-                let source = PageSource {
-                    files: StoreFiles::from([]),
-                    stores: Vec::new(),
-                    clean: false,
-                };
-                return (Vec::new(), source);
+                return Vec::new();
             }
         };
         let now = sys::monotonic_ns();
@@ -400,11 +260,6 @@ impl StoreScan {
         let mut open = self.open.lock_unpoisoned();
         let mut refused = self.refused.lock_unpoisoned();
         let mut unnamed = 0;
-        let mut source = PageSource {
-            files: files.clone(),
-            stores: Vec::new(),
-            clean: true,
-        };
         for (path, inode) in files.iter() {
             if refused.get(path).is_some_and(|(ino, _)| ino == inode) {
                 // Another user's file, warned about already, and still the same file.
@@ -414,19 +269,8 @@ impl StoreScan {
                 refused: &mut refused,
                 unnamed: &mut unnamed,
             };
-            match self.read_one(&mut open, foreign, path, *inode, now, euid) {
-                Some(view) => {
-                    // `read_one` served it from `open`; its native histograms caught
-                    // mid-update make the page untrusted.
-                    match open.get(path) {
-                        Some(f) if view.snapshot.native.is_some() || !f.store.keeps_native() => {
-                            source.stores.push((f.clone(), view.last_update_ns));
-                        }
-                        _ => source.clean = false,
-                    }
-                    stores.push(view);
-                }
-                None => source.clean = false,
+            if let Some(view) = self.read_one(&mut open, foreign, path, *inode, now, euid) {
+                stores.push(view);
             }
         }
         if unnamed > 0 {
@@ -444,41 +288,7 @@ impl StoreScan {
             refused.retain(|path, _| listed.contains(path.as_path()));
         }
         stores.sort_by_key(|s| (s.pid, s.instance));
-        (stores, source)
-    }
-
-    /// Whether the directory's listing would be reused by a scrape now (see [`Listing`]): one
-    /// `statx`. A page is worth making ahead only then.
-    pub fn listing_reusable(&self) -> bool {
-        self.reusable_listing().is_some()
-    }
-
-    /// The files of the directory's listing, if a scrape now would reuse it.
-    fn reusable_listing(&self) -> Option<StoreFiles> {
-        let stamp = DirStamp::of(&fs::metadata(&self.config.dir).ok()?);
-        let listing = self.listing.lock_unpoisoned();
-        let listing = listing.as_ref().filter(|l| l.still_valid(stamp))?;
-        Some(listing.files.clone())
-    }
-
-    /// Whether a scrape now would read what `source` was read from: the same listing of the
-    /// directory (reused, as [`Listing`] allows), every store it served still there with the
-    /// same heartbeat (a writer refreshes it after the values of each batch) and still served
-    /// (updated within the stale TTL, or its writer alive). One `statx`, a word of each store,
-    /// and a lock probe only for a store older than the TTL.
-    pub fn still_current(&self, source: &PageSource) -> bool {
-        if !source.clean {
-            return false;
-        }
-        let listed = self.reusable_listing();
-        if !listed.is_some_and(|files| std::sync::Arc::ptr_eq(&files, &source.files)) {
-            return false;
-        }
-        let now = sys::monotonic_ns();
-        source.stores.iter().all(|(f, heartbeat)| {
-            f.store.last_update_ns() == Some(*heartbeat)
-                && (self.fresh(*heartbeat, now) || writer_alive(&f.file))
-        })
+        stores
     }
 
     /// Whether a store whose heartbeat is `last_update_ns` is served without its writer.
@@ -522,7 +332,7 @@ impl StoreScan {
     /// it open and mapped in `open` for the next scan.
     fn read_one(
         &self,
-        open: &mut HashMap<PathBuf, std::sync::Arc<OpenFile>>,
+        open: &mut HashMap<PathBuf, OpenFile>,
         foreign: Foreign<'_>,
         path: &Path,
         inode: u64,
@@ -559,7 +369,7 @@ impl StoreScan {
                         file,
                         store,
                     };
-                    open.insert(path.to_owned(), std::sync::Arc::new(f));
+                    open.insert(path.to_owned(), f);
                 }
                 Ok(Err(outcome)) => return self.judge(path, &file, outcome, now),
                 Err(e) => {
@@ -568,7 +378,7 @@ impl StoreScan {
                 }
             }
         }
-        let OpenFile { file, store, .. } = &**open.get(path)?;
+        let OpenFile { file, store, .. } = open.get(path)?;
         let outcome = match store.read(file) {
             Ok(o) => o,
             Err(e) => {
@@ -669,21 +479,15 @@ impl StoreScan {
     /// ([`encode_protobuf`]) when a live store keeps native histograms; otherwise (the default)
     /// the text page of [`StoreScan::scrape`].
     pub fn scrape_as(&self, protobuf: bool) -> (&'static str, Vec<u8>) {
-        let (content_type, body, _) = self.scrape_as_from(protobuf);
-        (content_type, body)
-    }
-
-    /// [`StoreScan::scrape_as`], and what its page was made from.
-    fn scrape_as_from(&self, protobuf: bool) -> (&'static str, Vec<u8>, PageSource) {
-        let (stores, source) = self.live_stores_from();
+        let stores = self.live_stores();
         if protobuf && stores.iter().any(|s| s.snapshot.native.is_some()) {
             let (body, mixed) = encode_protobuf(&stores, self.config.aggregate);
             self.warn_mixed(mixed);
-            return (nixl_telemetry_series::protobuf::CONTENT_TYPE, body, source);
+            return (nixl_telemetry_series::protobuf::CONTENT_TYPE, body);
         }
         let (text, mixed) = encode(&stores, self.config.aggregate);
         self.warn_mixed(mixed);
-        (text::CONTENT_TYPE, text.into_bytes(), source)
+        (text::CONTENT_TYPE, text.into_bytes())
     }
 
     /// Warns once that some totals have no histograms (`mixed`: their ranks' bounds differ).
@@ -1366,211 +1170,6 @@ mod tests {
             labels: WorkloadLabels::none(),
         };
         StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap()
-    }
-
-    fn rank_bytes(page: &str, name: &str, pid: &str, rank: &str) -> Option<f64> {
-        let labels = [
-            ("hostname", "node"),
-            ("agent_name", name),
-            ("pid", pid),
-            ("agent_instance", "0"),
-            ("local_rank", rank),
-        ];
-        value(page, "agent_tx_bytes_total", &labels)
-    }
-
-    /// A temporary directory on a local file system, where listings are reused (`None`
-    /// elsewhere: every scrape lists the directory there, see the listing test).
-    fn local_tempdir() -> Option<tempfile::TempDir> {
-        let dir = tempfile::tempdir().unwrap();
-        sys::on_local_file_system(dir.path()).then_some(dir)
-    }
-
-    /// Makes `dir` look changed a minute ago, so that its listing is reused.
-    fn settle(dir: &Path) {
-        set_dir_mtime(dir, std::time::SystemTime::now() - Duration::from_secs(60));
-    }
-
-    fn text_page(pages: &ScanPages) -> String {
-        String::from_utf8(pages.metrics(Format::Text).1).unwrap()
-    }
-
-    /// A prepared page answers one scrape when it is what the scrape would make; a batch of a
-    /// rank, a new rank, another format or age sends the scrape to make its own (exact) page.
-    #[test]
-    fn a_prepared_page_answers_its_scrape_only_while_nothing_it_shows_changed() {
-        let Some(dir) = local_tempdir() else { return };
-        let b = Buckets::default();
-        let a = writer(dir.path(), "a", 10, "0", &b);
-        let c = writer(dir.path(), "c", 11, "1", &b);
-        a.apply(&[Event::new(EventType::AgentTxBytes, 5)]);
-        c.apply(&[Event::new(EventType::AgentTxBytes, 7)]);
-        settle(dir.path());
-        let scan = std::sync::Arc::new(StoreScan::new(config(
-            dir.path(),
-            Duration::from_secs(30),
-            Aggregate::Sum,
-        )));
-        let pages = ScanPages::new(scan.clone());
-        let total = |page: &str| value(page, "agent_tx_bytes_total", &[("hostname", "node")]);
-        // Before any scrape there is no listing to reuse: no page is made ahead.
-        pages.prepare(Format::Text);
-        assert_eq!(pages.preparations(), 0);
-        scan.live_stores();
-        // Unchanged: the prepared page, byte for byte what the scrape makes.
-        pages.prepare(Format::Text);
-        let page = text_page(&pages);
-        assert_eq!(pages.answered(), (1, 0));
-        assert_eq!(page, scan.scrape());
-        assert_eq!(
-            (rank_bytes(&page, "a", "10", "0"), total(&page)),
-            (Some(5.0), Some(12.0))
-        );
-        // One scrape each: the next makes its own.
-        text_page(&pages);
-        assert_eq!(pages.answered(), (1, 1));
-        // A rank's batch after the preparation.
-        pages.prepare(Format::Text);
-        a.apply(&[Event::new(EventType::AgentTxBytes, 1)]);
-        let page = text_page(&pages);
-        assert_eq!(pages.answered(), (1, 2));
-        assert_eq!(
-            (rank_bytes(&page, "a", "10", "0"), total(&page)),
-            (Some(6.0), Some(13.0))
-        );
-        // Prepared in another format than asked.
-        pages.prepare(Format::Protobuf);
-        text_page(&pages);
-        assert_eq!(pages.answered(), (1, 3));
-        // A new rank.
-        pages.prepare(Format::Text);
-        let d = writer(dir.path(), "d", 12, "2", &b);
-        d.apply(&[Event::new(EventType::AgentTxBytes, 100)]);
-        let page = text_page(&pages);
-        assert_eq!(pages.answered(), (1, 4));
-        assert_eq!(
-            (rank_bytes(&page, "d", "12", "2"), total(&page)),
-            (Some(100.0), Some(113.0))
-        );
-        // Right after the directory changed its listing is not reused: no page is made ahead.
-        let made = pages.preparations();
-        pages.prepare(Format::Text);
-        assert_eq!(pages.preparations(), made);
-        // Older than its bound.
-        settle(dir.path());
-        scan.live_stores();
-        pages.prepare(Format::Text);
-        std::thread::sleep(PREPARED_MAX_AGE + Duration::from_millis(20));
-        text_page(&pages);
-        assert_eq!(pages.answered(), (1, 5));
-        // And once more unchanged, through the health's count.
-        pages.prepare(Format::Text);
-        assert_eq!(text_page(&pages), scan.scrape());
-        assert!(pages
-            .health()
-            .details
-            .ends_with(r#","scrapes":{"prepared":2,"made":5}"#));
-    }
-
-    /// Past the TTL a store is served while its writer holds the lock: a prepared page stays
-    /// good while it does, and not once it is gone (the scrape removes the store).
-    #[test]
-    fn a_prepared_page_is_not_served_once_a_rank_past_the_ttl_is_gone() {
-        let Some(dir) = local_tempdir() else { return };
-        let b = Buckets::default();
-        let _a = writer(dir.path(), "a", 10, "0", &b);
-        let c = writer(dir.path(), "c", 11, "1", &b);
-        settle(dir.path());
-        let scan = StoreScan::new(config(dir.path(), Duration::ZERO, Aggregate::None));
-        let pages = ScanPages::new(std::sync::Arc::new(scan));
-        pages.scan.live_stores();
-        pages.prepare(Format::Text);
-        assert_eq!(text_page(&pages), pages.scan.scrape());
-        assert_eq!(pages.answered(), (1, 0));
-        pages.prepare(Format::Text);
-        let gone = c.path().to_owned();
-        drop(c);
-        let page = text_page(&pages);
-        assert_eq!(pages.answered(), (1, 1));
-        assert_eq!(rank_bytes(&page, "c", "11", "1"), None);
-        assert_eq!(rank_bytes(&page, "a", "10", "0"), Some(0.0));
-        assert!(!gone.exists());
-    }
-
-    /// A store read while its native histograms were being written (its writer killed then)
-    /// is served without them: never from a prepared page, so that the next scrape reads them
-    /// again.
-    #[test]
-    fn a_page_missing_native_histograms_mid_update_is_not_prepared() {
-        let Some(dir) = local_tempdir() else { return };
-        let w = native_writer(dir.path(), 10, true);
-        w.apply(&[Event::new(EventType::AgentXferTime, 30)]);
-        settle(dir.path());
-        let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
-            dir.path(),
-            Duration::from_secs(30),
-            Aggregate::None,
-        ))));
-        let protobuf = |p: &ScanPages| p.metrics(Format::Protobuf).0;
-        pages.scan.live_stores();
-        // Two scrapers, one page made ahead for each in its format.
-        pages.prepare(Format::Protobuf);
-        pages.prepare(Format::Text);
-        assert_eq!(
-            protobuf(&pages),
-            nixl_telemetry_series::protobuf::CONTENT_TYPE
-        );
-        assert_eq!(pages.metrics(Format::Text).0, text::CONTENT_TYPE);
-        assert_eq!(pages.answered(), (2, 0));
-        let sequence = w.native_sequence();
-        let before = sequence.load(Ordering::Relaxed);
-        sequence.store(before + 1, Ordering::Relaxed);
-        pages.prepare(Format::Protobuf);
-        // No store keeps native histograms now: the text page, made when asked.
-        assert_eq!(protobuf(&pages), text::CONTENT_TYPE);
-        assert_eq!(pages.answered(), (2, 1));
-        sequence.store(before + 2, Ordering::Relaxed);
-        assert_eq!(
-            protobuf(&pages),
-            nixl_telemetry_series::protobuf::CONTENT_TYPE
-        );
-    }
-
-    /// A file of the directory that cannot be served for now (here another schema, its writer
-    /// alive) makes pages that cannot be trusted: after one, only one preparation in
-    /// `UNCLEAN_RETRY` is made, until one can be trusted again.
-    #[test]
-    fn preparations_back_off_while_their_pages_cannot_be_trusted() {
-        let Some(dir) = local_tempdir() else { return };
-        let _a = writer(dir.path(), "a", 10, "0", &Buckets::default());
-        let (odd, holder) = held_store_of_schema_2(dir.path());
-        settle(dir.path());
-        let pages = ScanPages::new(std::sync::Arc::new(StoreScan::new(config(
-            dir.path(),
-            Duration::from_secs(30),
-            Aggregate::None,
-        ))));
-        let (_, logged) = nixl_telemetry_base::logging::capture(|| {
-            pages.scan.live_stores();
-            for _ in 0..2 * UNCLEAN_RETRY {
-                pages.prepare(Format::Text);
-            }
-        });
-        assert_eq!(nixl_telemetry_base::logging::warnings(&logged).len(), 1);
-        assert_eq!(pages.preparations(), 2);
-        text_page(&pages);
-        assert_eq!(pages.answered(), (0, 1));
-        // Gone (its writer too): the next preparation (its turn came: sixteen were asked for) is
-        // trusted, and so are the ones after it.
-        drop(holder);
-        std::fs::remove_file(&odd).unwrap();
-        settle(dir.path());
-        pages.scan.live_stores();
-        pages.prepare(Format::Text);
-        pages.prepare(Format::Text);
-        assert_eq!(pages.preparations(), 4);
-        text_page(&pages);
-        assert_eq!(pages.answered(), (1, 1));
     }
 
     /// Native histograms in the protobuf scrape: each rank's, and the node total's merged at the

@@ -30,7 +30,6 @@
 //! [`crate::text`] for why); Prometheus falls back to the text format.
 
 pub mod address;
-pub mod cadence;
 pub mod http;
 pub mod server;
 pub mod shared;

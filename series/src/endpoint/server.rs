@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::cadence::{Cadences, Preparation};
 use super::http;
 use nixl_telemetry_base::fork::Generation;
 
@@ -42,17 +41,6 @@ pub trait Pages: Send + Sync {
     fn health(&self) -> http::Health {
         http::Health::ready(String::new())
     }
-
-    /// Whether [`Pages::prepare`] makes anything: then the server follows its scrapers'
-    /// cadences ([`super::cadence`]) and calls it shortly before each foreseen scrape. The
-    /// default: no.
-    fn prepares(&self) -> bool {
-        false
-    }
-
-    /// Makes the `/metrics` page in `format` ahead of a foreseen scrape, for [`Pages::metrics`]
-    /// to answer with if nothing it shows has changed meanwhile. The default: nothing.
-    fn prepare(&self, _format: http::Format) {}
 }
 
 /// An endpoint's pages, shared with its server thread.
@@ -172,10 +160,7 @@ impl Server {
             metrics,
             accept_paused_until: None,
             warned_accept: false,
-            cadences: None,
-            last_preparation: Duration::ZERO,
         };
-        event_loop.cadences = event_loop.metrics.prepares().then(Cadences::default);
         let thread = std::thread::Builder::new()
             .name("nixl-scrape".into())
             .spawn(move || event_loop.run())?;
@@ -310,7 +295,7 @@ impl Conn {
     }
 
     /// Makes as much progress as the socket allows; false when the connection is finished.
-    fn progress(&mut self, server: &mut Serving<'_>, now: Instant) -> bool {
+    fn progress(&mut self, limits: &Limits, metrics: &MetricsFn, now: Instant) -> bool {
         let mut chunk = [0u8; 4096];
         loop {
             match self.phase {
@@ -318,13 +303,8 @@ impl Conn {
                     Ok(0) => return false,
                     Ok(n) => {
                         self.head.extend_from_slice(&chunk[..n]);
-                        if let Some((response, scrape)) =
-                            answer(&self.head, server.limits, server.metrics)
-                        {
-                            if let (Some(format), Some(cadences)) = (scrape, &mut server.cadences) {
-                                cadences.record(self.peer, now, format);
-                            }
-                            self.respond(response, server.limits, now);
+                        if let Some(response) = answer(&self.head, limits, metrics) {
+                            self.respond(response, limits, now);
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
@@ -339,7 +319,7 @@ impl Conn {
                             let _ = self.stream.shutdown(Shutdown::Write);
                             self.out = Default::default();
                             self.phase = Phase::Draining;
-                            self.deadline = now + server.limits.linger;
+                            self.deadline = now + limits.linger;
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
@@ -370,53 +350,39 @@ impl Conn {
     }
 }
 
-/// What a connection's progress needs of the server: its limits, its pages, and the cadences
-/// of its scrapers when the pages are prepared ahead (`None` otherwise).
-struct Serving<'a> {
-    limits: &'a Limits,
-    metrics: &'a MetricsFn,
-    cadences: Option<&'a mut Cadences>,
-}
-
 /// The response to the request read so far (`buf`), once it is complete: its head, and a
 /// chunked body whole (read and discarded, up to [`http::MAX_REQUEST_BODY`]: a small body of
-/// unknown length is read past as one with a `Content-Length` is, a larger one gets 413),
-/// with the format asked for when it was a scrape (`GET /metrics`). `None` while more is
-/// needed.
-fn answer(
-    buf: &[u8],
-    limits: &Limits,
-    metrics: &MetricsFn,
-) -> Option<(http::Response, Option<http::Format>)> {
+/// unknown length is read past as one with a `Content-Length` is, a larger one gets 413).
+/// `None` while more is needed.
+fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Response> {
     let Some(end) = http::head_end(buf).filter(|&end| end <= limits.max_head_bytes) else {
         return (buf.len() > limits.max_head_bytes)
-            .then(|| (http::error(431, "the request head is too large"), None));
+            .then(|| http::error(431, "the request head is too large"));
     };
     let request = match http::parse_head(&buf[..end]) {
         Ok(request) => request,
-        Err(e) => return Some((http::refuse(&e), None)),
+        Err(e) => return Some(http::refuse(&e)),
     };
     if http::body_length(&request) == Ok(http::BodyLength::Chunked) {
         match http::chunked_end(&buf[end..]) {
             http::ChunkedEnd::Complete(_) => {}
-            http::ChunkedEnd::Malformed(why) => return Some((http::error(400, why), None)),
+            http::ChunkedEnd::Malformed(why) => return Some(http::error(400, why)),
             http::ChunkedEnd::Incomplete if buf.len() - end > http::MAX_REQUEST_BODY => {
-                return Some((http::too_large(), None))
+                return Some(http::too_large())
             }
             http::ChunkedEnd::Incomplete => return None,
         }
     }
-    let response = catch_unwind(AssertUnwindSafe(|| {
-        http::route(
-            &request,
-            || metrics.metrics(http::Format::of(&request)),
-            || metrics.health(),
-        )
-    }))
-    .unwrap_or_else(|_| http::error(500, "the metrics could not be produced"));
-    let scrape = (request.path == http::METRICS_PATH && request.method == "GET")
-        .then(|| http::Format::of(&request));
-    Some((response, scrape))
+    Some(
+        catch_unwind(AssertUnwindSafe(|| {
+            http::route(
+                &request,
+                || metrics.metrics(http::Format::of(&request)),
+                || metrics.health(),
+            )
+        }))
+        .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),
+    )
 }
 
 struct EventLoop {
@@ -428,15 +394,7 @@ struct EventLoop {
     metrics: MetricsFn,
     accept_paused_until: Option<Instant>,
     warned_accept: bool,
-    /// The scrapers' cadences, when the pages are prepared ahead ([`Pages::prepares`]).
-    cadences: Option<Cadences>,
-    /// How long the last preparation took.
-    last_preparation: Duration,
 }
-
-/// The least time a page is prepared before the scrape it is for: enough for the server's
-/// thread to wake up; more when making the page takes longer ([`EventLoop::lead`]).
-const MIN_LEAD: Duration = Duration::from_millis(1);
 
 impl EventLoop {
     fn run(&mut self) {
@@ -457,31 +415,14 @@ impl EventLoop {
             for c in &self.conns {
                 fds.push(pollfd(c.stream.as_raw_fd(), c.events()));
             }
-            let preparation = self.preparation(now);
-            let timeout = self.poll_timeout(now, preparation.map(|p| p.at));
-            let timespec = timeout.map(|t| libc::timespec {
-                tv_sec: t.as_secs() as libc::time_t,
-                tv_nsec: t.subsec_nanos() as libc::c_long,
-            });
-            let timespec_ptr = timespec
-                .as_ref()
-                .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-            // SAFETY: ppoll(2) reads and writes (`revents`) exactly `fds.len()` pollfd entries
+            let timeout = self.poll_timeout(now);
+            // SAFETY: poll(2) reads and writes (`revents`) exactly `fds.len()` pollfd entries
             // from `fds.as_mut_ptr()`: the vector is exclusively borrowed, initialised by
             // `pollfd()`, and not resized during the call. Its length converts to `nfds_t`
-            // (an unsigned long, as wide as `usize` on Linux) without loss. The timeout is
-            // null (none) or points to `timespec`, alive across the call; the signal mask is
-            // null (unchanged).
+            // (an unsigned long, as wide as `usize` on Linux) without loss.
             // The descriptors belong to `self.listener`, `self.wake_rx` and `self.conns`, which
             // stay open across the call; poll only inspects them.
-            let n = unsafe {
-                libc::ppoll(
-                    fds.as_mut_ptr(),
-                    fds.len() as libc::nfds_t,
-                    timespec_ptr,
-                    std::ptr::null(),
-                )
-            };
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -501,12 +442,7 @@ impl EventLoop {
             let mut finished = vec![false; self.conns.len()];
             for (i, (c, fd)) in self.conns.iter_mut().zip(&fds[2..]).enumerate() {
                 if fd.revents != 0 {
-                    let mut server = Serving {
-                        limits: &self.limits,
-                        metrics: &self.metrics,
-                        cadences: self.cadences.as_mut(),
-                    };
-                    finished[i] = !c.progress(&mut server, now);
+                    finished[i] = !c.progress(&self.limits, &self.metrics, now);
                 }
             }
             let mut it = finished.iter();
@@ -514,58 +450,23 @@ impl EventLoop {
             if fds[0].revents != 0 {
                 self.accept(now);
             }
-            // Asked again: the scrape it was for may have come meanwhile.
-            let now = Instant::now();
-            if let Some(p) = self.preparation(now).filter(|p| now >= p.at) {
-                self.prepare(&p);
-            }
         }
     }
 
-    /// The next page to prepare ahead of a foreseen scrape, if any.
-    fn preparation(&self, now: Instant) -> Option<Preparation> {
-        self.cadences.as_ref()?.next(now, self.lead())
-    }
-
-    /// How long before a foreseen scrape its page is made: twice what the last preparation
-    /// took and half a millisecond for the wake-up, at least [`MIN_LEAD`].
-    fn lead(&self) -> Duration {
-        (self.last_preparation * 2 + Duration::from_micros(500)).max(MIN_LEAD)
-    }
-
-    /// Makes the page of `preparation` (on this thread, as a scrape's page is).
-    fn prepare(&mut self, preparation: &Preparation) {
-        let start = Instant::now();
-        let metrics = &self.metrics;
-        if catch_unwind(AssertUnwindSafe(|| metrics.prepare(preparation.format))).is_err() {
-            log::warn!("scrape endpoint: preparing a page failed; scrapes make their own");
-            self.cadences = None;
-            return;
-        }
-        self.last_preparation = start.elapsed();
-        if let Some(c) = self.cadences.as_mut() {
-            c.prepared(preparation);
-        }
-    }
-
-    /// Time until the nearest deadline, the end of an accept pause or `prepare_at`; `None`:
-    /// nothing to wait for. Past deadlines wait a millisecond (as `poll`'s smallest wait did);
-    /// a past preparation waits none.
-    fn poll_timeout(&self, now: Instant, prepare_at: Option<Instant>) -> Option<Duration> {
-        let deadline = self
+    /// Milliseconds until the nearest deadline (or the end of an accept pause); -1 = none.
+    fn poll_timeout(&self, now: Instant) -> i32 {
+        let next = self
             .conns
             .iter()
             .map(|c| c.deadline)
             .chain(self.accept_paused_until)
-            .min()
-            .map(|t| {
-                t.saturating_duration_since(now)
-                    .clamp(Duration::from_millis(1), Duration::from_secs(60))
-            });
-        let prepare = prepare_at.map(|t| t.saturating_duration_since(now));
-        match (deadline, prepare) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            .min();
+        match next {
+            None => -1,
+            Some(t) => {
+                let ms = t.saturating_duration_since(now).as_micros().div_ceil(1000);
+                ms.clamp(1, 60_000) as i32
+            }
         }
     }
 
@@ -602,12 +503,7 @@ impl EventLoop {
                     };
                     // A scraper's request is usually there already: read and answer it now,
                     // so it is past the reading phase before any eviction is considered.
-                    let mut server = Serving {
-                        limits: &self.limits,
-                        metrics: &self.metrics,
-                        cadences: self.cadences.as_mut(),
-                    };
-                    if !conn.progress(&mut server, now) {
+                    if !conn.progress(&self.limits, &self.metrics, now) {
                         continue;
                     }
                     // One peer holds at most a quarter of the connections: a flood from one
@@ -654,13 +550,9 @@ impl EventLoop {
 
     /// Makes progress on every connection still reading its request (non-blocking).
     fn serve_waiting(&mut self, now: Instant) {
-        let mut server = Serving {
-            limits: &self.limits,
-            metrics: &self.metrics,
-            cadences: self.cadences.as_mut(),
-        };
+        let (limits, metrics) = (&self.limits, &self.metrics);
         self.conns
-            .retain_mut(|c| c.phase != Phase::Reading || c.progress(&mut server, now));
+            .retain_mut(|c| c.phase != Phase::Reading || c.progress(limits, metrics, now));
     }
 
     /// Makes room for one connection among those `among` selects. The victim is the oldest
