@@ -14,6 +14,9 @@
 //!
 //! Run with `cargo bench -p nixl-telemetry-push --bench push`.
 
+#[path = "../tests/otlp_oracle/mod.rs"]
+mod otlp_oracle;
+
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -153,13 +156,8 @@ fn remote_write_body(
 }
 
 /// One OTLP body of the ranks, encoded as a push loop does, or through the request message
-/// (`message`).
-fn otlp_body(
-    rows: &[Row],
-    resource: &[opentelemetry_proto::tonic::common::v1::KeyValue],
-    gzip: bool,
-    message: bool,
-) -> Vec<u8> {
+/// (`message`: the tests' oracle, built from the official messages and encoded by prost).
+fn otlp_body(rows: &[Row], resource: &[otlp::Attribute], gzip: bool, message: bool) -> Vec<u8> {
     let own = OwnPoints {
         attributes: &[("pusher", "serve")],
         pushes: &PUSHES,
@@ -167,14 +165,8 @@ fn otlp_body(
     };
     let now = 1_700_000_015_000_000_000;
     if message {
-        let request = otlp::request(
-            rows,
-            Some(own),
-            resource.to_vec(),
-            Temporality::Cumulative,
-            now,
-        );
-        return otlp::body(&request, gzip).bytes;
+        let request = otlp_oracle::request(rows, Some(own), resource, Temporality::Cumulative, now);
+        return otlp::body(prost::Message::encode_to_vec(&request), gzip).bytes;
     }
     let mut raw = Vec::with_capacity(24 * 1024);
     otlp::encode(
@@ -185,7 +177,7 @@ fn otlp_body(
         now,
         &mut raw,
     );
-    otlp::raw_body(raw, gzip).bytes
+    otlp::body(raw, gzip).bytes
 }
 
 /// The bytes on the wire of one push of 8 ranks without and with native histograms (remote-write

@@ -1,9 +1,10 @@
 //! OTLP/HTTP metrics (used by the `otlp` plug-in, `libtelemetry_exporter_otlp.so`, and
 //! `nixl-telemetry serve --otlp`): metrics pushed as OTLP/HTTP with protobuf
-//! (`POST .../v1/metrics`, `Content-Type: application/x-protobuf`, optionally gzip), using
-//! the messages generated from the official opentelemetry-proto definitions
-//! (`opentelemetry-proto`'s prost types), through the shared push loop of
-//! `nixl_telemetry_push`. Configuration: [`config`] (the standard `OTEL_*` variables).
+//! (`POST .../v1/metrics`, `Content-Type: application/x-protobuf`, optionally gzip), through
+//! the shared push loop of `nixl_telemetry_push`. Configuration: [`config`] (the standard
+//! `OTEL_*` variables). The request's protobuf is written by hand ([`encode`]); the tests check
+//! it byte for byte against the messages generated from the official opentelemetry-proto
+//! definitions (`opentelemetry-proto`'s prost types, a dev-dependency only).
 //!
 //! Mapping, chosen so that a Prometheus conversion with default settings (the OpenTelemetry
 //! Collector's) gives back the `prometheus` exporter's names:
@@ -32,34 +33,22 @@
 //! in the receiver's answer is logged once per distinct message.
 
 pub mod config;
+pub mod encode;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::pusher::{Payload, PushStatsSnapshot, PUSH_COUNTERS};
+use crate::pusher::{Payload, PushStatsSnapshot};
 use crate::rows::{Labels, Source};
 use crate::target::Body;
 use nixl_telemetry_base::env::Lookup;
-use nixl_telemetry_base::EventType;
-use nixl_telemetry_series::native::{NativeHistogram, ZERO_THRESHOLD};
-use nixl_telemetry_series::{
-    error_statuses, families, AgentSnapshot, FamilySource, HistogramSnapshot, NATIVE_SIZE_FAMILIES,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::metrics::v1::{
-    exponential_histogram_data_point, metric, number_data_point, AggregationTemporality,
-    ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, HistogramDataPoint,
-    Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
+use nixl_telemetry_series::AgentSnapshot;
 use prost::Message;
 
 pub use config::{OtlpConfig, Temporality};
+pub use encode::encode;
 
 /// The standard variable choosing the histogram aggregation: `explicit_bucket_histogram` (the
 /// default) or `base2_exponential_bucket_histogram`.
@@ -82,62 +71,56 @@ pub fn exponential_histograms(env: Lookup) -> Result<bool, String> {
     }
 }
 
-/// `h` as an exponential histogram data point (OpenTelemetry's bucket `i` is
-/// `(b^i, b^(i+1)]`, one below Prometheus's index of the same bucket).
-fn exponential_point(
-    h: &NativeHistogram,
-    attributes: Vec<KeyValue>,
-    start_ns: u64,
-    now_ns: u64,
-) -> ExponentialHistogramDataPoint {
-    let (offset, counts) = h.dense();
-    ExponentialHistogramDataPoint {
-        attributes,
-        start_time_unix_nano: start_ns,
-        time_unix_nano: now_ns,
-        count: h.count(),
-        sum: Some(h.sum() as f64),
-        scale: i32::from(h.schema()),
-        zero_count: h.zero_count(),
-        zero_threshold: ZERO_THRESHOLD,
-        positive: Some(exponential_histogram_data_point::Buckets {
-            offset: offset - 1,
-            bucket_counts: counts.to_vec(),
-        }),
-        ..Default::default()
-    }
+/// The value of a resource attribute: OTLP's `AnyValue`, of the two kinds sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttributeValue {
+    /// `string_value`.
+    String(String),
+    /// `int_value`.
+    Int(i64),
 }
 
-/// A string attribute.
-pub fn string_attr(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
+/// A resource attribute (OTLP's `KeyValue`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attribute {
+    /// The key (`service.name`, ...).
+    pub key: String,
+    /// The value.
+    pub value: AttributeValue,
+}
+
+impl Attribute {
+    /// A string attribute.
+    pub fn string(key: &str, value: &str) -> Attribute {
+        Attribute {
+            key: key.to_owned(),
+            value: AttributeValue::String(value.to_owned()),
+        }
     }
 }
 
 /// The resource of this process: the configured attributes (`service.name` first), then
 /// `service.instance.id`, `host.name` and `process.pid` unless configured.
-pub fn resource(configured: &[(String, String)], host: &str) -> Vec<KeyValue> {
+pub fn resource(configured: &[(String, String)], host: &str) -> Vec<Attribute> {
     let pid = std::process::id();
-    let mut attrs: Vec<KeyValue> = configured.iter().map(|(k, v)| string_attr(k, v)).collect();
-    let has = |attrs: &[KeyValue], k: &str| attrs.iter().any(|a| a.key == k);
+    let mut attrs: Vec<Attribute> = configured
+        .iter()
+        .map(|(k, v)| Attribute::string(k, v))
+        .collect();
+    let has = |attrs: &[Attribute], k: &str| attrs.iter().any(|a| a.key == k);
     if !has(&attrs, "service.instance.id") {
-        attrs.push(string_attr("service.instance.id", &format!("{host}:{pid}")));
+        attrs.push(Attribute::string(
+            "service.instance.id",
+            &format!("{host}:{pid}"),
+        ));
     }
     if !has(&attrs, "host.name") {
-        attrs.push(string_attr("host.name", host));
+        attrs.push(Attribute::string("host.name", host));
     }
     if !has(&attrs, "process.pid") {
-        attrs.push(KeyValue {
+        attrs.push(Attribute {
             key: "process.pid".into(),
-            value: Some(AnyValue {
-                value: Some(any_value::Value::IntValue(pid as i64)),
-            }),
-            ..Default::default()
+            value: AttributeValue::Int(i64::from(pid)),
         });
     }
     attrs
@@ -194,494 +177,8 @@ pub struct OwnPoints<'a> {
     pub start_ns: u64,
 }
 
-/// The export request of `rows` and of the sender's own counters (monotonic Sums named as
-/// [`PUSH_COUNTERS`]) at `now_ns` with resource attributes `resource`.
-pub fn request(
-    rows: &[Row],
-    own: Option<OwnPoints>,
-    resource: Vec<KeyValue>,
-    temporality: Temporality,
-    now_ns: u64,
-) -> ExportMetricsServiceRequest {
-    let temporality = match temporality {
-        Temporality::Cumulative => AggregationTemporality::Cumulative,
-        Temporality::Delta => AggregationTemporality::Delta,
-    } as i32;
-    let attrs = |row: &Row, extra: Option<(&str, &str)>| -> Vec<KeyValue> {
-        row.attributes
-            .iter()
-            .copied()
-            .chain(row.snapshot.labels.iter())
-            .chain(extra)
-            .map(|(k, v)| string_attr(k, v))
-            .collect()
-    };
-    let point = |row: &Row, extra, value: u64| NumberDataPoint {
-        attributes: attrs(row, extra),
-        start_time_unix_nano: row.start_ns,
-        time_unix_nano: now_ns,
-        value: Some(number_data_point::Value::AsInt(value as i64)),
-        ..Default::default()
-    };
-    let metrics = families()
-        .iter()
-        .map(|family| {
-            let data = match family.source {
-                FamilySource::Counter(t) => metric::Data::Sum(Sum {
-                    data_points: rows
-                        .iter()
-                        .map(|r| point(r, None, r.snapshot.counters[t as usize]))
-                        .collect(),
-                    aggregation_temporality: temporality,
-                    is_monotonic: true,
-                }),
-                FamilySource::Errors => metric::Data::Sum(Sum {
-                    data_points: rows
-                        .iter()
-                        .flat_map(|r| {
-                            error_statuses().map(move |(t, s)| {
-                                point(r, Some(("status", s)), r.snapshot.counters[t as usize])
-                            })
-                        })
-                        .collect(),
-                    aggregation_temporality: temporality,
-                    is_monotonic: true,
-                }),
-                FamilySource::Gauge(t) => metric::Data::Gauge(Gauge {
-                    data_points: rows
-                        .iter()
-                        .map(|r| NumberDataPoint {
-                            start_time_unix_nano: 0,
-                            ..point(r, None, r.snapshot.gauges[t as usize])
-                        })
-                        .collect(),
-                }),
-                FamilySource::Histogram(t)
-                    if !rows.is_empty()
-                        && rows
-                            .iter()
-                            .all(|r| r.snapshot.native_histogram(t).is_some()) =>
-                {
-                    metric::Data::ExponentialHistogram(ExponentialHistogram {
-                        data_points: rows
-                            .iter()
-                            .map(|r| {
-                                let h = r.snapshot.native_histogram(t).expect("checked");
-                                exponential_point(h, attrs(r, None), r.start_ns, now_ns)
-                            })
-                            .collect(),
-                        aggregation_temporality: temporality,
-                    })
-                }
-                FamilySource::Histogram(t) => metric::Data::Histogram(Histogram {
-                    data_points: rows
-                        .iter()
-                        .map(|r| {
-                            let h: &HistogramSnapshot =
-                                r.snapshot.histogram(t).expect("histogram event");
-                            HistogramDataPoint {
-                                attributes: attrs(r, None),
-                                start_time_unix_nano: r.start_ns,
-                                time_unix_nano: now_ns,
-                                count: h.count(),
-                                sum: Some(h.sum as f64),
-                                bucket_counts: h.buckets.clone(),
-                                explicit_bounds: h.bounds.bounds().to_vec(),
-                                ..Default::default()
-                            }
-                        })
-                        .collect(),
-                    aggregation_temporality: temporality,
-                }),
-            };
-            Metric {
-                name: family.name.to_owned(),
-                description: family.help.to_owned(),
-                data: Some(data),
-                ..Default::default()
-            }
-        })
-        .chain(NATIVE_SIZE_FAMILIES.iter().filter_map(|&(name, help, t)| {
-            let data_points: Vec<ExponentialHistogramDataPoint> = rows
-                .iter()
-                .filter_map(|r| {
-                    let h = r.snapshot.native_histogram(t)?;
-                    Some(exponential_point(h, attrs(r, None), r.start_ns, now_ns))
-                })
-                .collect();
-            (!data_points.is_empty()).then(|| Metric {
-                name: name.to_owned(),
-                description: help.to_owned(),
-                data: Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
-                    data_points,
-                    aggregation_temporality: temporality,
-                })),
-                ..Default::default()
-            })
-        }))
-        .chain(own.into_iter().flat_map(|own| {
-            PUSH_COUNTERS.iter().map(move |counter| Metric {
-                name: counter.name.to_owned(),
-                description: counter.help.to_owned(),
-                data: Some(metric::Data::Sum(Sum {
-                    data_points: vec![NumberDataPoint {
-                        attributes: own
-                            .attributes
-                            .iter()
-                            .map(|(k, v)| string_attr(k, v))
-                            .collect(),
-                        start_time_unix_nano: own.start_ns,
-                        time_unix_nano: now_ns,
-                        value: Some(number_data_point::Value::AsInt(
-                            (counter.value)(own.pushes) as i64
-                        )),
-                        ..Default::default()
-                    }],
-                    aggregation_temporality: temporality,
-                    is_monotonic: true,
-                })),
-                ..Default::default()
-            })
-        }))
-        .collect();
-    ExportMetricsServiceRequest {
-        resource_metrics: vec![ResourceMetrics {
-            resource: Some(Resource {
-                attributes: resource,
-                ..Default::default()
-            }),
-            scope_metrics: vec![ScopeMetrics {
-                scope: Some(InstrumentationScope {
-                    name: "nixl-telemetry".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    ..Default::default()
-                }),
-                metrics,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
-/// Appends to `out` the protobuf of [`request`] with the same arguments, byte for byte, without
-/// building the message: every data point is written straight from the snapshots, each row's
-/// attributes encoded once for all its points (the explicit-bucket and number points by hand,
-/// the rare exponential ones through their messages).
-pub fn encode(
-    rows: &[Row],
-    own: Option<OwnPoints>,
-    resource: &[KeyValue],
-    temporality: Temporality,
-    now_ns: u64,
-    out: &mut Vec<u8>,
-) {
-    let temporality = match temporality {
-        Temporality::Cumulative => AggregationTemporality::Cumulative,
-        Temporality::Delta => AggregationTemporality::Delta,
-    } as u64;
-    // Each row's attributes (its own, then the snapshot's workload labels), as the encoded
-    // `KeyValue` messages without their field key, one after the other; and `status`.
-    let mut attributes = Vec::new();
-    let mut row_attributes = Vec::with_capacity(rows.len());
-    for row in rows {
-        let start = attributes.len();
-        for (k, v) in row
-            .attributes
-            .iter()
-            .copied()
-            .chain(row.snapshot.labels.iter())
-        {
-            key_value(k, v, &mut attributes);
-        }
-        row_attributes.push(start..attributes.len());
-    }
-    let own_attributes = {
-        let start = attributes.len();
-        for &(k, v) in own.iter().flat_map(|o| o.attributes) {
-            key_value(k, v, &mut attributes);
-        }
-        start..attributes.len()
-    };
-    let attributes = &attributes[..];
-    // A row's attributes as fields `field` of a point, then `extra`'s.
-    let write_attributes = |field: u32,
-                            range: &std::ops::Range<usize>,
-                            extra: Option<(&str, &str)>,
-                            out: &mut Vec<u8>| {
-        let mut at = range.start;
-        while at < range.end {
-            let (len, n) = read_varint(&attributes[at..]);
-            key(field, 2, out);
-            out.extend_from_slice(&attributes[at..at + n + len]);
-            at += n + len;
-        }
-        if let Some((k, v)) = extra {
-            key(field, 2, out);
-            let mut kv = Vec::new();
-            key_value(k, v, &mut kv);
-            out.extend_from_slice(&kv);
-        }
-    };
-    // A `NumberDataPoint` as field 1 of its metric.
-    let number =
-        |range: &std::ops::Range<usize>, extra, start_ns: u64, value: u64, out: &mut Vec<u8>| {
-            nested(1, out, |out| {
-                fixed64(2, start_ns, out);
-                fixed64(3, now_ns, out);
-                key(6, 1, out);
-                out.extend_from_slice(&value.to_le_bytes());
-                write_attributes(7, range, extra, out);
-            });
-        };
-    let sum = |out: &mut Vec<u8>, points: &mut dyn FnMut(&mut Vec<u8>)| {
-        nested(7, out, |out| {
-            points(out);
-            varint_field(2, temporality, out);
-            varint_field(3, 1, out);
-        });
-    };
-    nested(1, out, |out| {
-        prost::encoding::message::encode(
-            1,
-            &Resource {
-                attributes: resource.to_vec(),
-                ..Default::default()
-            },
-            out,
-        );
-        nested(2, out, |out| {
-            prost::encoding::message::encode(1, &scope(), out);
-            for family in families() {
-                nested(2, out, |out| {
-                    string_field(1, family.name, out);
-                    string_field(2, family.help, out);
-                    match family.source {
-                        FamilySource::Counter(t) => sum(out, &mut |out| {
-                            for (r, a) in rows.iter().zip(&row_attributes) {
-                                number(a, None, r.start_ns, r.snapshot.counters[t as usize], out);
-                            }
-                        }),
-                        FamilySource::Errors => sum(out, &mut |out| {
-                            for (r, a) in rows.iter().zip(&row_attributes) {
-                                for (t, status) in error_statuses() {
-                                    let value = r.snapshot.counters[t as usize];
-                                    number(a, Some(("status", status)), r.start_ns, value, out);
-                                }
-                            }
-                        }),
-                        FamilySource::Gauge(t) => nested(5, out, |out| {
-                            for (r, a) in rows.iter().zip(&row_attributes) {
-                                number(a, None, 0, r.snapshot.gauges[t as usize], out);
-                            }
-                        }),
-                        FamilySource::Histogram(t) if exponential(rows, t) => {
-                            nested(10, out, |out| {
-                                for r in rows {
-                                    let h = r.snapshot.native_histogram(t).expect("checked");
-                                    let point = exponential_point(
-                                        h,
-                                        point_attributes(r),
-                                        r.start_ns,
-                                        now_ns,
-                                    );
-                                    prost::encoding::message::encode(1, &point, out);
-                                }
-                                varint_field(2, temporality, out);
-                            })
-                        }
-                        FamilySource::Histogram(t) => nested(9, out, |out| {
-                            for (r, a) in rows.iter().zip(&row_attributes) {
-                                let h: &HistogramSnapshot =
-                                    r.snapshot.histogram(t).expect("histogram event");
-                                nested(1, out, |out| {
-                                    fixed64(2, r.start_ns, out);
-                                    fixed64(3, now_ns, out);
-                                    fixed64(4, h.count(), out);
-                                    key(5, 1, out);
-                                    out.extend_from_slice(&(h.sum as f64).to_le_bytes());
-                                    if !h.buckets.is_empty() {
-                                        key(6, 2, out);
-                                        push_varint(8 * h.buckets.len() as u64, out);
-                                        for c in &h.buckets {
-                                            out.extend_from_slice(&c.to_le_bytes());
-                                        }
-                                    }
-                                    let bounds = h.bounds.bounds();
-                                    if !bounds.is_empty() {
-                                        key(7, 2, out);
-                                        push_varint(8 * bounds.len() as u64, out);
-                                        for b in bounds {
-                                            out.extend_from_slice(&b.to_le_bytes());
-                                        }
-                                    }
-                                    write_attributes(9, a, None, out);
-                                });
-                            }
-                            varint_field(2, temporality, out);
-                        }),
-                    }
-                });
-            }
-            for (name, help, t) in NATIVE_SIZE_FAMILIES {
-                if rows
-                    .iter()
-                    .all(|r| r.snapshot.native_histogram(t).is_none())
-                {
-                    continue;
-                }
-                nested(2, out, |out| {
-                    string_field(1, name, out);
-                    string_field(2, help, out);
-                    nested(10, out, |out| {
-                        for r in rows {
-                            if let Some(h) = r.snapshot.native_histogram(t) {
-                                let point =
-                                    exponential_point(h, point_attributes(r), r.start_ns, now_ns);
-                                prost::encoding::message::encode(1, &point, out);
-                            }
-                        }
-                        varint_field(2, temporality, out);
-                    });
-                });
-            }
-            if let Some(own) = own {
-                for counter in &PUSH_COUNTERS {
-                    nested(2, out, |out| {
-                        string_field(1, counter.name, out);
-                        string_field(2, counter.help, out);
-                        sum(out, &mut |out| {
-                            let value = (counter.value)(own.pushes);
-                            number(&own_attributes, None, own.start_ns, value, out);
-                        });
-                    });
-                }
-            }
-        });
-    });
-}
-
-/// Whether the histogram family of `t` is sent as exponential histograms: every row keeps
-/// native histograms (and there is a row).
-fn exponential(rows: &[Row], t: EventType) -> bool {
-    !rows.is_empty()
-        && rows
-            .iter()
-            .all(|r| r.snapshot.native_histogram(t).is_some())
-}
-
-/// A row's data-point attributes as messages: its own, then the snapshot's workload labels.
-fn point_attributes(row: &Row) -> Vec<KeyValue> {
-    row.attributes
-        .iter()
-        .copied()
-        .chain(row.snapshot.labels.iter())
-        .map(|(k, v)| string_attr(k, v))
-        .collect()
-}
-
-/// The instrumentation scope of every export.
-fn scope() -> InstrumentationScope {
-    InstrumentationScope {
-        name: "nixl-telemetry".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        ..Default::default()
-    }
-}
-
-/// Appends a field key.
-fn key(field: u32, wire_type: u32, out: &mut Vec<u8>) {
-    push_varint(u64::from(field << 3 | wire_type), out);
-}
-
-/// Appends a varint.
-fn push_varint(v: u64, out: &mut Vec<u8>) {
-    prost::encoding::encode_varint(v, out);
-}
-
-/// Reads a varint at the start of `b`: its value and length.
-fn read_varint(b: &[u8]) -> (usize, usize) {
-    let (mut v, mut n) = (0usize, 0);
-    loop {
-        v |= usize::from(b[n] & 0x7f) << (7 * n);
-        n += 1;
-        if b[n - 1] < 0x80 {
-            return (v, n);
-        }
-    }
-}
-
-/// Appends a `fixed64` field, left out when 0 (as prost does).
-fn fixed64(field: u32, v: u64, out: &mut Vec<u8>) {
-    if v != 0 {
-        key(field, 1, out);
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// Appends a varint field (an enumeration, a bool), left out when 0.
-fn varint_field(field: u32, v: u64, out: &mut Vec<u8>) {
-    if v != 0 {
-        key(field, 0, out);
-        push_varint(v, out);
-    }
-}
-
-/// Appends a string field, left out when empty.
-fn string_field(field: u32, v: &str, out: &mut Vec<u8>) {
-    if !v.is_empty() {
-        key(field, 2, out);
-        push_varint(v.len() as u64, out);
-        out.extend_from_slice(v.as_bytes());
-    }
-}
-
-/// Appends a string attribute as a length-prefixed `KeyValue` (no field key).
-fn key_value(k: &str, v: &str, out: &mut Vec<u8>) {
-    let value_len = 1 + prost::encoding::encoded_len_varint(v.len() as u64) + v.len();
-    let mut len = 1 + prost::encoding::encoded_len_varint(value_len as u64) + value_len;
-    if !k.is_empty() {
-        len += 1 + prost::encoding::encoded_len_varint(k.len() as u64) + k.len();
-    }
-    push_varint(len as u64, out);
-    string_field(1, k, out);
-    key(2, 2, out);
-    push_varint(value_len as u64, out);
-    // The `string_value` of the oneof is written even when empty.
-    key(1, 2, out);
-    push_varint(v.len() as u64, out);
-    out.extend_from_slice(v.as_bytes());
-}
-
-/// Appends message field `field` whose contents `f` writes: the length is written after them
-/// and the contents moved to make room when it takes more than a byte.
-fn nested(field: u32, out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>)) {
-    key(field, 2, out);
-    let at = out.len();
-    out.push(0);
-    f(out);
-    let len = out.len() - at - 1;
-    let n = prost::encoding::encoded_len_varint(len as u64);
-    if n > 1 {
-        out.splice(at + 1..at + 1, std::iter::repeat_n(0, n - 1));
-    }
-    let mut b = [0u8; 10];
-    let mut v = len as u64;
-    for slot in b.iter_mut().take(n) {
-        *slot = v as u8 & 0x7f | 0x80;
-        v >>= 7;
-    }
-    b[n - 1] &= 0x7f;
-    out[at..at + n].copy_from_slice(&b[..n]);
-}
-
-/// Encodes `request` as an OTLP/HTTP protobuf body, gzip-compressed if `gzip`.
-pub fn body(request: &ExportMetricsServiceRequest, gzip: bool) -> Body {
-    raw_body(request.encode_to_vec(), gzip)
-}
-
 /// The OTLP/HTTP body of an encoded request, gzip-compressed if `gzip`.
-pub fn raw_body(raw: Vec<u8>, gzip: bool) -> Body {
+pub fn body(raw: Vec<u8>, gzip: bool) -> Body {
     let (bytes, content_encoding) = if gzip {
         let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(&raw).expect("writing to memory");
@@ -701,7 +198,7 @@ pub fn raw_body(raw: Vec<u8>, gzip: bool) -> Body {
 /// baselines (by attributes) and the partial-success messages already logged.
 pub struct Otlp {
     source: Source,
-    resource: Vec<KeyValue>,
+    resource: Vec<Attribute>,
     temporality: Temporality,
     gzip: bool,
     start_ns: u64,
@@ -810,7 +307,7 @@ impl Payload for Otlp {
             &mut raw,
         );
         self.last_len = raw.len();
-        raw_body(raw, self.gzip)
+        body(raw, self.gzip)
     }
 
     fn sent(&mut self, answer: &[u8]) {
@@ -820,7 +317,7 @@ impl Payload for Otlp {
         if self.temporality == Temporality::Delta {
             self.own_baseline = self.own_pending;
         }
-        let Ok(response) = ExportMetricsServiceResponse::decode(answer) else {
+        let Ok(response) = Response::decode(answer) else {
             return;
         };
         if let Some(p) = response.partial_success {
@@ -837,76 +334,34 @@ impl Payload for Otlp {
     }
 }
 
+/// The receiver's answer (`ExportMetricsServiceResponse`), of which only its partial success
+/// is read: the two messages declared from the official definitions for prost, as far as read.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Response {
+    /// `partial_success`.
+    #[prost(message, optional, tag = "1")]
+    partial_success: Option<PartialSuccess>,
+}
+
+/// `ExportMetricsPartialSuccess`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct PartialSuccess {
+    /// `rejected_data_points`.
+    #[prost(int64, tag = "1")]
+    rejected_data_points: i64,
+    /// `error_message`.
+    #[prost(string, tag = "2")]
+    error_message: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use nixl_telemetry_base::{Event, EventType};
     use nixl_telemetry_series::{AgentSeries, Buckets};
-    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess;
-
-    #[test]
-    fn the_encoder_writes_the_bytes_of_the_request_message() {
-        let plain = AgentSeries::new("a", "h", Buckets::default());
-        let native =
-            AgentSeries::new("n", "h", Buckets::default()).with_native_histograms(true, 3, 160);
-        let labelled = AgentSeries::new("w", "h", Buckets::default()).with_labels(
-            nixl_telemetry_series::WorkloadLabels::from_pairs(vec![(
-                "slurm_job_id".into(),
-                "7".repeat(200),
-            )])
-            .unwrap(),
-        );
-        let check = |rows: &[Row], own: Option<OwnPoints>, t: Temporality, now: u64| {
-            let resource = resource(&[("service.name".into(), "nixl".into())], "h");
-            let mut out = vec![1, 2, 3];
-            encode(rows, own, &resource, t, now, &mut out);
-            assert_eq!(
-                out[3..],
-                request(rows, own, resource, t, now).encode_to_vec()[..]
-            );
-        };
-        let pushes = PushStatsSnapshot {
-            attempts: 300,
-            successes: 0,
-            failures: 1,
-            bytes: 1 << 40,
-        };
-        let own = OwnPoints {
-            attributes: &[("pusher", "test"), ("empty", "")],
-            pushes: &pushes,
-            start_ns: 5,
-        };
-        for n in 0..3u64 {
-            let (p, nat, l) = (plain.snapshot(), native.snapshot(), labelled.snapshot());
-            let row = |snapshot, attributes, start_ns| Row {
-                snapshot,
-                attributes,
-                start_ns,
-            };
-            let a: &[(&str, &str)] = &[("agent_name", "a"), ("local_rank", "3")];
-            for t in [Temporality::Cumulative, Temporality::Delta] {
-                check(&[], None, t, 0);
-                check(&[], Some(own), t, 9);
-                check(&[row(&p, a, 0)], None, t, 1_700_000_000_000_000_000);
-                check(&[row(&p, a, 7), row(&l, &[], 8)], Some(own), t, 10);
-                check(&[row(&nat, a, 7)], Some(own), t, 11);
-                check(
-                    &[row(&p, a, 7), row(&nat, &[("agent_name", "n")], 7)],
-                    Some(own),
-                    t,
-                    12,
-                );
-            }
-            for s in [&plain, &native, &labelled] {
-                s.apply(&[
-                    Event::new(EventType::AgentXferTime, 1 + 1000 * n),
-                    Event::new(EventType::AgentTxBytes, 4096 << n),
-                    Event::new(EventType::AgentErrBackend, 1),
-                    Event::new(EventType::AgentRxBytes, 0),
-                ]);
-            }
-        }
-    }
+    use opentelemetry_proto::tonic::collector::metrics::v1::{
+        ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+    };
 
     #[test]
     fn the_aggregation_variable_is_parsed_strictly() {
@@ -923,67 +378,6 @@ mod tests {
         );
         let e = exponential_histograms(&env("exponential")).unwrap_err();
         assert!(e.starts_with(ENV_HISTOGRAM_AGGREGATION), "{e}");
-    }
-
-    #[test]
-    fn native_histograms_become_exponential_histograms() {
-        let s = AgentSeries::new("a", "h", Buckets::default()).with_native_histograms(true, 3, 160);
-        s.apply(&[
-            Event::new(EventType::AgentXferTime, 100),
-            Event::new(EventType::AgentXferTime, 200),
-            Event::new(EventType::AgentTxBytes, 4096),
-            Event::new(EventType::AgentRxBytes, 0),
-        ]);
-        let snapshot = s.snapshot();
-        let rows = [Row {
-            snapshot: &snapshot,
-            attributes: &[("agent_name", "a")],
-            start_ns: 1,
-        }];
-        let r = request(&rows, None, vec![], Temporality::Cumulative, 2);
-        let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
-        let exponential = |name: &str| -> ExponentialHistogramDataPoint {
-            let m = metrics.iter().find(|m| m.name == name).unwrap();
-            match &m.data {
-                Some(metric::Data::ExponentialHistogram(e)) => e.data_points[0].clone(),
-                other => panic!("{name}: {other:?}"),
-            }
-        };
-        let time = exponential("agent_xfer_time_us");
-        assert_eq!((time.count, time.sum, time.scale), (2, Some(300.0), 3));
-        // Prometheus buckets 54 and 62: OpenTelemetry's 53 and 61, dense between.
-        let positive = time.positive.unwrap();
-        assert_eq!(positive.offset, 53);
-        assert_eq!(positive.bucket_counts.len(), 9);
-        assert_eq!(
-            (positive.bucket_counts[0], positive.bucket_counts[8]),
-            (1, 1)
-        );
-        assert_eq!(positive.bucket_counts.iter().sum::<u64>(), 2);
-        assert_eq!(
-            exponential("agent_tx_request_size_bytes")
-                .positive
-                .unwrap()
-                .offset,
-            95
-        );
-        let rx = exponential("agent_rx_request_size_bytes");
-        assert_eq!((rx.count, rx.zero_count), (1, 1));
-        // The post-time histogram has no values yet but is still exponential.
-        assert_eq!(exponential("agent_xfer_post_time_us").count, 0);
-        // Without native histograms: explicit buckets, no size metrics.
-        let plain = AgentSeries::new("a", "h", Buckets::default()).snapshot();
-        let rows = [Row {
-            snapshot: &plain,
-            attributes: &[("agent_name", "a")],
-            start_ns: 1,
-        }];
-        let r = request(&rows, None, vec![], Temporality::Cumulative, 2);
-        let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
-        assert!(metrics.iter().all(|m| !m.name.contains("request_size")));
-        assert!(metrics
-            .iter()
-            .all(|m| !matches!(m.data, Some(metric::Data::ExponentialHistogram(_)))));
     }
 
     #[test]
@@ -1023,6 +417,7 @@ mod tests {
         p.sent(&answer(5, "too old"));
         p.sent(&answer(1, "bad name"));
         assert_eq!(p.logged.len(), 2);
+        assert!(p.logged.contains("too old") && p.logged.contains("bad name"));
     }
 
     #[test]
