@@ -1,4 +1,5 @@
-//! Capture modes and the bounded queue of the FPM trace, driven by a manual clock (no sleeps).
+//! Capture modes and the bounded queue of the FPM trace, driven by a manual clock (no sleeps;
+//! the threaded tests poll for a condition with a deadline).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -338,6 +339,32 @@ fn a_threaded_trace_writes_everything_accepted_by_close() {
         .map(|f| SegmentReader::read_rows(f).unwrap().0.len())
         .sum();
     assert_eq!(rows as u64, stats.written);
+}
+
+#[test]
+fn a_threaded_trace_left_idle_notices_its_segment_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = FpmTrace::open(
+        Source::new("ns", "comp", "idle"),
+        &config(dir.path(), CaptureMode::Full),
+    )
+    .unwrap();
+    for c in 0..10 {
+        trace.record(busy(0, c));
+    }
+    trace.flush();
+    assert_eq!(trace.stats().written, 10);
+    std::fs::remove_file(dir.path().join("fpm.idle.000000.jsonl.gz")).unwrap();
+    // Nothing more is recorded: the worker's timer notices within a second (and the poll
+    // gives it 20).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while trace.stats().rows_lost != 10 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", trace.stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = trace.close();
+    assert_eq!((stats.written, stats.rows_lost), (0, 10));
+    assert_accounted(&stats);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The `TRACE` exporter inside a collector: events reach its segments, agents whose file
-//! prefixes collide are refused while the first one writes, and rows a write error loses count
-//! as lost in the collector's stats.
+//! prefixes collide are refused while the first one writes, and rows a write error or a deleted
+//! segment loses count as lost in the collector's stats (every kind of deletion, driven on a
+//! manual clock: `tests/segments_deleted.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -158,4 +159,49 @@ fn trace_losses_show_in_nixl_telemetry_get_stats() {
         (4, 0, 4),
         "{s:?}"
     );
+}
+
+/// Polls `done` every 10 ms until it holds, failing after 20 s.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_segment_deleted_under_an_idle_agent_counts_its_events_lost_before_destroy() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("nixl.agent-0");
+    let config = Config {
+        run_interval: Duration::from_millis(10),
+        ..trace_config(dir.path().join("nixl"))
+    };
+    let collector = Collector::new("agent-0", config).unwrap();
+    for i in 0..100 {
+        collector.add_xfer_stats(120, true, 4096 + i, 8);
+    }
+    let rows = || -> usize {
+        segments_of(&prefix)
+            .unwrap()
+            .iter()
+            .map(|f| SegmentReader::read_rows(f).unwrap().0.len())
+            .sum()
+    };
+    wait_for("the 400 rows on disk", || rows() == 400);
+    let segment = segments_of(&prefix).unwrap().remove(0);
+    std::fs::remove_file(&segment).unwrap();
+    // Nothing more is recorded: the exporter's timer notices within a second, and the next
+    // collector flush moves the events from exported to lost.
+    wait_for("the events counted lost", || {
+        collector.stats().events_lost == 400
+    });
+    let s = collector.close();
+    assert_eq!(
+        (s.events_accepted, s.events_exported, s.events_lost),
+        (400, 0, 400),
+        "{s:?}"
+    );
+    assert_eq!(rows(), 0, "nothing counted exported, nothing on disk");
 }

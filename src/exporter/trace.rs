@@ -26,8 +26,10 @@
 //!
 //! Rows are written as one gzip member per second (or per 1 MiB) by a small flusher thread, so
 //! an idle agent's last rows reach the disk within about a second; destroying the collector
-//! writes the rest ([`Exporter::finish`]). A batch lost to a write error (a full disk) is
-//! logged, counted in [`TraceExporter::stats`] and reported to the collector
+//! writes the rest ([`Exporter::finish`]). A batch lost to a write error (a full disk), and the
+//! rows of a segment someone deleted or replaced while it was open (noticed within a second
+//! by that thread, idle or not, and at destroy: [`SegmentWriter::tick`]) are logged, counted in
+//! [`TraceExporter::stats`] and reported to the collector
 //! ([`FlushOutcome::lost_since`]), which moves those events from `events_exported` to
 //! `events_lost` at its next flush (or at its final accounting on destroy), so
 //! `nixl_telemetry_get_stats` shows them.
@@ -51,7 +53,8 @@ use crate::settings;
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
 
-/// How often the flusher thread checks whether the 1 s flush is due.
+/// How often the flusher thread runs the writer's timer (the 1 s flush, the check of the
+/// segment's path).
 const FLUSH_CHECK: Duration = Duration::from_millis(250);
 
 /// `NIXL_TELEMETRY_TRACE_PATH`: output prefix of the TRACE exporter.
@@ -152,8 +155,9 @@ pub struct TraceExporter {
 }
 
 impl TraceExporter {
-    /// The rows lost to write errors (or dropped as longer than the row bound) since the last
-    /// call (the collector counted them as exported when this exporter accepted them).
+    /// The rows lost to write errors or with a deleted segment (or dropped as longer than the
+    /// row bound) since the last call (the collector counted them as exported when this
+    /// exporter accepted them).
     fn take_rows_lost(&mut self) -> u64 {
         let stats = self.counters.snapshot();
         let lost = stats.rows_lost + stats.rows_too_long;
@@ -171,7 +175,7 @@ impl TraceExporter {
             format!("the TRACE exporter's flusher of agent '{agent}'"),
             FLUSH_CHECK,
             move || {
-                writer.lock_unpoisoned().flush_if_due();
+                writer.lock_unpoisoned().tick();
                 FLUSH_CHECK
             },
         )
@@ -223,7 +227,8 @@ impl TraceExporter {
         self.writer.lock_unpoisoned().flush();
     }
 
-    /// Stops the flusher thread and writes every buffered row. Idempotent.
+    /// Stops the flusher thread and writes every buffered row, after checking that the open
+    /// segment is still at its path (so the counts reported at destroy are true). Idempotent.
     fn stop_and_flush(&mut self) {
         if let Some(mut flusher) = self.flusher.take() {
             flusher.stop();
@@ -254,7 +259,7 @@ impl Exporter for TraceExporter {
                 value: event.value,
             });
         }
-        writer.flush_if_due();
+        writer.tick();
         events.len()
     }
 
@@ -262,8 +267,14 @@ impl Exporter for TraceExporter {
         "TRACE"
     }
 
-    /// The default export, with the rows that write errors lost since the last flush (the
-    /// collector counted them as exported when this exporter accepted them).
+    /// An idle flush runs the writer's timer (as the flusher thread does), so a deleted segment
+    /// is noticed, and its rows reported lost, while nothing is recorded.
+    fn tick(&mut self) {
+        self.writer.lock_unpoisoned().tick();
+    }
+
+    /// The default export, with the rows lost (write errors, a deleted segment) since the last
+    /// flush (the collector counted them as exported when this exporter accepted them).
     fn export_flush(
         &mut self,
         runs: &[&[Event]],

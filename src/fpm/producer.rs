@@ -35,7 +35,8 @@ const MAX_WORKER_SLEEP: Duration = Duration::from_millis(100);
 pub struct FpmStats {
     /// Payloads accepted by record calls (including those later dropped).
     pub recorded: u64,
-    /// Rows written to disk.
+    /// Rows written into segments (not counting those of an open segment found deleted or
+    /// replaced, which move to `rows_lost`).
     pub written: u64,
     /// Payloads dropped because the queue (8192) was full; the oldest go first.
     pub dropped: u64,
@@ -51,7 +52,8 @@ pub struct FpmStats {
     /// Sampled mode: payloads replaced by a newer one before a tick, or suppressed because
     /// their counter was already written.
     pub coalesced: u64,
-    /// Rows lost with the batches that failed.
+    /// Rows lost with the batches that failed, or with an open segment someone deleted or
+    /// replaced.
     pub rows_lost: u64,
 }
 
@@ -282,21 +284,22 @@ impl Drop for ProducerWriter {
 }
 
 impl WorkerState {
-    /// Takes the queued payloads, writes due samples, flushes the writer if due.
+    /// Takes the queued payloads, writes due samples, runs the segment writer's timer (its
+    /// periodic flush and the check of its segment's path).
     fn step(&mut self) {
         self.take_queued();
         if self.mode == CaptureMode::Sampled && self.sampler.tick(self.shared.clock.monotonic()) {
             self.write_pending();
         }
-        self.writer.flush_if_due();
+        self.writer.tick();
     }
 
     /// When the next timed action is due.
     fn next_wake(&self) -> Duration {
-        let flush = self.writer.next_flush_due();
+        let writer = self.writer.next_tick_due();
         match self.mode {
-            CaptureMode::Sampled => flush.min(self.sampler.next_tick()),
-            CaptureMode::Full => flush,
+            CaptureMode::Sampled => writer.min(self.sampler.next_tick()),
+            CaptureMode::Full => writer,
         }
     }
 
@@ -382,7 +385,8 @@ impl WorkerState {
             log::warn!(
                 "FPM trace of producer '{}' closed after dropping {dropped} records (queue \
                  full), rejecting {rejected} payloads ({malformed} malformed, {} whose row \
-                 was over {} bytes) and losing {} rows with failed writes",
+                 was over {} bytes) and losing {} rows with failed writes or segments deleted \
+                 under it",
                 self.producer_id,
                 w.rows_too_long,
                 crate::segments::row::MAX_ROW_BYTES,

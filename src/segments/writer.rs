@@ -36,12 +36,17 @@
 //!   threshold. Only when the cut itself fails is the segment abandoned (a partial member is then
 //!   the last thing in that file) and the next batch starts a new one. A segment holding no
 //!   complete member when the writer leaves it (rolls, closes) is deleted.
-//! - **Deleted under the writer**: before writing into the open segment, and at most once per
-//!   second ([`PATH_CHECK_INTERVAL`]), the writer checks that the file is still the one at its
-//!   path. When the file or its directory was deleted, the rows counted as written into it are
-//!   moved from `rows_written` to `rows_lost` (they are on no disk anyone can read), a warning
-//!   says so, and writing goes on in a new segment (and a new directory, 0700), so the stats
-//!   never call a row written that is not in a file at its path for longer than that second.
+//! - **Deleted or replaced under the writer**: the writer checks that its open segment is still
+//!   the file at its path (the device and inode of the open descriptor against the path's
+//!   `lstat`, no link followed, as rings do) before every member it writes, at close, and, idle
+//!   or not, at least once a second on its timer ([`SegmentWriter::tick`],
+//!   [`PATH_CHECK_INTERVAL`]). When the file or its directory was deleted, or another file was
+//!   renamed over it, the rows counted as written into it are moved from `rows_written` to
+//!   `rows_lost` (they are on no disk anyone can read at that path), one warning says so, and
+//!   what follows goes into a new segment (and a new directory, 0700); the other file is never
+//!   written to. So the stats never call a row of the open segment written that is not in the
+//!   file at its path for longer than that second, and never after close. (Segments the writer
+//!   has left, by rolling, belong to retention and to the user: deleting one changes no count.)
 //! - **Row bound**: a row longer than [`MAX_ROW_BYTES`] (newline excluded), which the reader
 //!   would skip, is dropped instead, counted (`rows_too_long`) and warned about once per writer,
 //!   so everything written can be read back.
@@ -261,9 +266,13 @@ impl SegmentWriter {
         self.batch_rows
     }
 
-    /// When the next periodic flush is due, on the writer's monotonic clock.
-    pub fn next_flush_due(&self) -> Duration {
-        self.next_flush
+    /// When [`SegmentWriter::tick`] next has something to do (the periodic flush, or the check of
+    /// the open segment's path), on the writer's monotonic clock.
+    pub fn next_tick_due(&self) -> Duration {
+        match self.file {
+            Some(_) => self.next_flush.min(self.checked_at + PATH_CHECK_INTERVAL),
+            None => self.next_flush,
+        }
     }
 
     /// Appends the row `{"timestamp":<ms since open>,"event":event}`, rolling first if it would
@@ -321,8 +330,11 @@ impl SegmentWriter {
         }
     }
 
-    /// Flushes if the periodic flush is due (then schedules the next one).
-    pub fn flush_if_due(&mut self) {
+    /// The writer's timer, to be called often (its owners call it every 100 to 250 ms, and on
+    /// every batch): flushes when the periodic flush is due (then schedules the next one), and
+    /// otherwise checks the open segment's path when that is due ([`PATH_CHECK_INTERVAL`]), so
+    /// a deleted or replaced segment is noticed within a second even while nothing is written.
+    pub fn tick(&mut self) {
         let now = self.clock.monotonic();
         if now >= self.next_flush {
             self.flush();
@@ -330,11 +342,27 @@ impl SegmentWriter {
             if self.next_flush <= now {
                 self.next_flush = now + self.options.flush_interval;
             }
+        } else if now >= self.checked_at + PATH_CHECK_INTERVAL {
+            self.check_path();
         }
     }
 
-    /// Writes the buffered rows as one gzip member (nothing when no row is buffered).
+    /// Checks that the open segment is still the file at its path ([`SegmentWriter::tick`]
+    /// does when due, [`SegmentWriter::flush`] always): when it is not, the rows counted as
+    /// written into it are counted lost instead, one warning says so, and the next member goes
+    /// into a new segment.
+    pub fn check_path(&mut self) {
+        self.checked_at = self.clock.monotonic();
+        if let Some(gone) = self.file.as_ref().and_then(|f| self.segment_gone(f)) {
+            self.lose_segment(gone);
+        }
+    }
+
+    /// Writes the buffered rows as one gzip member (nothing when no row is buffered), into the
+    /// open segment if it is still at its path ([`SegmentWriter::check_path`], made even when
+    /// nothing is buffered), else into a new one.
     pub fn flush(&mut self) {
+        self.check_path();
         if self.batch.is_empty() {
             return;
         }
@@ -382,9 +410,6 @@ impl SegmentWriter {
     }
 
     fn write_member(&mut self) -> io::Result<()> {
-        if self.file.is_some() && !self.file_is_at_its_path() {
-            self.lose_unlinked_segment();
-        }
         if self.file.is_none() {
             // The directory too may have been deleted: made again (0700) before the file.
             create_dir_all(self.naming.dir())?;
@@ -427,41 +452,44 @@ impl SegmentWriter {
         }
     }
 
-    /// Whether the open segment is still the file at its path, looked at most once per second
-    /// (as the ring writer looks at its own): someone may have deleted the file or its
-    /// directory, and rows written into an unlinked file are on no disk anyone can read.
-    fn file_is_at_its_path(&mut self) -> bool {
-        let now = self.clock.monotonic();
-        if now < self.checked_at + PATH_CHECK_INTERVAL {
-            return true;
+    /// How `file`, the open segment, left its path, if it did: someone deleted it or its
+    /// directory, or renamed another file over it (the path's `lstat` names another device
+    /// and inode, or nothing). Rows written into such a file are on no disk anyone reads there.
+    fn segment_gone(&self, file: &File) -> Option<Gone> {
+        let open = match file.metadata() {
+            Ok(meta) => meta,
+            Err(_) => return Some(Gone::Deleted),
+        };
+        match fs::symlink_metadata(self.naming.path(self.index)) {
+            Err(_) => Some(Gone::Deleted),
+            Ok(at_path) if (at_path.dev(), at_path.ino()) != (open.dev(), open.ino()) => {
+                Some(Gone::Replaced)
+            }
+            Ok(_) if open.nlink() == 0 => Some(Gone::Deleted),
+            Ok(_) => None,
         }
-        self.checked_at = now;
-        let Some(file) = &self.file else {
-            return true;
-        };
-        let (Ok(open), Ok(at_path)) = (
-            file.metadata(),
-            fs::symlink_metadata(self.naming.path(self.index)),
-        ) else {
-            return false;
-        };
-        open.nlink() > 0 && open.dev() == at_path.dev() && open.ino() == at_path.ino()
     }
 
     /// The open segment is no longer at its path: the rows counted as written into it are
     /// lost (and no longer counted as written), and the next member goes into a new segment.
-    fn lose_unlinked_segment(&mut self) {
+    fn lose_segment(&mut self, gone: Gone) {
         let rows = std::mem::take(&mut self.file_rows);
         self.counters
             .rows_written
             .fetch_sub(rows, Ordering::Relaxed);
         bump(&self.counters.rows_lost, rows);
+        let how = match gone {
+            Gone::Deleted => "was deleted (or its directory was)",
+            Gone::Replaced => "was replaced by another file",
+        };
         log::warn!(
-            "trace {}: segment {} was deleted (or its directory) while open; its {rows} rows are              lost; writing goes on in a new segment",
+            "trace {}: segment {} {how} while open: the {rows} rows written into it are lost \
+             (counted as lost, no longer as written); writing goes on in a new segment",
             self.naming.prefix().display(),
-            self.index
+            self.naming.path(self.index).display()
         );
-        // Nothing to delete: the file is gone; the next member starts the next segment.
+        // Nothing to delete (the file at the path, if any, is not this writer's): the next
+        // member starts the next segment.
         self.file = None;
         self.file_len = 0;
         self.index = self.index.saturating_add(1);
@@ -472,8 +500,11 @@ impl SegmentWriter {
 
     /// Leaves the active segment (if one is open): one holding no complete member is deleted.
     fn close_segment(&mut self) {
-        if self.file.take().is_some() && self.file_len == 0 {
-            let _ = fs::remove_file(self.naming.path(self.index));
+        if let Some(file) = self.file.take() {
+            // Only while it is still at its path: a file renamed over it is not this writer's.
+            if self.file_len == 0 && self.segment_gone(&file).is_none() {
+                let _ = fs::remove_file(self.naming.path(self.index));
+            }
         }
         self.file_len = 0;
         self.file_rows = 0;
@@ -569,6 +600,15 @@ impl Drop for SegmentWriter {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// How an open segment left its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gone {
+    /// Nothing is at the path (the file or its directory was deleted).
+    Deleted,
+    /// Another file is at the path.
+    Replaced,
 }
 
 /// Compresses `data` into one complete gzip member (level 6, MTIME 0, OS 255), reusing `out`.

@@ -222,12 +222,12 @@ fn the_periodic_flush_follows_the_clock_and_the_buffer_size() {
     )
     .unwrap();
     w.push("a");
-    w.flush_if_due();
+    w.tick();
     assert_eq!(w.stats().members_written, 0, "not due yet");
     clock.advance_ms(1000);
-    w.flush_if_due();
+    w.tick();
     assert_eq!(w.stats().members_written, 1);
-    w.flush_if_due();
+    w.tick();
     assert_eq!(w.stats().members_written, 1, "nothing buffered");
     for _ in 0..10 {
         w.push(&event_of_row_len(100));
@@ -324,8 +324,9 @@ fn retention_goes_on_past_a_segment_it_cannot_delete() {
     assert_eq!(stats.segments_pruned, 6);
 }
 
-/// A writer of 1 GiB segments with prefix `<dir>/out/fpm`, on a manual clock.
-fn clocked_writer(dir: &std::path::Path) -> (SegmentWriter, Arc<ManualClock>) {
+/// A writer of 1 GiB segments with prefix `<dir>/out/fpm`, on a manual clock, flushing every
+/// `flush_ms`.
+fn clocked_writer(dir: &std::path::Path, flush_ms: u64) -> (SegmentWriter, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(0));
     let w = SegmentWriter::open(
         SegmentNaming::new(&dir.join("out/fpm"), "p"),
@@ -333,7 +334,7 @@ fn clocked_writer(dir: &std::path::Path) -> (SegmentWriter, Arc<ManualClock>) {
             roll_bytes: 1 << 30,
             max_segments: 4,
             buffer_bytes: 1 << 20,
-            flush_interval: Duration::from_secs(1),
+            flush_interval: Duration::from_millis(flush_ms),
         },
         clock.clone(),
     )
@@ -357,20 +358,28 @@ fn rows_on_disk(dir: &std::path::Path) -> usize {
 fn rows_of_a_deleted_segment_are_counted_lost_and_writing_goes_on_in_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let (mut w, clock) = clocked_writer(dir.path());
+    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
     for _ in 0..3 {
         w.push("a");
     }
     w.flush();
     fs::remove_file(segment(&out, "p", 0)).unwrap();
-    clock.advance_ms(1000);
+    // At once, not a second later: the next member is never written into the unlinked file.
     w.push("b");
     w.push("b");
-    w.flush();
+    let (_, logged) = crate::logging::capture(|| w.flush());
     let stats = w.stats();
     assert_eq!((stats.rows_written, stats.rows_lost), (2, 3));
     assert_eq!(rows_on_disk(dir.path()), 2, "written == on disk");
     assert_eq!(rows(&segment(&out, "p", 1)).len(), 2);
+    let warned = crate::logging::warnings(&logged);
+    assert_eq!(warned.len(), 1, "{logged:?}");
+    assert!(
+        warned[0].contains("fpm.p.000000.jsonl.gz was deleted")
+            && warned[0].contains("the 3 rows written into it are lost"),
+        "{}",
+        warned[0]
+    );
     w.close();
 }
 
@@ -378,21 +387,15 @@ fn rows_of_a_deleted_segment_are_counted_lost_and_writing_goes_on_in_a_new_one()
 fn a_deleted_directory_is_made_again_and_its_rows_counted_lost() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let (mut w, clock) = clocked_writer(dir.path());
+    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
     w.push("a");
     w.push("a");
     w.flush();
     fs::remove_dir_all(dir.path().join("out")).unwrap();
-    // Within the second: not looked at yet (the rows go into the unlinked file)...
     w.push("b");
     w.flush();
-    assert_eq!(w.stats().rows_lost, 0);
-    // ...and after it, all three are counted lost, and the directory is made again.
-    clock.advance_ms(1000);
-    w.push("c");
-    w.flush();
     let stats = w.stats();
-    assert_eq!((stats.rows_written, stats.rows_lost), (1, 3));
+    assert_eq!((stats.rows_written, stats.rows_lost), (1, 2));
     assert_eq!(rows_on_disk(dir.path()), 1, "written == on disk");
     let mode = fs::metadata(dir.path().join("out"))
         .unwrap()
@@ -400,4 +403,54 @@ fn a_deleted_directory_is_made_again_and_its_rows_counted_lost() {
         .mode();
     assert_eq!(mode & 0o777, 0o700);
     w.close();
+}
+
+#[test]
+fn an_idle_writer_notices_within_a_second_without_flushing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // A flush every minute: only the path check can notice anything in between.
+    let (mut w, clock) = clocked_writer(dir.path(), 60_000);
+    w.push("a");
+    w.flush();
+    fs::remove_file(segment(&out, "p", 0)).unwrap();
+    clock.advance_ms(999);
+    w.tick();
+    assert_eq!(w.stats().rows_lost, 0, "not due yet");
+    assert_eq!(
+        w.next_tick_due(),
+        Duration::from_secs(1),
+        "the check is what is due next"
+    );
+    clock.advance_ms(1);
+    w.tick();
+    let stats = w.stats();
+    assert_eq!((stats.rows_written, stats.rows_lost), (0, 1));
+    assert_eq!(stats.members_written, 1, "no flush ran");
+    // Nothing follows: no new segment is made for nothing.
+    w.close();
+    assert_eq!(rows_on_disk(dir.path()), 0);
+    assert!(names(&out).iter().all(|n| !n.ends_with(".jsonl.gz")));
+}
+
+#[test]
+fn a_file_renamed_over_the_segment_is_left_alone_and_the_rows_counted_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
+    w.push("a");
+    w.flush();
+    let theirs = dir.path().join("theirs");
+    fs::write(&theirs, b"another file").unwrap();
+    fs::rename(&theirs, segment(&out, "p", 0)).unwrap();
+    let (stats, logged) = crate::logging::capture(|| w.close());
+    assert_eq!((stats.rows_written, stats.rows_lost), (0, 1));
+    assert_eq!(fs::read(segment(&out, "p", 0)).unwrap(), b"another file");
+    let warned = crate::logging::warnings(&logged);
+    assert_eq!(warned.len(), 1, "{logged:?}");
+    assert!(
+        warned[0].contains("was replaced by another file"),
+        "{}",
+        warned[0]
+    );
 }
