@@ -6,8 +6,9 @@
 //!   message naming the file (they hung, grew to gigabytes, or took seconds and a gigabyte).
 //! - A file owned by another user, or writable by others, is refused with the fix, and so is a
 //!   token file it names (as root, playing `nobody`).
-//! - A child forked while another thread of its parent reads the file does not wait forever on
-//!   a read nobody in it will finish.
+//! - A fork while another thread reads the file does not wait for that read, and the child does
+//!   not wait forever on a read nobody in it will finish; threads asking for a setting during
+//!   the read wait for it, and the file is read once.
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -111,6 +112,7 @@ fn child() {
             );
         }
         "fork_during_read" => fork_during_read(),
+        "concurrent_first_reads" => concurrent_first_reads(),
         other => panic!("unknown case {other}"),
     }
 }
@@ -181,14 +183,34 @@ fn files_of_another_user_are_refused() {
     );
 }
 
-/// Another thread starts reading the file (slowly, as a slow file system would); the process
-/// forks meanwhile; the child creates a collector and ends. It hung in `Once::call` when the
-/// read-once cache was a `OnceLock`.
+/// Polls `done` every 10 ms until it holds or 20 s have passed; returns whether it held.
+fn within_20_s(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// Another thread begins reading the file and is held there (as a slow file system would hold
+/// it); the process forks meanwhile. The fork returns while that read is still held: it does
+/// not wait for it (it did: 6 s for a 3 s read). The child creates a collector, reading the file
+/// itself, and ends (it hung in `Once::call` when the read-once cache was a `OnceLock`); the
+/// parent's read then completes.
 fn fork_during_read() {
-    use nixl_telemetry_base::settings::file::test_hooks::slow_reads;
-    slow_reads(Duration::from_millis(600));
+    use nixl_telemetry_base::settings::file::test_hooks;
+    test_hooks::hold_reads();
     let reader = std::thread::spawn(|| settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE"));
-    std::thread::sleep(Duration::from_millis(150));
+    test_hooks::wait_for_a_held_read();
+    // Should the fork wait for the read, only this releases it (after 20 s), and the fork
+    // returns after the release: the order the assertion below checks.
+    let watchdog = std::thread::spawn(|| {
+        within_20_s(test_hooks::reads_released);
+        test_hooks::release_reads();
+    });
     // SAFETY: the child calls only what a forked child of this library may: it creates its own
     // collector, and `_exit`s.
     let pid = unsafe { libc::fork() };
@@ -201,22 +223,24 @@ fn fork_during_read() {
         // SAFETY: ends the child at once.
         unsafe { libc::_exit(code) };
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let read_released_before_the_fork_returned = test_hooks::reads_released();
+    test_hooks::release_reads();
+    watchdog.join().unwrap();
     let mut status = 0;
-    loop {
+    let ended = within_20_s(|| {
         // SAFETY: polls the child forked above.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        if Instant::now() > deadline {
-            // SAFETY: the child forked above.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the child forked during the read hangs");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
+    });
+    if !ended {
+        // SAFETY: the child forked above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the child forked during the read hangs");
     }
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    assert!(
+        !read_released_before_the_fork_returned,
+        "fork() returned only once the configuration file's read was released: it waited for it"
+    );
     assert_eq!(
         reader.join().unwrap().unwrap().as_deref(),
         Some("64"),
@@ -224,8 +248,26 @@ fn fork_during_read() {
     );
 }
 
+/// Threads asking for a setting while another reads the file wait for that read: the file is
+/// read once.
+fn concurrent_first_reads() {
+    use nixl_telemetry_base::settings::file::test_hooks;
+    let read = || settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE");
+    test_hooks::hold_reads();
+    let first = std::thread::spawn(read);
+    test_hooks::wait_for_a_held_read();
+    let others: Vec<_> = (0..4).map(|_| std::thread::spawn(read)).collect();
+    let all_waiting = within_20_s(|| test_hooks::waits_for_the_reader() >= 4);
+    test_hooks::release_reads();
+    assert!(all_waiting, "{} waits", test_hooks::waits_for_the_reader());
+    for thread in std::iter::once(first).chain(others) {
+        assert_eq!(thread.join().unwrap().unwrap().as_deref(), Some("64"));
+    }
+    assert_eq!(test_hooks::reads_held(), 1, "the file was read once");
+}
+
 #[test]
-fn a_child_forked_during_the_read_never_waits_on_it() {
+fn a_fork_during_the_read_waits_for_it_neither_in_the_parent_nor_in_the_child() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nixl.cfg");
     std::fs::write(
@@ -234,4 +276,12 @@ fn a_child_forked_during_the_read_never_waits_on_it() {
     )
     .unwrap();
     run_child("fork_during_read", Some(&file), &[]);
+}
+
+#[test]
+fn threads_asking_during_the_read_wait_for_it_and_the_file_is_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nixl.cfg");
+    std::fs::write(&file, "NIXL_TELEMETRY_BUFFER_SIZE = 64\n").unwrap();
+    run_child("concurrent_first_reads", Some(&file), &[]);
 }

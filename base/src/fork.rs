@@ -117,8 +117,10 @@ pub enum LockOrder {
     ForkRegistry,
     /// The logging sink, then stderr: every message goes through them, under any other lock.
     Logging,
-    /// The read of NIXL's configuration file (taken under any lock above, even the logging
-    /// sink's, whose threshold is a setting; taking none, and logging nothing, while held).
+    /// Who reads NIXL's configuration file (taken under any lock above, even the logging
+    /// sink's, whose threshold is a setting; taking none, and logging nothing, while held). Held
+    /// only to claim the read or publish its result, never while the file is read, so a fork
+    /// never waits for a slow read.
     ConfigFile,
 }
 

@@ -20,7 +20,8 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
-use std::sync::{Arc, Once, OnceLock, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once, RwLock};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
@@ -63,7 +64,11 @@ enum Sink {
 static SINK: RwLock<Sink> = RwLock::new(Sink::Stderr);
 /// The configured secrets no message may show ([`add_secret`]).
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
-static THRESHOLD: OnceLock<LevelFilter> = OnceLock::new();
+/// The threshold once known: 0 until then, else [`LevelFilter`] as `usize` plus 1. Not a
+/// `OnceLock`: its value comes from NIXL's configuration file, whose first read may be slow, and
+/// a child forked meanwhile would wait forever for the parent's thread to finish the
+/// `OnceLock`; here the child finds 0 and works it out itself.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(0);
 static INSTALL: Once = Once::new();
 
 thread_local! {
@@ -86,37 +91,53 @@ impl HeldAcrossFork for StderrLock {
 }
 
 /// Parses `NIXL_LOG_LEVEL` (TRACE, DEBUG, INFO, WARN, ERROR, FATAL; case-insensitive; default
-/// WARN). An invalid value keeps the default and is reported once.
+/// WARN). An invalid value keeps the default and is reported once (by the thread that publishes
+/// the threshold, should two work it out at once).
 fn threshold() -> LevelFilter {
-    *THRESHOLD.get_or_init(|| {
-        // The environment, else NIXL's configuration file; a file that cannot be read is
-        // reported here once (and again by whatever reads a setting from it).
-        let setting = crate::settings::LOG_LEVEL;
-        let raw = crate::settings::process_settings(setting.name).unwrap_or_else(|e| {
-            write_stderr_line(Level::Warn, &format!("{}; using WARN", e.message));
-            None
-        });
-        let level = raw.as_deref().unwrap_or(setting.default_str());
-        match level.to_ascii_uppercase().as_str() {
-            "TRACE" => LevelFilter::Trace,
-            "DEBUG" => LevelFilter::Debug,
-            "INFO" => LevelFilter::Info,
-            "WARN" | "WARNING" => LevelFilter::Warn,
-            "ERROR" => LevelFilter::Error,
-            "FATAL" => LevelFilter::Off,
-            _ => {
-                write_stderr_line(
-                    Level::Warn,
-                    &format!(
-                        "{}={:?} is not one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL; using \
-                         WARN",
-                        setting.name, level
-                    ),
-                );
-                LevelFilter::Warn
-            }
+    const FILTERS: [LevelFilter; 6] = [
+        LevelFilter::Off,
+        LevelFilter::Error,
+        LevelFilter::Warn,
+        LevelFilter::Info,
+        LevelFilter::Debug,
+        LevelFilter::Trace,
+    ];
+    if let Some(known) = THRESHOLD.load(Ordering::Acquire).checked_sub(1) {
+        return FILTERS[known];
+    }
+    // The environment, else NIXL's configuration file; a file that cannot be read is
+    // reported here once (and again by whatever reads a setting from it).
+    let setting = crate::settings::LOG_LEVEL;
+    let mut problem = None;
+    let raw = crate::settings::process_settings(setting.name).unwrap_or_else(|e| {
+        problem = Some(format!("{}; using WARN", e.message));
+        None
+    });
+    let level = raw.as_deref().unwrap_or(setting.default_str());
+    let filter = match level.to_ascii_uppercase().as_str() {
+        "TRACE" => LevelFilter::Trace,
+        "DEBUG" => LevelFilter::Debug,
+        "INFO" => LevelFilter::Info,
+        "WARN" | "WARNING" => LevelFilter::Warn,
+        "ERROR" => LevelFilter::Error,
+        "FATAL" => LevelFilter::Off,
+        _ => {
+            problem = Some(format!(
+                "{}={:?} is not one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL; using WARN",
+                setting.name, level
+            ));
+            LevelFilter::Warn
         }
-    })
+    };
+    match THRESHOLD.compare_exchange(0, filter as usize + 1, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            if let Some(problem) = problem {
+                write_stderr_line(Level::Warn, &problem);
+            }
+            filter
+        }
+        Err(known) => FILTERS[known - 1],
+    }
 }
 
 /// Whether a record of `target` at `level` may be logged at all: never the HTTP client's

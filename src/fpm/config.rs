@@ -133,19 +133,36 @@ impl FpmPolicy {
     /// Parses the policy through `env` and logs one warning when it is invalid.
     pub fn evaluate(env: Lookup) -> FpmPolicy {
         let policy = FpmPolicy::from_lookup(env);
-        if let FpmPolicy::Invalid(why) = &policy {
+        policy.warn_if_invalid();
+        policy
+    }
+
+    /// The one warning about an invalid configuration.
+    fn warn_if_invalid(&self) {
+        if let FpmPolicy::Invalid(why) = self {
             log::warn!("invalid FPM trace configuration; tracing disabled: {why}");
         }
-        policy
     }
 
     /// The policy of this process: the process environment, evaluated (and warned about) once.
     pub fn process() -> &'static FpmPolicy {
         static POLICY: OnceLock<FpmPolicy> = OnceLock::new();
-        POLICY.get_or_init(|| {
-            crate::logging::init();
-            FpmPolicy::evaluate(&process_settings)
-        })
+        if let Some(policy) = POLICY.get() {
+            return policy;
+        }
+        crate::logging::init();
+        // Worked out before, not inside, the `OnceLock`'s initialisation: reading the settings
+        // (or logging) may read NIXL's configuration file, which may be slow, and a child
+        // forked meanwhile would wait forever for the parent's thread to finish the `OnceLock`.
+        // Should two threads work it out at once, the one that publishes it warns.
+        let first = POLICY
+            .set(FpmPolicy::from_lookup(&process_settings))
+            .is_ok();
+        let policy = POLICY.get().expect("set above, by this thread or another");
+        if first {
+            policy.warn_if_invalid();
+        }
+        policy
     }
 
     /// The configuration, when tracing is on.

@@ -7,9 +7,16 @@
 //! The file is trusted as OpenSSH trusts its own ([`crate::trusted_file`]): a regular file of
 //! this process's user or root, writable by nobody else, in a directory likewise, not a link,
 //! at most [`MAX_CONFIG_FILE_BYTES`]; anything else fails the creation with a message naming the
-//! file and the fix. Reading it once per process is safe across `fork`: the read holds a lock
-//! that the fork handlers take ([`crate::fork::LockOrder::ConfigFile`]), so a child never
-//! inherits a read that a thread of its parent had begun and will never finish.
+//! file and the fix.
+//!
+//! Reading it once per process, and `fork`: the read itself holds no lock, so a `fork` never
+//! waits for it (a slow file system, a file being written). One short lock
+//! ([`crate::fork::LockOrder::ConfigFile`], which the fork handlers take) guards who reads: the
+//! first thread claims the read for its process's fork generation, later ones wait for its
+//! result (one read per process), and the reader publishes it. A child forked while a thread
+//! of its parent reads finds a read claimed by another generation, whose thread does not exist
+//! in the child: it reads the file itself when it first needs a setting, and never waits on a
+//! read nobody in it will finish.
 //!
 //! Keys that look like this library's settings but are none of them (a `NIXL_TELEMETRY_*` typo,
 //! or a `DYN_FPM_*` key: Dynamo's variables come from the environment only) would be silently
@@ -20,7 +27,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use toml::value::Datetime;
 use toml::Value;
@@ -97,28 +104,65 @@ impl Search {
 }
 
 /// This process's configuration file, located and parsed on first use and remembered, error
-/// included, for the life of the process (as NIXL reads it once).
+/// included, for the life of the process (as NIXL reads it once). The read holds no lock a fork
+/// waits for (see the module documentation).
 pub fn process_file() -> &'static Result<Option<ConfigFile>> {
     /// The file once read (a leaked box: it lives as long as the process).
     static LOADED: AtomicPtr<Result<Option<ConfigFile>>> = AtomicPtr::new(std::ptr::null_mut());
-    /// Held while the file is read; the fork handlers take it too.
-    static READING: Mutex<()> = Mutex::new(());
-    // SAFETY: only ever set to a leaked, never freed box (below).
-    if let Some(loaded) = unsafe { LOADED.load(Ordering::Acquire).as_ref() } {
+    /// The fork generation whose thread is reading the file, while one is; held only to claim
+    /// the read or to publish it (the fork handlers take it too).
+    static READER: Mutex<Option<u64>> = Mutex::new(None);
+    /// Signalled when the read is published (or given up).
+    static PUBLISHED: Condvar = Condvar::new();
+    let loaded = || {
+        // SAFETY: only ever set to a leaked, never freed box (below).
+        unsafe { LOADED.load(Ordering::Acquire).as_ref() }
+    };
+    if let Some(loaded) = loaded() {
         return loaded;
     }
-    hold_across_fork(LockOrder::ConfigFile, &READING);
-    let _reading = READING.lock_unpoisoned();
-    // SAFETY: as above (another thread may have read it while this one waited).
-    if let Some(loaded) = unsafe { LOADED.load(Ordering::Acquire).as_ref() } {
-        return loaded;
+    hold_across_fork(LockOrder::ConfigFile, &READER);
+    {
+        let mut reader = READER.lock_unpoisoned();
+        loop {
+            if let Some(loaded) = loaded() {
+                return loaded;
+            }
+            let generation = crate::fork::generation();
+            match *reader {
+                // Another thread of this process reads: its result is this one's.
+                Some(theirs) if theirs == generation => {
+                    #[cfg(any(test, feature = "test-util"))]
+                    test_hooks::waiting_for_the_reader();
+                    reader = PUBLISHED.wait(reader).unwrap_or_else(|e| e.into_inner());
+                }
+                // Nobody reads, or a thread of the parent this process was forked from, which
+                // does not exist here: this thread reads.
+                _ => {
+                    *reader = Some(generation);
+                    break;
+                }
+            }
+        }
     }
+    /// Gives the read up if it unwinds, so the threads waiting for it read instead of hanging.
+    struct Claim;
+    impl Drop for Claim {
+        fn drop(&mut self) {
+            *READER.lock_unpoisoned() = None;
+            PUBLISHED.notify_all();
+        }
+    }
+    let claim = Claim;
     #[cfg(any(test, feature = "test-util"))]
     test_hooks::pause_while_reading();
     let loaded: &'static Result<Option<ConfigFile>> =
         Box::leak(Box::new(Search::of_process().load()));
-    LOADED.store(std::ptr::from_ref(loaded).cast_mut(), Ordering::Release);
-    drop(_reading);
+    {
+        let _reader = READER.lock_unpoisoned();
+        LOADED.store(std::ptr::from_ref(loaded).cast_mut(), Ordering::Release);
+    }
+    drop(claim);
     // Once per process: only the thread that read the file gets here, and the logger (which
     // reads NIXL_LOG_LEVEL through this function) now finds the file read.
     if let Ok(Some(file)) = loaded {
@@ -129,24 +173,74 @@ pub fn process_file() -> &'static Result<Option<ConfigFile>> {
     loaded
 }
 
-/// A test hook (feature `test-util`): makes the first read of the process's file take longer,
-/// as a slow file system would, so a test can fork while it runs.
+/// Test hooks (feature `test-util`): hold the first read of the process's file until the test
+/// lets it go, as a slow file system would, so a test can fork while it runs; count the threads
+/// that waited for another's read.
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_hooks {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::Duration;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
 
-    static PAUSE_MS: AtomicU64 = AtomicU64::new(0);
+    use crate::sync::LockUnpoisoned;
 
-    /// Every later first read of the configuration file pauses `pause` before it reads.
-    pub fn slow_reads(pause: Duration) {
-        PAUSE_MS.store(pause.as_millis() as u64, Ordering::Relaxed);
+    /// The fork generation whose reads are held (`u64::MAX`: none): a child forked meanwhile
+    /// reads without waiting for a release that would never come in it.
+    static HELD_IN: AtomicU64 = AtomicU64::new(u64::MAX);
+    /// (reads waiting at the gate, released).
+    static GATE: Mutex<(usize, bool)> = Mutex::new((0, false));
+    static CHANGED: Condvar = Condvar::new();
+    static WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+    /// From now on, a read of the configuration file in this process waits, once begun, until
+    /// [`release_reads`].
+    pub fn hold_reads() {
+        *GATE.lock_unpoisoned() = (0, false);
+        HELD_IN.store(crate::fork::generation(), Ordering::SeqCst);
+    }
+
+    /// Waits until a read waits at the gate of [`hold_reads`].
+    pub fn wait_for_a_held_read() {
+        let mut gate = GATE.lock_unpoisoned();
+        while gate.0 == 0 {
+            gate = CHANGED.wait(gate).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lets every held read go on (and later ones not wait).
+    pub fn release_reads() {
+        GATE.lock_unpoisoned().1 = true;
+        HELD_IN.store(u64::MAX, Ordering::SeqCst);
+        CHANGED.notify_all();
+    }
+
+    /// Whether [`release_reads`] was called since [`hold_reads`].
+    pub fn reads_released() -> bool {
+        GATE.lock_unpoisoned().1
+    }
+
+    /// How many reads reached the gate since [`hold_reads`].
+    pub fn reads_held() -> usize {
+        GATE.lock_unpoisoned().0
+    }
+
+    /// How many times a thread waited for another thread's read of the file.
+    pub fn waits_for_the_reader() -> usize {
+        WAITERS.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn waiting_for_the_reader() {
+        WAITERS.fetch_add(1, Ordering::SeqCst);
     }
 
     pub(super) fn pause_while_reading() {
-        let ms = PAUSE_MS.load(Ordering::Relaxed);
-        if ms > 0 {
-            std::thread::sleep(Duration::from_millis(ms));
+        if HELD_IN.load(Ordering::SeqCst) != crate::fork::generation() {
+            return;
+        }
+        let mut gate = GATE.lock_unpoisoned();
+        gate.0 += 1;
+        CHANGED.notify_all();
+        while !gate.1 {
+            gate = CHANGED.wait(gate).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
