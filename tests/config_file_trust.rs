@@ -113,6 +113,7 @@ fn child() {
         }
         "fork_during_read" => fork_during_read(),
         "concurrent_first_reads" => concurrent_first_reads(),
+        "fork_during_the_first_log" => fork_during_the_first_log(),
         other => panic!("unknown case {other}"),
     }
 }
@@ -195,31 +196,31 @@ fn within_20_s(mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// Another thread begins reading the file and is held there (as a slow file system would hold
-/// it); the process forks meanwhile. The fork returns while that read is still held: it does
-/// not wait for it (it did: 6 s for a 3 s read). The child creates a collector, reading the file
-/// itself, and ends (it hung in `Once::call` when the read-once cache was a `OnceLock`); the
-/// parent's read then completes.
-fn fork_during_read() {
+/// Another thread begins the configuration file's first read, through `first`, and is held
+/// there (as a slow file system would hold it); the process forks meanwhile and the child runs
+/// `in_child`, which must return true and not hang; then the read is let go and `first`'s
+/// result returned. Fails when `fork()` returned only once the read was let go: it waited for
+/// the read (it did: 6 s for a 3 s read).
+fn fork_while_the_read_is_held<T: Send + 'static>(
+    first: impl FnOnce() -> T + Send + 'static,
+    in_child: impl FnOnce() -> bool,
+) -> T {
     use nixl_telemetry_base::settings::file::test_hooks;
     test_hooks::hold_reads();
-    let reader = std::thread::spawn(|| settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE"));
+    let reader = std::thread::spawn(first);
     test_hooks::wait_for_a_held_read();
-    // Should the fork wait for the read, only this releases it (after 20 s), and the fork
-    // returns after the release: the order the assertion below checks.
+    // Should the fork wait for the read, only this lets it go (after 20 s), and the fork
+    // returns after that: the order the assertion below checks.
     let watchdog = std::thread::spawn(|| {
         within_20_s(test_hooks::reads_released);
         test_hooks::release_reads();
     });
-    // SAFETY: the child calls only what a forked child of this library may: it creates its own
-    // collector, and `_exit`s.
+    // SAFETY: the child calls only what a forked child of this library may (`in_child` uses
+    // the library as a new process would), and `_exit`s.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        let code = match Collector::from_env("child", true) {
-            Ok(c) if c.stats().events_accepted == 0 => 0,
-            _ => 1,
-        };
+        let code = if in_child() { 0 } else { 1 };
         // SAFETY: ends the child at once.
         unsafe { libc::_exit(code) };
     }
@@ -241,11 +242,38 @@ fn fork_during_read() {
         !read_released_before_the_fork_returned,
         "fork() returned only once the configuration file's read was released: it waited for it"
     );
+    reader.join().unwrap()
+}
+
+/// The read is a setting's lookup; the child creates a collector (it hung in `Once::call` when
+/// the read-once cache was a `OnceLock`); the parent's read then completes.
+fn fork_during_read() {
+    let value = fork_while_the_read_is_held(
+        || settings::process_settings("NIXL_TELEMETRY_BUFFER_SIZE"),
+        || matches!(Collector::from_env("child", true), Ok(c) if c.stats().events_accepted == 0),
+    );
     assert_eq!(
-        reader.join().unwrap().unwrap().as_deref(),
+        value.unwrap().as_deref(),
         Some("64"),
         "the parent's read still completes"
     );
+}
+
+/// The read is the log threshold's, for the warning about an invalid FPM configuration: the
+/// child logs and asks for the FPM policy (both hung on the parent's unfinished `OnceLock`s).
+fn fork_during_the_first_log() {
+    use nixl_telemetry_core::fpm::{FpmTrace, OpenErrorKind};
+    let disabled = || {
+        FpmTrace::open_from_env("ns", "backend", "1")
+            .err()
+            .map(|e| e.kind)
+            == Some(OpenErrorKind::Disabled)
+    };
+    let parent = fork_while_the_read_is_held(disabled, || {
+        log::warn!("the child logs");
+        disabled()
+    });
+    assert!(parent);
 }
 
 /// Threads asking for a setting while another reads the file wait for that read: the file is
@@ -276,6 +304,18 @@ fn a_fork_during_the_read_waits_for_it_neither_in_the_parent_nor_in_the_child() 
     )
     .unwrap();
     run_child("fork_during_read", Some(&file), &[]);
+}
+
+#[test]
+fn a_fork_during_the_first_log_leaves_the_child_a_working_logger_and_fpm_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nixl.cfg");
+    std::fs::write(&file, "NIXL_LOG_LEVEL = \"WARN\"\n").unwrap();
+    run_child(
+        "fork_during_the_first_log",
+        Some(&file),
+        &[("DYN_FPM_TRACE", "maybe")],
+    );
 }
 
 #[test]
