@@ -9,6 +9,8 @@
 //!   generated from the declarations;
 //! - `event_enums`: the event enums typed by hand in the C++ headers and the Python reader are
 //!   `EventType::ALL`;
+//! - `messages`: no string literal of the library's crates keeps a line break or a run of
+//!   spaces (a message split over source lines without a continuation);
 //! - `docs`: the documentation's relative links and anchors resolve, and the book's summary
 //!   lists every page.
 //!

@@ -1,11 +1,82 @@
 //! Rust sources read as text, as the checks need them: without comments and literals (so that
-//! nothing inside them looks like code), without `#[cfg(test)]` modules, and the paths they
-//! name (`use` trees, `crate::`/`super::`/`self::` paths). A small tokenizer, not a parser:
-//! enough for this repository's code, whose shapes `tests/module_cycles.rs` pins down.
+//! nothing inside them looks like code), without `#[cfg(test)]` modules, their string
+//! literals, and the paths they name (`use` trees, `crate::`/`super::`/`self::` paths). A small
+//! tokenizer, not a parser: enough for this repository's code, whose shapes
+//! `tests/module_cycles.rs` pins down.
 
 /// `source` without comments, string and character literals (replaced by spaces, so nothing
 /// inside them looks like a path).
 pub fn strip_comments_and_strings(source: &str) -> String {
+    replace_comments_and_strings(source, |_, _| "\"\"".to_owned())
+}
+
+/// A string literal as the source writes it (`"..."`, no raw string), on line `line` (from 1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StringLiteral {
+    /// The line of its opening quote.
+    pub line: usize,
+    /// Its text between the quotes, with each line continuation (`\` at the end of a line,
+    /// which skips the next line's leading whitespace) applied and other escapes left as
+    /// written. A line break in it is one the literal keeps.
+    pub text: String,
+}
+
+/// The string literals of `source` outside `#[cfg(test)]` modules (raw strings, whose text is
+/// verbatim on purpose, left out).
+pub fn string_literals(source: &str) -> Vec<StringLiteral> {
+    let mut found = Vec::new();
+    // Each literal becomes "<its number>", which survives the removal of test modules when it
+    // is outside them.
+    let code = replace_comments_and_strings(source, |at, literal| {
+        found.push((at, literal));
+        format!("\"{}\"", found.len() - 1)
+    });
+    let code = strip_test_modules(&code);
+    let mut kept = Vec::new();
+    for piece in code.split('"').skip(1).step_by(2) {
+        if let Ok(n) = piece.parse::<usize>() {
+            kept.push(n);
+        }
+    }
+    kept.into_iter()
+        .map(|n| found[n])
+        .filter(|(_, literal)| literal.starts_with('"') && literal.len() >= 2)
+        .map(|(at, literal)| StringLiteral {
+            line: source[..at].matches('\n').count() + 1,
+            text: with_continuations_applied(&literal[1..literal.len() - 1]),
+        })
+        .collect()
+}
+
+/// `body` (between the quotes) with each `\` that ends a line removed with the line break and
+/// the next line's leading whitespace, as the compiler reads it.
+fn with_continuations_applied(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\n') => while chars.next_if(|c| c.is_whitespace()).is_some() {},
+            Some(escaped) => {
+                out.push('\\');
+                out.push(escaped);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// `source` without comments, and each string literal (its quotes included, raw or not) replaced
+/// by what `replace` makes of it (given its byte offset and text); character literals become
+/// `' '`.
+fn replace_comments_and_strings<'s>(
+    source: &'s str,
+    mut replace: impl FnMut(usize, &'s str) -> String,
+) -> String {
     let b = source.as_bytes();
     let mut out = String::with_capacity(source.len());
     let mut i = 0;
@@ -42,19 +113,21 @@ pub fn strip_comments_and_strings(source: &str) -> String {
             let close: Vec<u8> = std::iter::once(b'"')
                 .chain(std::iter::repeat_n(b'#', hashes))
                 .collect();
+            let start = i;
             i += 2 + hashes;
             while i < b.len() && !b[i..].starts_with(&close) {
                 i += 1;
             }
-            i += close.len();
-            out.push_str("\"\"");
+            i = (i + close.len()).min(b.len());
+            out.push_str(&replace(start, &source[start..i]));
         } else if b[i] == b'"' {
+            let start = i;
             i += 1;
             while i < b.len() && b[i] != b'"' {
                 i += if b[i] == b'\\' { 2 } else { 1 };
             }
-            i += 1;
-            out.push_str("\"\"");
+            i = (i + 1).min(b.len());
+            out.push_str(&replace(start, &source[start..i]));
         } else if b[i] == b'\'' {
             // A character literal ('a', '\n', '\u{..}'), or a lifetime ('a) left alone.
             let end = if b.get(i + 1) == Some(&b'\\') {
