@@ -307,15 +307,16 @@ fn records_are_stamped_at_record_time_and_rows_at_write_time() {
     assert_eq!(row["event"]["observed_at_unix_ms"], 1_700_000_000_030u64);
 }
 
+/// A trace of `producer` in full mode, with its worker thread on the system clock.
+fn threaded(dir: &Path, producer: &str) -> FpmTrace {
+    let source = Source::new("ns", "comp", producer);
+    FpmTrace::open(source, &config(dir, CaptureMode::Full)).unwrap()
+}
+
 #[test]
 fn a_threaded_trace_writes_everything_accepted_by_close() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = FpmTrace::open(
-        Source::new("ns", "comp", "thread/ed"),
-        &config(dir.path(), CaptureMode::Full),
-    )
-    .unwrap();
-    let trace = Arc::new(trace);
+    let trace = Arc::new(threaded(dir.path(), "thread/ed"));
     let producers: Vec<_> = (0..4)
         .map(|rank| {
             let t = trace.clone();
@@ -344,11 +345,7 @@ fn a_threaded_trace_writes_everything_accepted_by_close() {
 #[test]
 fn a_threaded_trace_left_idle_notices_its_segment_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = FpmTrace::open(
-        Source::new("ns", "comp", "idle"),
-        &config(dir.path(), CaptureMode::Full),
-    )
-    .unwrap();
+    let trace = threaded(dir.path(), "idle");
     for c in 0..10 {
         trace.record(busy(0, c));
     }

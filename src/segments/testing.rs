@@ -17,17 +17,26 @@ pub fn writer(
     roll_bytes: u64,
     max_segments: usize,
 ) -> SegmentWriter {
-    SegmentWriter::open(
-        SegmentNaming::new(prefix, producer),
-        WriterOptions {
-            roll_bytes,
-            max_segments,
-            buffer_bytes: 1 << 20,
-            flush_interval: Duration::from_secs(1),
-        },
-        Arc::new(ManualClock::new(0)),
-    )
-    .unwrap()
+    let options = WriterOptions {
+        roll_bytes,
+        max_segments,
+        buffer_bytes: 1 << 20,
+        flush_interval: Duration::from_secs(1),
+    };
+    clocked_writer(prefix, producer, options).0
+}
+
+/// A segment writer of `producer` under `prefix` with `options`, on the manual clock returned
+/// with it (at 0).
+pub fn clocked_writer(
+    prefix: &Path,
+    producer: &str,
+    options: WriterOptions,
+) -> (SegmentWriter, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    let naming = SegmentNaming::new(prefix, producer);
+    let writer = SegmentWriter::open(naming, options, clock.clone()).unwrap();
+    (writer, clock)
 }
 
 /// An event whose row (`{"timestamp":0,"event":"..."}\n`) is exactly `len` bytes.

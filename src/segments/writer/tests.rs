@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{SegmentWriter, WriterOptions};
 use crate::segments::testing::{
-    event_of_row_len, member_of, names, rows, segment, segment_sizes, writer,
+    clocked_writer, event_of_row_len, member_of, names, rows, segment, segment_sizes, writer,
 };
 use crate::segments::{segments_of, ManualClock, SegmentNaming};
 
@@ -209,18 +209,11 @@ fn the_row_timestamp_is_ms_since_the_writer_opened_and_survives_a_roll() {
 #[test]
 fn the_periodic_flush_follows_the_clock_and_the_buffer_size() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(ManualClock::new(0));
-    let mut w = SegmentWriter::open(
-        SegmentNaming::new(&dir.path().join("fpm"), "p"),
-        WriterOptions {
-            roll_bytes: 1 << 30,
-            max_segments: 4,
-            buffer_bytes: 1000,
-            flush_interval: Duration::from_secs(1),
-        },
-        clock.clone(),
-    )
-    .unwrap();
+    let options = WriterOptions {
+        buffer_bytes: 1000,
+        ..WriterOptions::new(1 << 30, 4)
+    };
+    let (mut w, clock) = clocked_writer(&dir.path().join("fpm"), "p", options);
     w.push("a");
     w.tick();
     assert_eq!(w.stats().members_written, 0, "not due yet");
@@ -324,133 +317,131 @@ fn retention_goes_on_past_a_segment_it_cannot_delete() {
     assert_eq!(stats.segments_pruned, 6);
 }
 
-/// A writer of 1 GiB segments with prefix `<dir>/out/fpm`, on a manual clock, flushing every
-/// `flush_ms`.
-fn clocked_writer(dir: &std::path::Path, flush_ms: u64) -> (SegmentWriter, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(0));
-    let w = SegmentWriter::open(
-        SegmentNaming::new(&dir.join("out/fpm"), "p"),
-        WriterOptions {
-            roll_bytes: 1 << 30,
-            max_segments: 4,
-            buffer_bytes: 1 << 20,
-            flush_interval: Duration::from_millis(flush_ms),
-        },
-        clock.clone(),
-    )
-    .unwrap();
-    (w, clock)
+/// A writer of 1 GiB segments with prefix `<dir>/out/fpm` on a manual clock, flushing every
+/// `flush_ms`, that has written `rows` rows into its segment 0 (`<dir>/out/fpm.p.000000...`).
+struct Written {
+    dir: tempfile::TempDir,
+    writer: SegmentWriter,
+    clock: Arc<ManualClock>,
 }
 
-/// Rows in every segment at its path in `<dir>/out`.
-fn rows_on_disk(dir: &std::path::Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir.join("out")) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl.gz"))
-        .map(|e| rows(&e.path()).len())
-        .sum()
+impl Written {
+    fn new(flush_ms: u64, rows: usize) -> Written {
+        let dir = tempfile::tempdir().unwrap();
+        let options = WriterOptions {
+            flush_interval: Duration::from_millis(flush_ms),
+            ..WriterOptions::new(1 << 30, 4)
+        };
+        let (mut writer, clock) = clocked_writer(&dir.path().join("out/fpm"), "p", options);
+        for _ in 0..rows {
+            writer.push("a");
+        }
+        writer.flush();
+        Written { dir, writer, clock }
+    }
+
+    /// The writer's segment `index`.
+    fn segment(&self, index: u64) -> PathBuf {
+        segment(&self.dir.path().join("out"), "p", index)
+    }
+
+    /// Rows in every segment at its path in `<dir>/out`.
+    fn rows_on_disk(&self) -> usize {
+        let Ok(entries) = fs::read_dir(self.dir.path().join("out")) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl.gz"))
+            .map(|e| rows(&e.path()).len())
+            .sum()
+    }
+}
+
+/// The one warning among `logged`.
+fn one_warning(logged: &[(log::Level, String)]) -> &str {
+    let warned = crate::logging::warnings(logged);
+    assert_eq!(warned.len(), 1, "{logged:?}");
+    warned[0]
 }
 
 #[test]
 fn rows_of_a_deleted_segment_are_counted_lost_and_writing_goes_on_in_a_new_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
-    for _ in 0..3 {
-        w.push("a");
-    }
-    w.flush();
-    fs::remove_file(segment(&out, "p", 0)).unwrap();
+    let mut w = Written::new(1000, 3);
+    fs::remove_file(w.segment(0)).unwrap();
     // At once, not a second later: the next member is never written into the unlinked file.
-    w.push("b");
-    w.push("b");
-    let (_, logged) = crate::logging::capture(|| w.flush());
-    let stats = w.stats();
+    w.writer.push("b");
+    w.writer.push("b");
+    let (_, logged) = crate::logging::capture(|| w.writer.flush());
+    let stats = w.writer.stats();
     assert_eq!((stats.rows_written, stats.rows_lost), (2, 3));
-    assert_eq!(rows_on_disk(dir.path()), 2, "written == on disk");
-    assert_eq!(rows(&segment(&out, "p", 1)).len(), 2);
-    let warned = crate::logging::warnings(&logged);
-    assert_eq!(warned.len(), 1, "{logged:?}");
-    assert!(
-        warned[0].contains("fpm.p.000000.jsonl.gz was deleted")
-            && warned[0].contains("the 3 rows written into it are lost"),
-        "{}",
-        warned[0]
-    );
-    w.close();
+    assert_eq!(w.rows_on_disk(), 2, "written == on disk");
+    assert_eq!(rows(&w.segment(1)).len(), 2);
+    let warning = one_warning(&logged);
+    let said = [
+        "fpm.p.000000.jsonl.gz was deleted",
+        "the 3 rows written into it are lost",
+    ];
+    assert!(said.iter().all(|s| warning.contains(s)), "{warning}");
 }
 
 #[test]
 fn a_deleted_directory_is_made_again_and_its_rows_counted_lost() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
-    w.push("a");
-    w.push("a");
-    w.flush();
-    fs::remove_dir_all(dir.path().join("out")).unwrap();
-    w.push("b");
-    w.flush();
-    let stats = w.stats();
+    let mut w = Written::new(1000, 2);
+    let out = w.dir.path().join("out");
+    fs::remove_dir_all(&out).unwrap();
+    w.writer.push("b");
+    w.writer.flush();
+    let stats = w.writer.stats();
     assert_eq!((stats.rows_written, stats.rows_lost), (1, 2));
-    assert_eq!(rows_on_disk(dir.path()), 1, "written == on disk");
-    let mode = fs::metadata(dir.path().join("out"))
-        .unwrap()
-        .permissions()
-        .mode();
+    assert_eq!(w.rows_on_disk(), 1, "written == on disk");
+    let mode = fs::metadata(&out).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
-    w.close();
 }
 
 #[test]
 fn an_idle_writer_notices_within_a_second_without_flushing() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
     // A flush every minute: only the path check can notice anything in between.
-    let (mut w, clock) = clocked_writer(dir.path(), 60_000);
-    w.push("a");
-    w.flush();
-    fs::remove_file(segment(&out, "p", 0)).unwrap();
-    clock.advance_ms(999);
-    w.tick();
-    assert_eq!(w.stats().rows_lost, 0, "not due yet");
+    let mut w = Written::new(60_000, 1);
+    fs::remove_file(w.segment(0)).unwrap();
+    w.clock.advance_ms(999);
+    w.writer.tick();
+    assert_eq!(w.writer.stats().rows_lost, 0, "not due yet");
     assert_eq!(
-        w.next_tick_due(),
+        w.writer.next_tick_due(),
         Duration::from_secs(1),
         "the check is what is due next"
     );
-    clock.advance_ms(1);
-    w.tick();
-    let stats = w.stats();
+    w.clock.advance_ms(1);
+    w.writer.tick();
+    let stats = w.writer.stats();
     assert_eq!((stats.rows_written, stats.rows_lost), (0, 1));
     assert_eq!(stats.members_written, 1, "no flush ran");
     // Nothing follows: no new segment is made for nothing.
-    w.close();
-    assert_eq!(rows_on_disk(dir.path()), 0);
-    assert!(names(&out).iter().all(|n| !n.ends_with(".jsonl.gz")));
+    let Written { dir, writer, .. } = w;
+    writer.close();
+    assert!(names(&dir.path().join("out"))
+        .iter()
+        .all(|n| !n.ends_with(".jsonl.gz")));
 }
 
 #[test]
 fn a_file_renamed_over_the_segment_is_left_alone_and_the_rows_counted_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let (mut w, _clock) = clocked_writer(dir.path(), 1000);
-    w.push("a");
-    w.flush();
-    let theirs = dir.path().join("theirs");
+    let w = Written::new(1000, 1);
+    let theirs = w.dir.path().join("theirs");
     fs::write(&theirs, b"another file").unwrap();
-    fs::rename(&theirs, segment(&out, "p", 0)).unwrap();
-    let (stats, logged) = crate::logging::capture(|| w.close());
+    fs::rename(&theirs, w.segment(0)).unwrap();
+    let segment = w.segment(0);
+    let Written {
+        dir: _dir, writer, ..
+    } = w;
+    let (stats, logged) = crate::logging::capture(|| writer.close());
     assert_eq!((stats.rows_written, stats.rows_lost), (0, 1));
-    assert_eq!(fs::read(segment(&out, "p", 0)).unwrap(), b"another file");
-    let warned = crate::logging::warnings(&logged);
-    assert_eq!(warned.len(), 1, "{logged:?}");
+    assert_eq!(fs::read(&segment).unwrap(), b"another file");
+    let warning = one_warning(&logged);
     assert!(
-        warned[0].contains("was replaced by another file"),
-        "{}",
-        warned[0]
+        warning.contains("was replaced by another file"),
+        "{warning}"
     );
 }
