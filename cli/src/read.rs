@@ -1,5 +1,6 @@
 //! `nixl-telemetry read`: print rings' events like NIXL's C++ reader, or as JSON lines;
-//! consuming them (NIXL's semantics) or, with `--peek`, leaving them for another reader.
+//! consuming them (NIXL's semantics: only once the output accepted them) or, with `--peek`,
+//! leaving them for another reader.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -39,13 +40,12 @@ pub struct ReadArgs {
     /// of the 21 event names is a usage error (exit status 2), and nothing is read.
     #[arg(long = "filter", value_name = "GLOB")]
     filters: Vec<String>,
-}
-
-/// What was read from one ring.
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    printed: u64,
-    skipped: u64,
+    /// Print at most N events of each ring (the events --filter skips among them are not
+    /// counted), then stop: consuming, exactly the events printed, and those skipped before the
+    /// last of them, are consumed. Not with --follow.
+    #[arg(long, value_name = "N", conflicts_with = "follow")]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
 }
 
 /// Runs `read`.
@@ -59,13 +59,17 @@ pub fn run(args: &ReadArgs) -> CliResult {
     let mut set = RingSet::open(&args.paths, args.follow)?;
     let mode = if args.peek { Mode::Peek } else { Mode::Consume };
     let several = set.rings.len() > 1 || args.paths.iter().any(|p| p.is_dir());
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = output::unbuffered_stdout()?;
     let text = args.format == Format::Text;
-    let mut reader = Printer {
-        filter,
-        text,
-        several,
+    let mut reader = Reader {
+        printer: Printer {
+            filter,
+            text,
+            several,
+            count: args.count,
+        },
+        mode,
+        chunk: Vec::new(),
     };
     let mut counts: Vec<Counts> = set.rings.iter().map(|_| Counts::default()).collect();
     if !args.follow {
@@ -76,14 +80,7 @@ pub fn run(args: &ReadArgs) -> CliResult {
             // What is there now, and no more: a writer filling the ring as fast as it is read
             // cannot keep this going.
             let limit = ring.pending();
-            let name = ring.name.clone();
-            if mode == Mode::Consume {
-                consume_printing(ring, &mut reader, &mut out, counts, limit, false)?;
-            } else {
-                ring.take_batches(mode, limit, false, |events| {
-                    Ok(reader.print(&mut out, &name, events, counts)?)
-                })?;
-            }
+            reader.read(ring, &mut out, counts, limit, false)?;
             if text {
                 totals(&mut out, ring, counts, args.peek)?;
             }
@@ -95,22 +92,12 @@ pub fn run(args: &ReadArgs) -> CliResult {
             }
             writeln!(out, "Press Ctrl+C to stop reading telemetry...")?;
         }
-        out.flush()?;
         let mut idle_polls = 0u32;
         while !output::interrupted() {
             let mut any = false;
             for (ring, counts) in set.rings.iter_mut().zip(&mut counts) {
-                if mode == Mode::Consume {
-                    any |=
-                        consume_printing(ring, &mut reader, &mut out, counts, FOLLOW_BATCH, true)?
-                            > 0;
-                    continue;
-                }
-                let events = ring.poll(mode, FOLLOW_BATCH, true)?;
-                any |= !events.is_empty();
-                reader.print(&mut out, &ring.name, &events, counts)?;
+                any |= reader.read(ring, &mut out, counts, FOLLOW_BATCH, true)? > 0;
             }
-            out.flush()?;
             if !any {
                 idle_polls += 1;
                 if idle_polls.is_multiple_of(4) {
@@ -137,87 +124,147 @@ pub fn run(args: &ReadArgs) -> CliResult {
             set.rings.len()
         )?;
     }
-    out.flush()?;
     Ok(())
 }
 
-/// Events printed and consumed per write: a closed output (`read ring | head`) leaves at most
-/// this many printed events in the ring (shown again by the next read), and consumes none that
-/// were not printed.
-const CONSUME_CHUNK: usize = 256;
+/// Most events printed per write: the output of one chunk is made in memory and written at
+/// once (a few hundred KiB of text), then its events are consumed.
+const CHUNK: usize = 4096;
 
-/// Consumes at most `limit` events of `ring`, printing them first: each chunk is written and
-/// flushed before it is consumed, so a write that fails (the output was closed) consumes
-/// nothing more, and says on stderr how many events were printed. Returns how many were
-/// consumed.
-fn consume_printing(
-    ring: &mut Tracked,
-    printer: &mut Printer,
-    out: &mut impl Write,
-    counts: &mut Counts,
-    limit: usize,
-    follow: bool,
-) -> Result<usize, CliError> {
-    let mut consumed = 0;
-    while consumed < limit {
-        let mut chunk = Vec::new();
-        let mut printed = *counts;
-        let name = ring.name.clone();
-        let taken = ring.take_delivered(CONSUME_CHUNK.min(limit - consumed), follow, |events| {
-            printer.print(&mut chunk, &name, events, &mut printed)?;
-            out.write_all(&chunk)?;
-            out.flush()
-        });
-        match taken {
-            Ok(0) => break,
-            Ok(n) => {
-                *counts = printed;
-                consumed += n;
-            }
-            Err(e) => {
-                if output::is_broken_pipe(&e) {
-                    eprintln!(
-                        "nixl-telemetry read: the output was closed after {} events of {} were \
-                         printed; the events not printed are left in the ring",
-                        counts.printed,
-                        ring.path.display()
-                    );
-                }
-                return Err(e);
-            }
-        }
-    }
-    Ok(consumed)
+/// Reads rings into the output, chunk by chunk.
+struct Reader {
+    printer: Printer,
+    mode: Mode,
+    /// The output of the chunk being written.
+    chunk: Vec<u8>,
 }
 
-/// Prints events as they are read.
+impl Reader {
+    /// Reads at most `limit` events of `ring` into `out` (fewer once `--count` is reached);
+    /// returns how many were taken. Consuming, the events are looked at, written, and then
+    /// consumed: those whose output `out` accepted whole (and the events `--filter` skipped
+    /// before them), no more. A write that fails (the output was closed) consumes nothing else,
+    /// and says on stderr how many events were printed.
+    fn read(
+        &mut self,
+        ring: &mut Tracked,
+        out: &mut impl Write,
+        counts: &mut Counts,
+        limit: usize,
+        follow: bool,
+    ) -> Result<usize, CliError> {
+        let consume = self.mode == Mode::Consume;
+        let mut taken = 0;
+        while taken < limit && !self.printer.done(counts) {
+            let max = CHUNK.min(limit - taken);
+            let events = ring.poll(if consume { Mode::Look } else { self.mode }, max, follow)?;
+            if events.is_empty() {
+                break;
+            }
+            self.chunk.clear();
+            let placed =
+                self.printer
+                    .print(&mut self.chunk, &ring.name, &events, counts.printed)?;
+            let (accepted, written) = output::write_counting(out, &self.chunk);
+            let delivered = placed.partition_point(|p| p.end <= accepted);
+            let done = if consume {
+                ring.commit(&events[..delivered])
+            } else {
+                delivered
+            };
+            counts.add(&placed[..done]);
+            taken += done;
+            if let Err(e) = written {
+                eprintln!(
+                    "nixl-telemetry read: the output {} after {} events of {} were printed; the \
+                     events not printed are left in the ring",
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        "was closed"
+                    } else {
+                        "failed"
+                    },
+                    counts.printed,
+                    ring.path.display()
+                );
+                return Err(e.into());
+            }
+            if done < events.len() {
+                // `--count` was reached, or another reader took the ring's events meanwhile.
+                break;
+            }
+        }
+        Ok(taken)
+    }
+}
+
+/// Where one event taken ended in the output of its chunk.
+struct Placed {
+    /// The length of the chunk's output once this event's lines are in it (for an event
+    /// skipped by `--filter`, the length before it: it needs nothing written).
+    end: usize,
+    /// Whether it was printed (else `--filter` skipped it).
+    printed: bool,
+}
+
+/// What was read from one ring.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    printed: u64,
+    skipped: u64,
+}
+
+impl Counts {
+    fn add(&mut self, placed: &[Placed]) {
+        let printed = placed.iter().filter(|p| p.printed).count() as u64;
+        self.printed += printed;
+        self.skipped += placed.len() as u64 - printed;
+    }
+}
+
+/// Prints events in the chosen format.
 struct Printer {
     filter: EventFilter,
     text: bool,
     several: bool,
+    /// `--count`: the most events printed per ring.
+    count: Option<u64>,
 }
 
 impl Printer {
+    /// Whether a ring with these counts has printed all `--count` allows.
+    fn done(&self, counts: &Counts) -> bool {
+        self.count.is_some_and(|n| counts.printed >= n)
+    }
+
+    /// Appends the output of `events` of ring `agent` to `out`, after `printed` events of that
+    /// ring, stopping where `--count` is reached; says where each event taken ended.
     fn print(
-        &mut self,
-        out: &mut impl Write,
+        &self,
+        out: &mut Vec<u8>,
         agent: &str,
         events: &[nixl_telemetry_core::Event],
-        counts: &mut Counts,
-    ) -> std::io::Result<()> {
+        mut printed: u64,
+    ) -> std::io::Result<Vec<Placed>> {
+        let mut placed = Vec::with_capacity(events.len());
         for event in events {
-            if !self.filter.matches(&event.name()) {
-                counts.skipped += 1;
-                continue;
+            if self.count.is_some_and(|n| printed >= n) {
+                break;
             }
-            counts.printed += 1;
-            if self.text {
-                output::write_event_block(out, event, self.several.then_some(agent))?;
-            } else {
-                output::write_event_json(out, event, agent)?;
+            let matches = self.filter.matches(&event.name());
+            if matches {
+                printed += 1;
+                if self.text {
+                    output::write_event_block(out, event, self.several.then_some(agent))?;
+                } else {
+                    output::write_event_json(out, event, agent)?;
+                }
             }
+            placed.push(Placed {
+                end: out.len(),
+                printed: matches,
+            });
         }
-        Ok(())
+        Ok(placed)
     }
 }
 

@@ -19,8 +19,8 @@ pub enum Mode {
     Consume,
     /// Leave `read_pos` alone: another reader still gets every event.
     Peek,
-    /// Leave `read_pos` alone, reading from it each time (what [`Tracked::take_delivered`]
-    /// reads before it consumes what was delivered).
+    /// Leave `read_pos` alone, reading from it each time (what a destructive read looks at,
+    /// writes, and then consumes with [`Tracked::commit`]).
     Look,
 }
 
@@ -185,27 +185,16 @@ impl Tracked {
         Ok(taken)
     }
 
-    /// A destructive read that loses nothing to a closed output: hands `deliver` at most `max`
-    /// events at the read position without consuming them, and consumes them only when
-    /// `deliver` succeeds (they reached the output). Returns how many were consumed; an error
-    /// from `deliver` (a closed pipe) consumes nothing. Failures otherwise as for
-    /// [`Tracked::poll`].
-    pub fn take_delivered(
-        &mut self,
-        max: usize,
-        follow: bool,
-        deliver: impl FnOnce(&[Event]) -> std::io::Result<()>,
-    ) -> Result<usize, CliError> {
-        let events = self.poll(Mode::Look, max, follow)?;
-        if events.is_empty() {
-            return Ok(0);
-        }
-        deliver(&events)?;
+    /// Consumes `events`, the first events a [`Mode::Look`] poll returned, once they were
+    /// delivered: pops them while the ring's oldest events are these, and returns how many it
+    /// popped (fewer when another reader took them, or the ring changed, meanwhile). Together
+    /// with that poll, a destructive read that consumes only what it delivered.
+    pub fn commit(&mut self, events: &[Event]) -> usize {
         let Some(ring) = self.reader.as_mut() else {
-            return Ok(0);
+            return 0;
         };
         let mut taken = 0;
-        for seen in &events {
+        for seen in events {
             match ring.try_pop() {
                 // The same event: nothing but this reader consumes the ring.
                 Ok(Some(e)) if e == *seen => taken += 1,
@@ -213,7 +202,7 @@ impl Tracked {
                 _ => break,
             }
         }
-        Ok(taken)
+        taken
     }
 
     /// The number of events in the ring now (0 while it is not open).

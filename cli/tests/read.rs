@@ -523,7 +523,171 @@ fn a_destructive_read_into_a_closed_pipe_leaves_what_it_did_not_print() {
         .unwrap()
         .parse()
         .unwrap();
-    // A 64 KiB pipe holds a few hundred printed events, and one chunk is 256.
+    // What was consumed is what `head` read and what its 64 KiB pipe held: a few hundred.
     assert!(left >= 10_000, "only {left} of 12000 events left");
     drop(ring);
+}
+
+/// The values of the events whose output is complete in `bytes` (`read`'s text or JSON lines):
+/// an event block or a JSON line cut short by the closed pipe is not one of them.
+fn values_written(bytes: &[u8], json: bool) -> Vec<u64> {
+    let text = String::from_utf8_lossy(bytes);
+    let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    if json {
+        return complete
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["value"].as_u64())
+            .map(Option::unwrap)
+            .collect();
+    }
+    let mut values = Vec::new();
+    let mut value: Option<u64> = None;
+    for line in complete.lines() {
+        if let Some(v) = line.strip_prefix("Value: ") {
+            value = Some(v.parse().unwrap());
+        } else if line == "=".repeat(27) {
+            values.extend(value.take());
+        }
+    }
+    values
+}
+
+/// The values of the events left in the ring at `path`, oldest first.
+fn values_left(path: &Path) -> Vec<u64> {
+    let ring = nixl_telemetry_core::RingReader::open(path).unwrap();
+    let left = ring.peek(None, usize::MAX).unwrap().events;
+    left.iter().map(|e| e.value).collect()
+}
+
+/// `read ring | head` consumed what the pipe took and nobody read: now, for rings smaller and
+/// larger than every buffer of the command, in each format, with the pipe closed after a few
+/// lines or after many, the events written into the pipe (whole) and the events left in the
+/// ring are together exactly the ring's events, each once and in order.
+#[test]
+fn a_pipe_closed_early_leaves_exactly_the_events_not_written() {
+    for (events, lines) in [
+        (404usize, 5),
+        (20_000, 5),
+        (20_000, 3_000),
+        (300_000, 70_000),
+    ] {
+        for format in ["text", "json"] {
+            let dir = tempfile::tempdir().unwrap();
+            let ring =
+                RingWriter::create(dir.path(), "r", (events + 1).next_power_of_two()).unwrap();
+            let all: Vec<u64> = (0..events as u64).collect();
+            let batch: Vec<Event> = all
+                .iter()
+                .map(|&v| Event::new(EventType::AgentTxBytes, v))
+                .collect();
+            assert_eq!(ring.push_batch(&batch), events);
+            let case = format!("{events} events, {format}, closed after {lines} lines");
+            let got = pipe::closed_after(
+                lines,
+                &[
+                    "read".as_ref(),
+                    "--format".as_ref(),
+                    format.as_ref(),
+                    ring.path().as_os_str(),
+                ],
+            );
+            let written = values_written(&got.written, format == "json");
+            assert!(
+                got.stderr.contains("the output was closed after"),
+                "{case}: {}",
+                got.stderr
+            );
+            assert!(written.len() < events, "{case}: everything was written");
+            let mut seen = written.clone();
+            seen.extend(values_left(ring.path()));
+            assert!(
+                seen == all,
+                "{case}: {} written and {} left of {events}",
+                written.len(),
+                seen.len() - written.len()
+            );
+        }
+    }
+}
+
+/// `--count N` prints the N oldest events of each ring and consumes exactly those (with
+/// `--filter`, N printed and the skipped ones before the last of them); with `--peek`, none.
+#[test]
+fn read_count_consumes_exactly_the_events_it_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let events: Vec<Event> = (0..20)
+        .map(|i| {
+            let kind = if i % 2 == 0 {
+                EventType::AgentTxBytes
+            } else {
+                EventType::AgentRxBytes
+            };
+            Event::new(kind, i)
+        })
+        .collect();
+    let a = ring_with(dir.path(), "a", &events);
+    let b = ring_with(dir.path(), "b", &events);
+    let json = |args: &[&str], path: &Path| {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["read".as_ref(), "--format".as_ref()];
+        all.push("json".as_ref());
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        all.push(path.as_os_str());
+        values_written(stdout_of(&all).as_bytes(), true)
+    };
+    assert_eq!(json(&["--peek", "--count", "3"], a.path()), [0, 1, 2]);
+    assert_eq!(values_left(a.path()), (0..20).collect::<Vec<_>>());
+    assert_eq!(json(&["--count", "3"], a.path()), [0, 1, 2]);
+    assert_eq!(values_left(a.path()), (3..20).collect::<Vec<_>>());
+    // Three received-bytes events: 3, 5 and 7; the 4 and 6 skipped between them are consumed,
+    // the 8 after the last one is not.
+    let rx = ["--count", "3", "--filter", "agent_rx_bytes"];
+    assert_eq!(json(&rx, a.path()), [3, 5, 7]);
+    assert_eq!(values_left(a.path()), (8..20).collect::<Vec<_>>());
+    // Of each ring, in text; more than a ring holds takes all of it.
+    let text = stdout_of(&[
+        "read".as_ref(),
+        "--count".as_ref(),
+        "2".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    assert_eq!(values_written(text.as_bytes(), false), [8, 9, 0, 1]);
+    assert!(text.contains("Total events read: 2\nFinal buffer size: 10 events"));
+    assert!(text.contains("Total events read: 2\nFinal buffer size: 18 events"));
+    assert_eq!(
+        json(&["--count", "100"], b.path()),
+        (2..20).collect::<Vec<_>>()
+    );
+    assert!(b.is_empty());
+    // Not with --follow, nor 0: usage errors.
+    for bad in [&["--follow", "--count", "1"][..], &["--count", "0"]] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["read".as_ref()];
+        args.extend(bad.iter().map(std::ffi::OsStr::new));
+        args.push(a.path().as_os_str());
+        run_with_status(&args, 2);
+    }
+    assert_eq!(values_left(a.path()), (10..20).collect::<Vec<_>>());
+}
+
+/// An output that fails otherwise than by being closed (a full disk: `/dev/full`) consumes
+/// nothing that was not written, and exits 1 naming the failure.
+#[test]
+fn a_failing_output_consumes_nothing_it_did_not_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = ring_with(dir.path(), "r", &sample_events());
+    for format in ["text", "json"] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
+            .args(["read", "--format", format])
+            .arg(ring.path())
+            .stdout(full)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("cannot write output"), "{stderr}");
+        assert_eq!(ring.len(), 3, "{format}: nothing consumed");
+    }
 }

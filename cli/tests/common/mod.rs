@@ -2,6 +2,8 @@
 //! the command and reading its output, and rings holding known events.
 #![allow(dead_code)]
 
+pub mod pipe;
+
 use std::path::Path;
 
 use assert_cmd::Command;
