@@ -1,0 +1,181 @@
+//! The directory's store files. The listing of the directory is kept between scans and reused
+//! while the directory's modification time is unchanged and was not recent when it was listed,
+//! on a local file system ([`Listing`]; on NFS and the like every scrape lists the directory):
+//! a scrape of a directory whose ranks are running costs one `statx` for the directory rather
+//! than an `open`, the `getdents` and a `close` (a third of a scrape's time when the serving
+//! process's caches are cold). A reused listing is always the directory's current one.
+
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirEntryExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use super::StoreScan;
+use crate::store::is_store_name;
+use crate::sys;
+use nixl_telemetry_base::sync::LockUnpoisoned;
+
+/// What identifies a state of the directory: its device, inode and modification time (ns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DirStamp {
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+}
+
+impl DirStamp {
+    fn of(meta: &fs::Metadata) -> DirStamp {
+        DirStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// Store files of the directory and their inodes, shared by a listing and the scans that
+/// reuse it (no copy of the paths per scrape).
+pub(super) type StoreFiles = std::sync::Arc<[(PathBuf, u64)]>;
+
+/// A listing of the directory's store files, reused while the directory keeps the stamp it had
+/// before it was listed: creating, removing or renaming an entry sets the directory's
+/// modification time. File systems keep that time at a coarse granularity (a clock tick, or a
+/// second), so two changes within one granule leave the same time: a listing is trusted only
+/// when its stamp was already [`RACY_MARGIN`] old when the listing started, so any later change
+/// has a later time (the idea of git's "racily clean" index entries).
+#[derive(Debug)]
+pub(super) struct Listing {
+    stamp: DirStamp,
+    /// When the listing started (wall clock, as file times are).
+    started: std::time::SystemTime,
+    /// Whether the directory is on a local file system ([`sys::on_local_file_system`]): on
+    /// another (NFS and the like), a changed directory may show its old time for a while, so
+    /// its listing is never reused.
+    local: bool,
+    files: StoreFiles,
+}
+
+/// How old a directory's modification time must be when it is listed for the listing to be
+/// reused: more than any file system's time granularity (one second for the coarsest).
+const RACY_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Listing {
+    /// Whether the directory, now stamped `stamp`, still has this listing's entries.
+    fn still_valid(&self, stamp: DirStamp) -> bool {
+        let started_ns = self
+            .started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        self.local
+            && stamp == self.stamp
+            && self.stamp.mtime_ns + RACY_MARGIN.as_nanos() as i128 <= started_ns
+    }
+}
+
+impl StoreScan {
+    /// The directory's store files (regular files with a store's name; a symbolic link is not
+    /// followed) and their inodes, and whether the directory was listed anew. The listing of the
+    /// previous scan is reused while the directory is unchanged (see [`Listing`]): one `statx`
+    /// instead of an `open`, the `getdents` and a `close`.
+    pub(super) fn store_files(&self) -> std::io::Result<(StoreFiles, bool)> {
+        let dir = &self.config.dir;
+        let stamp = DirStamp::of(&fs::metadata(dir)?);
+        let mut listing = self.listing.lock_unpoisoned();
+        if let Some(l) = listing.as_ref().filter(|l| l.still_valid(stamp)) {
+            return Ok((l.files.clone(), false));
+        }
+        let started = std::time::SystemTime::now();
+        let mut files = Vec::new();
+        for entry in fs::read_dir(dir)?.flatten() {
+            if !is_store_name(entry.file_name().as_bytes()) {
+                continue;
+            }
+            if !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            files.push((entry.path(), entry.ino()));
+        }
+        let files: StoreFiles = files.into();
+        *listing = Some(Listing {
+            stamp,
+            started,
+            local: sys::on_local_file_system(dir),
+            files: files.clone(),
+        });
+        Ok((files, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::{config, writer};
+    use super::*;
+    use crate::config::Aggregate;
+    use nixl_telemetry_series::Buckets;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// Sets the directory's modification time to `mtime`.
+    fn set_dir_mtime(dir: &Path, mtime: std::time::SystemTime) {
+        let since = mtime.duration_since(std::time::UNIX_EPOCH).unwrap();
+        let t = libc::timespec {
+            tv_sec: since.as_secs() as libc::time_t,
+            tv_nsec: since.subsec_nanos() as libc::c_long,
+        };
+        let times = [t, t];
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and two timespecs, both alive for the call.
+        let rc = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    }
+
+    fn pids(scan: &StoreScan) -> Vec<i64> {
+        scan.live_stores().iter().map(|s| s.pid).collect()
+    }
+
+    #[test]
+    fn the_listing_is_reused_only_while_the_directory_is_unchanged_and_not_racy() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = Buckets::default();
+        let _a = writer(dir.path(), "a", 10, "0", &b);
+        let scan = StoreScan::new(config(dir.path(), Duration::from_secs(30), Aggregate::None));
+        // On a file system that is not local, every scan lists the directory (checked below).
+        let local = sys::on_local_file_system(dir.path());
+        // A directory changed long ago: its listing is kept.
+        let old = std::time::SystemTime::now() - Duration::from_secs(60);
+        set_dir_mtime(dir.path(), old);
+        assert_eq!(pids(&scan), [10]);
+        // A new store sets the directory's time: listed again.
+        let _b = writer(dir.path(), "b", 11, "1", &b);
+        assert_eq!(pids(&scan), [10, 11]);
+        set_dir_mtime(dir.path(), old);
+        assert_eq!(pids(&scan), [10, 11]);
+        // A change that left the directory's time as it was (as one within the same time
+        // granule would): the old listing is still used, which shows that it is reused.
+        let _c = writer(dir.path(), "c", 12, "2", &b);
+        set_dir_mtime(dir.path(), old);
+        if local {
+            assert_eq!(pids(&scan), [10, 11], "the listing is reused");
+        } else {
+            assert_eq!(
+                pids(&scan),
+                [10, 11, 12],
+                "not reused off a local file system"
+            );
+            return;
+        }
+        // A time that was recent when the directory was listed is not trusted: the same kind
+        // of change is seen.
+        let recent = std::time::SystemTime::now();
+        set_dir_mtime(dir.path(), recent);
+        assert_eq!(pids(&scan), [10, 11, 12]);
+        let _d = writer(dir.path(), "d", 13, "3", &b);
+        set_dir_mtime(dir.path(), recent);
+        assert_eq!(
+            pids(&scan),
+            [10, 11, 12, 13],
+            "a racy listing is not reused"
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! What the store scan's tests share: a scan's configuration, a rank's store, and a sample of a
+//! text page.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::{Aggregate, ScanConfig};
+use crate::store::{Identity, StoreWriter};
+use nixl_telemetry_series::{text::parse, Buckets, WorkloadLabels};
+
+/// The scan of `dir` with stale TTL `ttl` and `aggregate`.
+pub(super) fn config(dir: &Path, ttl: Duration, aggregate: Aggregate) -> ScanConfig {
+    ScanConfig {
+        dir: dir.to_owned(),
+        stale_ttl: ttl,
+        aggregate,
+    }
+}
+
+/// A store of host `node` in `dir`: agent `name`, process `pid`, local rank `rank`, classic
+/// buckets `buckets`, no workload labels.
+pub(super) fn writer(
+    dir: &Path,
+    name: &str,
+    pid: i64,
+    rank: &str,
+    buckets: &Buckets,
+) -> StoreWriter {
+    let id = Identity {
+        agent_name: name.into(),
+        hostname: "node".into(),
+        local_rank: rank.into(),
+        pid,
+        run_marker: 1,
+        instance: 0,
+        labels: WorkloadLabels::none(),
+    };
+    StoreWriter::create(dir, &id, buckets).unwrap()
+}
+
+/// The value of the sample `name` of `page` whose labels are exactly `labels` (and `status`,
+/// when it has one), if any.
+pub(super) fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    parse(page)
+        .unwrap()
+        .into_iter()
+        .find(|s| {
+            s.name == name
+                && s.labels.len() == labels.len() + usize::from(s.label("status").is_some())
+                && labels.iter().all(|(k, v)| s.label(k) == Some(v))
+        })
+        .map(|s| s.value)
+}
