@@ -1,6 +1,9 @@
-//! A real Prometheus server for the push exporters' tests: Debian's `prometheus` started with
-//! `--web.enable-remote-write-receiver` on a free loopback port (optionally scraping one target,
-//! optionally over https with basic authentication), and PromQL instant queries.
+//! A real Prometheus server for the tests (Debian's `prometheus`, 2.42), the one launcher of
+//! the workspace's tests: started on a free loopback port with the remote-write receiver on
+//! (`--web.enable-remote-write-receiver`), scraping loopback targets every second as job
+//! `scrape`, optionally with rule files (evaluated every second), native histograms or https
+//! with basic authentication ([`Launch`]); and PromQL instant queries. Finding Debian's
+//! Prometheus programs (`prometheus`, `promtool`, `prometheus-node-exporter`): [`tool`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +25,21 @@ pub struct Secure<'a> {
     pub user: &'a str,
     /// The password.
     pub password: &'a str,
+}
+
+/// How a server is started ([`Prometheus::launch`]); `Launch::default()` scrapes nothing, has no
+/// rules, classic histograms only, and plain http.
+#[derive(Clone, Copy, Default)]
+pub struct Launch<'a> {
+    /// The loopback ports it scrapes every second (job `scrape`).
+    pub targets: &'a [u16],
+    /// Rule files it loads, evaluated every second.
+    pub rules: &'a [&'a Path],
+    /// Native histograms on (`--enable-feature=native-histograms`: a scrape asks for the
+    /// protobuf exposition, and a histogram with native buckets is kept as native only).
+    pub native: bool,
+    /// Over https with basic authentication.
+    pub secure: Option<&'a Secure<'a>>,
 }
 
 /// A Prometheus server (Debian's `prometheus`) with the remote-write receiver on, started on a
@@ -48,32 +66,70 @@ impl Drop for Prometheus {
 }
 
 impl Prometheus {
-    /// Started in `work` (its configuration, data and log), scraping `scrape` (a port) if given, over https with basic auth if
-    /// `secure` is given.
+    /// Started in `work` (its configuration, data and log), scraping `scrape` (a port) if given,
+    /// over https with basic auth if `secure` is given.
     pub fn start(work: &Path, scrape: Option<u16>, secure: Option<&Secure>) -> Prometheus {
-        Prometheus::start_with(work, scrape, secure, &[])
+        let targets: Vec<u16> = scrape.into_iter().collect();
+        Prometheus::launch(
+            work,
+            &Launch {
+                targets: &targets,
+                secure,
+                ..Launch::default()
+            },
+        )
     }
 
-    /// [`Prometheus::start`] over plain http with native histograms on
-    /// (`--enable-feature=native-histograms`: a scrape asks for the protobuf exposition, and a
-    /// histogram with native buckets is kept as native only).
+    /// [`Prometheus::start`] over plain http with native histograms on ([`Launch::native`]).
     pub fn start_native(work: &Path, scrape: Option<u16>) -> Prometheus {
-        Prometheus::start_with(work, scrape, None, &["--enable-feature=native-histograms"])
+        let targets: Vec<u16> = scrape.into_iter().collect();
+        Prometheus::launch(
+            work,
+            &Launch {
+                targets: &targets,
+                native: true,
+                ..Launch::default()
+            },
+        )
     }
 
-    /// [`Prometheus::start`] with more command-line arguments.
-    fn start_with(
-        work: &Path,
-        scrape: Option<u16>,
-        secure: Option<&Secure>,
-        extra: &[&str],
-    ) -> Prometheus {
+    /// Started in `work`, scraping the loopback `targets`.
+    pub fn scraping(work: &Path, targets: &[u16]) -> Prometheus {
+        Prometheus::launch(
+            work,
+            &Launch {
+                targets,
+                ..Launch::default()
+            },
+        )
+    }
+
+    /// Started in `work` (created if missing; its configuration, data and log, which must not
+    /// be another server's) as `how` says, once it answers queries.
+    pub fn launch(work: &Path, how: &Launch) -> Prometheus {
+        std::fs::create_dir_all(work).unwrap();
         let yml = work.join("prometheus.yml");
-        let mut config = "global: {scrape_interval: 1s, scrape_timeout: 1s}\n".to_owned();
-        if let Some(port) = scrape {
+        let quoted = |items: Vec<String>| {
+            items
+                .iter()
+                .map(|i| format!("'{i}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut config = format!(
+            "global: {{scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}}\n\
+             rule_files: [{}]\n",
+            quoted(how.rules.iter().map(|r| r.display().to_string()).collect())
+        );
+        if !how.targets.is_empty() {
             config += &format!(
-                "scrape_configs:\n- job_name: scrape\n  static_configs: [{{targets: \
-                 ['127.0.0.1:{port}']}}]\n"
+                "scrape_configs:\n- job_name: scrape\n  static_configs: [{{targets: [{}]}}]\n",
+                quoted(
+                    how.targets
+                        .iter()
+                        .map(|t| format!("127.0.0.1:{t}"))
+                        .collect()
+                )
             );
         }
         std::fs::write(&yml, config).unwrap();
@@ -86,25 +142,27 @@ impl Prometheus {
             "--web.enable-remote-write-receiver".into(),
             "--log.level=warn".into(),
         ];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let mut tls = None;
-        if let Some(secure) = secure {
+        if how.native {
+            args.push("--enable-feature=native-histograms".into());
+        }
+        let mut builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
+        if let Some(secure) = how.secure {
             args.push(format!("--web.config.file={}", secure.web_config.display()));
-            tls = Some(secure.ca.to_owned());
+            builder = builder.tls_config(Arc::new(client_tls(secure.ca)));
         }
         let child = spawn(&args, std::fs::File::create(&log).unwrap());
-        let mut builder = ureq::AgentBuilder::new().timeout(Duration::from_secs(10));
-        if let Some(ca) = &tls {
-            builder = builder.tls_config(Arc::new(client_tls(ca)));
-        }
-        let prom = Prometheus {
+        let mut prom = Prometheus {
             child: Some(child),
             args,
             port,
             log,
             agent: builder.build(),
-            scheme: if tls.is_some() { "https" } else { "http" },
-            auth: secure.map(|s| {
+            scheme: if how.secure.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            auth: how.secure.map(|s| {
                 format!(
                     "Basic {}",
                     base64::engine::general_purpose::STANDARD
@@ -112,8 +170,25 @@ impl Prometheus {
                 )
             }),
         };
-        poll("Prometheus ready", || prom.vector("vector(1)"));
+        prom.wait_ready("Prometheus ready");
         prom
+    }
+
+    /// Waits until the server answers a query, panicking with its log (as `what`) when it exits
+    /// first or never answers.
+    fn wait_ready(&mut self, what: &str) {
+        let ready = poll_for(Duration::from_secs(60), || {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("prometheus exited ({status}):\n{}", self.log_text());
+            }
+            self.vector("vector(1)")
+        });
+        assert!(ready.is_some(), "never: {what}\n{}", self.log_text());
+    }
+
+    /// Its log so far (warnings and errors only).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Stops the server as an operator would (SIGTERM, waiting for it to exit): its port
@@ -137,7 +212,7 @@ impl Prometheus {
             .open(&self.log)
             .unwrap();
         self.child = Some(spawn(&self.args, log));
-        poll("Prometheus ready again", || self.vector("vector(1)"));
+        self.wait_ready("Prometheus ready again");
     }
 
     /// The server's process id (None between [`Prometheus::stop`] and
@@ -153,6 +228,15 @@ impl Prometheus {
 
     /// An instant query's series as (labels, value), when it succeeds.
     pub fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
+        self.query(promql, None)
+    }
+
+    /// Like [`Prometheus::vector`], evaluated at `time` (Unix seconds).
+    pub fn vector_at(&self, promql: &str, time: f64) -> Option<Vec<(serde_json::Value, f64)>> {
+        self.query(promql, Some(time))
+    }
+
+    fn query(&self, promql: &str, time: Option<f64>) -> Option<Vec<(serde_json::Value, f64)>> {
         let mut req = self
             .agent
             .get(&format!(
@@ -160,6 +244,9 @@ impl Prometheus {
                 self.scheme, self.port
             ))
             .query("query", promql);
+        if let Some(t) = time {
+            req = req.query("time", &format!("{t:.3}"));
+        }
         if let Some(auth) = &self.auth {
             req = req.set("Authorization", auth);
         }
@@ -223,31 +310,48 @@ impl Prometheus {
             .collect()
     }
 
-    /// The value of a query that returns one series, once it has one equal to `expected`.
-    pub fn wait_for_value(&self, promql: &str, expected: f64) {
+    /// Waits until a query returns one series whose value is `expected`: its labels.
+    pub fn wait_for_value(&self, promql: &str, expected: f64) -> serde_json::Value {
         let mut last = None;
         let got = poll_for(Duration::from_secs(60), || {
             let v = self.vector(promql).filter(|v| v.len() == 1);
             last = v.clone();
             v.filter(|v| v[0].1 == expected)
         });
-        assert!(
-            got.is_some(),
-            "{promql}: {last:?}, not {expected}\n{}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
+        match got {
+            Some(mut v) => v.remove(0).0,
+            None => panic!("{promql}: {last:?}, not {expected}\n{}", self.log_text()),
+        }
     }
 }
 
 /// Starts Debian's `prometheus` with `args`, logging to `log`.
 fn spawn(args: &[String], log: std::fs::File) -> Child {
-    Command::new("prometheus")
+    Command::new(tool("prometheus"))
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("Debian's prometheus (scripts/install-test-deps.sh installs it)")
+        .expect("starting prometheus")
+}
+
+/// A program of Debian's `prometheus` (`prometheus`, `promtool`) or
+/// `prometheus-node-exporter` packages, or a failure saying how to install it.
+pub fn tool(name: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "`{name}` is not installed: install Debian's `prometheus` package (it provides \
+             `prometheus` and `promtool`) and `prometheus-node-exporter`: `apt-get install \
+             prometheus prometheus-node-exporter`; scripts/install-test-deps.sh (run by \
+             `bash .ci/run`) does it when they are missing"
+        )
+    })
 }
 
 /// The label names of a series of [`Prometheus::vector`], sorted.

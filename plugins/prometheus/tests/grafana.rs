@@ -570,10 +570,13 @@ fn every_panel_returns_the_ranks_totals_with_and_without_node_totals() {
     // The page with node totals once more, scraped by a server with native histograms on:
     // every panel (the native ones included) gives what the ranks' own series give, and the
     // quantiles are within one bucket of the values recorded.
-    let native = common::Prometheus::scraping_native_with_rules(
+    let native = common::Prometheus::launch(
         &scratch.path().join("native"),
-        &[summed_port],
-        &[],
+        &common::Launch {
+            targets: &[summed_port],
+            native: true,
+            ..Default::default()
+        },
     );
     common::poll(Duration::from_secs(90), "native", || {
         let v = native.vector(r#"count_over_time(agent_tx_bytes_total{pid!=""}[10s])"#)?;

@@ -341,26 +341,36 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
     let servers = [
         (
             "without node totals",
-            common::Prometheus::scraping_with_rules(
+            common::Prometheus::launch(
                 &scratch.path().join("plain"),
-                &[plain_port],
-                &[&rules],
+                &common::Launch {
+                    targets: &[plain_port],
+                    rules: &[&rules],
+                    ..Default::default()
+                },
             ),
         ),
         (
             "with node totals",
-            common::Prometheus::scraping_with_rules(
+            common::Prometheus::launch(
                 &scratch.path().join("summed"),
-                &[summed_port],
-                &[&rules],
+                &common::Launch {
+                    targets: &[summed_port],
+                    rules: &[&rules],
+                    ..Default::default()
+                },
             ),
         ),
         (
             "native histograms, with node totals",
-            common::Prometheus::scraping_native_with_rules(
+            common::Prometheus::launch(
                 &scratch.path().join("native"),
-                &[summed_port],
-                &[&rules],
+                &common::Launch {
+                    targets: &[summed_port],
+                    rules: &[&rules],
+                    native: true,
+                    ..Default::default()
+                },
             ),
         ),
     ];

@@ -6,10 +6,7 @@
 mod common;
 
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use common::*;
 use nixl_telemetry_core::EventType;
@@ -81,131 +78,6 @@ fn promtool_accepts_the_exposition() {
     assert_eq!(code, 1, "{out}");
 }
 
-/// A Prometheus server killed (and waited for) when dropped.
-struct PrometheusServer {
-    child: Child,
-    log: PathBuf,
-    port: u16,
-}
-
-impl PrometheusServer {
-    fn start(dir: &Path, target_port: u16) -> PrometheusServer {
-        let port = free_port();
-        let config = dir.join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: nixl\n    static_configs:\n      - targets: \
-                 ['127.0.0.1:{target_port}']\n"
-            ),
-        )
-        .unwrap();
-        let log = dir.join("prometheus.log");
-        let log_file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(tool("prometheus"))
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().unwrap())
-            .stderr(log_file)
-            .spawn()
-            .unwrap();
-        PrometheusServer { child, log, port }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The single value of an instant query, once Prometheus has one.
-    fn query(&self, promql: &str) -> Option<(serde_json::Value, f64)> {
-        let path = format!("/api/v1/query?query={}", percent_encode(promql));
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.port
-        );
-        let reply = exchange(addr, request.as_bytes()).ok()?;
-        if reply.status != 200 {
-            return None;
-        }
-        let body = if reply
-            .header("transfer-encoding")
-            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
-        {
-            dechunk(&reply.body)
-        } else {
-            reply.body
-        };
-        let json: serde_json::Value = serde_json::from_str(&body).ok()?;
-        assert_eq!(json["status"], "success", "{json}");
-        let result = json["data"]["result"].as_array()?;
-        assert!(result.len() <= 1, "{promql}: {json}");
-        let first = result.first()?;
-        let value: f64 = first["value"][1].as_str()?.parse().ok()?;
-        Some((first["metric"].clone(), value))
-    }
-
-    /// Waits until `promql` has the value `expected` (Prometheus scrapes every second).
-    fn wait_for(&mut self, promql: &str, expected: f64) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        let mut last = None;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("prometheus exited ({status}):\n{}", self.log());
-            }
-            match self.query(promql) {
-                Some((labels, v)) if v == expected => return labels,
-                other => last = other.map(|(_, v)| v),
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        panic!(
-            "{promql}: expected {expected}, last seen {last:?}\nprometheus log:\n{}",
-            self.log()
-        );
-    }
-}
-
-impl Drop for PrometheusServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Decodes a chunked body.
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].strip_prefix("\r\n").unwrap_or(&tail[n..]);
-    }
-    out
-}
-
 #[test]
 fn a_real_prometheus_server_scrapes_the_agent() {
     let _s = serial();
@@ -221,38 +93,38 @@ fn a_real_prometheus_server_scrapes_the_agent() {
     c.update_data(EventType::AgentMemoryRegistered, 4096);
     c.flush();
     let dir = tempfile::tempdir().unwrap();
-    let mut prom = PrometheusServer::start(dir.path(), port);
+    let prom = Prometheus::scraping(dir.path(), &[port]);
     let sel = format!("{{agent_name=\"{agent}\"}}");
-    let labels = prom.wait_for(&format!("agent_tx_bytes_total{sel}"), 7000.0);
-    assert_eq!(labels["job"], "nixl");
+    let labels = prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 7000.0);
+    assert_eq!(labels["job"], "scrape");
     assert_eq!(labels["instance"], format!("127.0.0.1:{port}"));
     assert_eq!(labels["agent_name"], agent);
     assert!(labels["hostname"].as_str().is_some_and(|h| !h.is_empty()));
-    prom.wait_for("up{job=\"nixl\"}", 1.0);
-    prom.wait_for(&format!("agent_tx_last_bytes{sel}"), 500.0);
-    prom.wait_for(&format!("agent_tx_requests_num_total{sel}"), 4.0);
-    prom.wait_for(&format!("agent_xfer_time_us_count{sel}"), 4.0);
-    prom.wait_for(&format!("agent_xfer_time_us_sum{sel}"), 935.0);
+    prom.wait_for_value("up{job=\"scrape\"}", 1.0);
+    prom.wait_for_value(&format!("agent_tx_last_bytes{sel}"), 500.0);
+    prom.wait_for_value(&format!("agent_tx_requests_num_total{sel}"), 4.0);
+    prom.wait_for_value(&format!("agent_xfer_time_us_count{sel}"), 4.0);
+    prom.wait_for_value(&format!("agent_xfer_time_us_sum{sel}"), 935.0);
     // Buckets 5 | 30 | 200 | 700 over 10, 25, 50, 100, 250, 500, 1000, ...: the median falls in
     // (25, 50] holding the 2nd of 4 observations -> 50; the 75th percentile in (100, 250] -> 250.
-    prom.wait_for(
+    prom.wait_for_value(
         &format!("histogram_quantile(0.5, agent_xfer_time_us_bucket{sel})"),
         50.0,
     );
-    prom.wait_for(
+    prom.wait_for_value(
         &format!("histogram_quantile(0.75, agent_xfer_time_us_bucket{sel})"),
         250.0,
     );
-    prom.wait_for(
+    prom.wait_for_value(
         &format!("agent_errors_total{{agent_name=\"{agent}\",status=\"backend\"}}"),
         1.0,
     );
-    prom.wait_for(&format!("agent_memory_registered_total{sel}"), 4096.0);
+    prom.wait_for_value(&format!("agent_memory_registered_total{sel}"), 4096.0);
     // New events reach Prometheus on a later scrape.
     c.add_xfer_stats(40, true, 3000, 2);
     c.flush();
-    prom.wait_for(&format!("agent_tx_bytes_total{sel}"), 10000.0);
-    prom.wait_for(
+    prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 10000.0);
+    prom.wait_for_value(
         &format!("agent_xfer_time_us_bucket{{agent_name=\"{agent}\",le=\"50\"}}"),
         3.0,
     );

@@ -104,7 +104,7 @@ fn promtool_and_a_prometheus_server_see_four_ranks_behind_one_target() {
             ("3".into(), 4000.0)
         ],
         "{}",
-        std::fs::read_to_string(&prom.log).unwrap_or_default()
+        prom.log_text()
     );
     // One target for the whole node.
     let up = prom.vector("up").unwrap();

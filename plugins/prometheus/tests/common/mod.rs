@@ -1,7 +1,7 @@
 //! Helpers shared by the Prometheus plug-ins' integration tests (the `prometheus_mp` tests
 //! include this file too): finding the plug-in, free ports, an HTTP client, scraping and
 //! reading sample values, collectors configured through the environment, polling with a
-//! deadline, and a real Prometheus server to query.
+//! deadline; the real Prometheus server to query is test-support's (re-exported here).
 //!
 //! The plug-in is a cdylib: `cargo build --workspace --all-targets` must run before
 //! `cargo test` (cargo test does not build cdylibs).
@@ -13,8 +13,6 @@ pub use nixl_telemetry_test_support::free_port;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
@@ -38,6 +36,9 @@ const VARS: [&str; 13] = [
 ];
 
 pub use nixl_telemetry_test_support::Serial;
+
+#[allow(unused_imports)] // not every test binary starts a Prometheus
+pub use nixl_telemetry_test_support::prometheus::{tool, Launch, Prometheus};
 
 /// Takes the test lock, makes the plug-in findable and clears the variables.
 pub fn serial() -> Serial {
@@ -206,23 +207,6 @@ pub fn port_closed(port: u16) -> bool {
     .is_err()
 }
 
-/// A program of the `prometheus` package, or a clear failure.
-pub fn tool(name: &str) -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "`{name}` is not installed: install Debian's `prometheus` package (it provides \
-             `prometheus` and `promtool`) and `prometheus-node-exporter`: `apt-get install \
-             prometheus prometheus-node-exporter`; scripts/install-test-deps.sh (run by \
-             `bash .ci/run`) does it when they are missing"
-        )
-    })
-}
-
 /// Polls `f` every 20 ms until it returns `Some`, failing after `timeout` with `what`.
 pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -235,119 +219,5 @@ pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) 
             "timed out after {timeout:?}: {what}"
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A Prometheus server (Debian's `prometheus`) scraping `127.0.0.1:<port>` of each target
-/// every second, its data in a work directory; killed when dropped.
-pub struct Prometheus {
-    child: Child,
-    port: u16,
-    /// Its standard error (warnings and errors only).
-    pub log: PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Prometheus {
-    /// Starts a server in `work` (which must not hold another server's data) scraping the
-    /// loopback `targets` as job `node`.
-    pub fn scraping(work: &Path, targets: &[u16]) -> Prometheus {
-        Prometheus::scraping_with_rules(work, targets, &[])
-    }
-
-    /// Like [`scraping`](Self::scraping), loading the rule files `rules`, evaluated every second.
-    pub fn scraping_with_rules(work: &Path, targets: &[u16], rules: &[&Path]) -> Prometheus {
-        Prometheus::started(work, targets, rules, &[])
-    }
-
-    /// Like [`scraping_with_rules`](Self::scraping_with_rules), with native histograms on
-    /// (`--enable-feature=native-histograms`: it asks for the protobuf exposition and keeps
-    /// only the native buckets of a histogram that has both).
-    pub fn scraping_native_with_rules(work: &Path, targets: &[u16], rules: &[&Path]) -> Prometheus {
-        Prometheus::started(
-            work,
-            targets,
-            rules,
-            &["--enable-feature=native-histograms"],
-        )
-    }
-
-    fn started(work: &Path, targets: &[u16], rules: &[&Path], flags: &[&str]) -> Prometheus {
-        std::fs::create_dir_all(work).unwrap();
-        let yml = work.join("prometheus.yml");
-        let list: Vec<String> = targets.iter().map(|t| format!("'127.0.0.1:{t}'")).collect();
-        let files: Vec<String> = rules.iter().map(|r| format!("'{}'", r.display())).collect();
-        let scrape = format!(
-            "global: {{scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}}\n\
-             rule_files: [{}]\nscrape_configs:\n- job_name: node\n  static_configs: \
-             [{{targets: [{}]}}]\n",
-            files.join(", "),
-            list.join(", ")
-        );
-        std::fs::write(&yml, scrape).unwrap();
-        let port = free_port();
-        let log = work.join("prometheus.log");
-        let child = Command::new(tool("prometheus"))
-            .args([
-                format!("--config.file={}", yml.display()),
-                format!("--storage.tsdb.path={}", work.join("tsdb").display()),
-                format!("--web.listen-address=127.0.0.1:{port}"),
-                "--log.level=warn".into(),
-            ])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Prometheus { child, port, log }
-    }
-
-    /// The series of an instant query as (labels, value), when the query succeeds.
-    pub fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
-        self.query(promql, None)
-    }
-
-    /// Like [`vector`](Self::vector), evaluated at `time` (Unix seconds).
-    pub fn vector_at(&self, promql: &str, time: f64) -> Option<Vec<(serde_json::Value, f64)>> {
-        self.query(promql, Some(time))
-    }
-
-    fn query(&self, promql: &str, time: Option<f64>) -> Option<Vec<(serde_json::Value, f64)>> {
-        let encode = |s: &str| -> String {
-            s.bytes()
-                .map(|b| match b {
-                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect()
-        };
-        let mut path = format!("/api/v1/query?query={}", encode(promql));
-        if let Some(t) = time {
-            path.push_str(&format!("&time={}", encode(&format!("{t:.3}"))));
-        }
-        // HTTP/1.0: Prometheus answers without chunked encoding.
-        let request = format!("GET {path} HTTP/1.0\r\n\r\n");
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        let reply = exchange(addr, request.as_bytes()).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
-        let series = json["data"]["result"].as_array()?;
-        series
-            .iter()
-            .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
-            .collect()
-    }
-
-    /// Its log so far.
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
