@@ -1,13 +1,15 @@
 //! What a push exporter's process writes to stderr through the library's own logger, at
-//! `NIXL_LOG_LEVEL=TRACE` (in a process of its own, started from this test binary): configured
+//! `NIXL_LOG_LEVEL=TRACE` (in a process of its own, this test binary run again by test-support's
+//! [`child`]): configured
 //! header values and credentials never, at any level (the HTTP client dumps requests at
 //! debug), and a receiver's error answer only with its control characters escaped.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use nixl_telemetry_push::Target;
 use nixl_telemetry_push::{Auth, Body, Client, Payload, PushConfig, PushStatsSnapshot, Pusher};
+use nixl_telemetry_test_support::child;
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 
 /// Set in the process that pushes ([`push_with_secret_headers_child`]).
@@ -74,16 +76,15 @@ fn push_with_secret_headers_child() {
 
 #[test]
 fn headers_and_credentials_are_never_logged_and_answers_are_escaped() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "push_with_secret_headers_child", "--nocapture"])
-        .env(CHILD_ENV, "1")
-        .env("NIXL_LOG_LEVEL", "TRACE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let out = child::output_ok(
+        child::test("push_with_secret_headers_child")
+            .env(CHILD_ENV, "1")
+            .env("NIXL_LOG_LEVEL", "TRACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null()),
+        "the pushing process",
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the pushing process failed:\n{err}");
     // Everything was logged (the loop's own information is there)...
     assert!(
         err.contains("[INFO nixl_telemetry] otlp: stopped after"),

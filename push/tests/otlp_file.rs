@@ -1,15 +1,14 @@
 //! The `otlp` exporter's `OTEL_*` settings from NIXL's configuration file, the environment
 //! winning, read through the process's settings lookup as the plug-in reads them (in a child
-//! process: the file is read once per process).
-
-use std::process::Command;
+//! process, test-support's [`child`]: the file is read once per process).
 
 use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_push::otlp::{OtlpConfig, Temporality};
+use nixl_telemetry_test_support::child;
 
 #[test]
 fn otel_settings_come_from_the_file_after_the_environment() {
-    if std::env::var_os("OTLP_FILE_CHILD").is_some() {
+    if std::env::var_os(child::CHILD_VAR).is_some() {
         let c = OtlpConfig::from_settings(&process_settings).unwrap();
         assert_eq!(
             c.target.url.as_str(),
@@ -31,23 +30,12 @@ fn otel_settings_come_from_the_file_after_the_environment() {
          OTEL_SERVICE_NAME = 'from-file'\n",
     )
     .unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "otel_settings_come_from_the_file_after_the_environment",
-        "--test-threads=1",
-    ])
-    .env("OTLP_FILE_CHILD", "1")
-    .env(settings::file::CONFIG_FILE_VAR, &cfg);
+    let mut cmd = child::test("otel_settings_come_from_the_file_after_the_environment");
+    cmd.env(child::CHILD_VAR, "1")
+        .env(settings::file::CONFIG_FILE_VAR, &cfg);
     for s in settings::SETTINGS {
         cmd.env_remove(s.name);
     }
     cmd.env(settings::OTEL_SERVICE_NAME.name, "from-env");
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child::output_ok(&mut cmd, "the child reading the file");
 }
