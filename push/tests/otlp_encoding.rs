@@ -9,17 +9,24 @@ mod otlp_oracle;
 use nixl_telemetry_base::{Event, EventType};
 use nixl_telemetry_push::otlp::{self, encode, OwnPoints, Row, Temporality};
 use nixl_telemetry_push::PushStatsSnapshot;
-use nixl_telemetry_series::{AgentSeries, Buckets};
+use nixl_telemetry_series::{AgentSeries, AgentSnapshot, Buckets};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::metrics::v1::{metric, ExponentialHistogramDataPoint};
+use opentelemetry_proto::tonic::metrics::v1::{metric, ExponentialHistogramDataPoint, Metric};
 use prost::Message;
 
-/// The request `encode` writes for `rows` (no own counters, no resource, cumulative), as prost
-/// decodes it with the official messages.
-fn decoded(rows: &[Row]) -> ExportMetricsServiceRequest {
+/// The metrics `encode` writes for one row of `snapshot` (agent `a`; no own counters, no
+/// resource, cumulative), as prost decodes them with the official messages.
+fn decoded(snapshot: &AgentSnapshot) -> Vec<Metric> {
+    let rows = [Row {
+        snapshot,
+        attributes: &[("agent_name", "a")],
+        start_ns: 1,
+    }];
     let mut out = Vec::new();
-    encode(rows, None, &[], Temporality::Cumulative, 2, &mut out);
-    ExportMetricsServiceRequest::decode(&out[..]).expect("the official messages decode it")
+    encode(&rows, None, &[], Temporality::Cumulative, 2, &mut out);
+    let mut request =
+        ExportMetricsServiceRequest::decode(&out[..]).expect("the official messages decode it");
+    std::mem::take(&mut request.resource_metrics[0].scope_metrics[0].metrics)
 }
 
 #[test]
@@ -97,14 +104,7 @@ fn native_histograms_become_exponential_histograms() {
         Event::new(EventType::AgentTxBytes, 4096),
         Event::new(EventType::AgentRxBytes, 0),
     ]);
-    let snapshot = s.snapshot();
-    let rows = [Row {
-        snapshot: &snapshot,
-        attributes: &[("agent_name", "a")],
-        start_ns: 1,
-    }];
-    let r = decoded(&rows);
-    let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
+    let metrics = decoded(&s.snapshot());
     let exponential = |name: &str| -> ExponentialHistogramDataPoint {
         let m = metrics.iter().find(|m| m.name == name).unwrap();
         match &m.data {
@@ -135,14 +135,7 @@ fn native_histograms_become_exponential_histograms() {
     // The post-time histogram has no values yet but is still exponential.
     assert_eq!(exponential("agent_xfer_post_time_us").count, 0);
     // Without native histograms: explicit buckets, no size metrics.
-    let plain = AgentSeries::new("a", "h", Buckets::default()).snapshot();
-    let rows = [Row {
-        snapshot: &plain,
-        attributes: &[("agent_name", "a")],
-        start_ns: 1,
-    }];
-    let r = decoded(&rows);
-    let metrics = &r.resource_metrics[0].scope_metrics[0].metrics;
+    let metrics = decoded(&AgentSeries::new("a", "h", Buckets::default()).snapshot());
     assert!(metrics.iter().all(|m| !m.name.contains("request_size")));
     assert!(metrics
         .iter()
