@@ -1,7 +1,8 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
 //! and plug-ins, a free loopback port, the C ABI's last-error message, a test run again in a child
 //! process ([`child`]), forked children ([`forked`]) and a scrape with a chosen `Accept` header
-//! ([`scrape`]). It depends on
+//! ([`scrape`]), and the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
+//! VictoriaMetrics ([`receivers`]). It depends on
 //! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
@@ -11,6 +12,7 @@ pub mod fuzz;
 pub mod other_user;
 pub mod prometheus;
 pub mod receiver;
+pub mod receivers;
 pub mod scrape;
 pub mod transfers;
 
@@ -103,6 +105,15 @@ pub fn serial(vars: &'static [&'static str]) -> Serial {
         vars,
         _guard: guard,
     }
+}
+
+/// [`serial`] for the tests of exporter plug-ins `plugins`: checks that they were built
+/// ([`built_plugins`]) and makes their directory a plug-in directory (once per process).
+pub fn plugin_serial(plugins: &[&str], vars: &'static [&'static str]) -> Serial {
+    static ADDED: std::sync::Once = std::sync::Once::new();
+    let dir = built_plugins(plugins);
+    ADDED.call_once(|| nixl_telemetry_core::plugin::add_plugin_dir(&dir).unwrap());
+    serial(vars)
 }
 
 /// An FPM trace of producer `producer_id` (namespace `default`, component `backend`) driven by

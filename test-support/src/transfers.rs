@@ -36,6 +36,22 @@ pub fn heavy_tailed(n: usize) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Records `transfers` (time in µs, bytes) through `c`, each a TX when `tx(i)` (else an RX)
+/// with a post time of a quarter of its time, flushing after every 500 and at the end.
+pub fn record(
+    c: &nixl_telemetry_core::Collector,
+    transfers: &[(u64, u64)],
+    tx: impl Fn(usize) -> bool,
+) {
+    for (i, &(time, size)) in transfers.iter().enumerate() {
+        c.add_xfer_stats(time, tx(i), size, time / 4);
+        if i % 500 == 499 {
+            c.flush();
+        }
+    }
+    c.flush();
+}
+
 /// The exact `q`-quantile of sorted values: the observation of rank `ceil(q·n)`.
 pub fn exact_quantile(sorted: &[u64], q: f64) -> f64 {
     sorted[((q * sorted.len() as f64).ceil() as usize).max(1) - 1] as f64
@@ -44,4 +60,33 @@ pub fn exact_quantile(sorted: &[u64], q: f64) -> f64 {
 /// The relative error of `estimate` against `exact`.
 pub fn relative_error(estimate: f64, exact: f64) -> f64 {
     (estimate - exact).abs() / exact
+}
+
+/// Each of the median, p90 and p99 of `sorted` (the observed values, sorted) against
+/// `estimate(q)` within `bound` (relative): the quantiles as (q, exact, estimate), each printed
+/// with its error under the name `what`.
+pub fn assert_quantiles(
+    what: &str,
+    sorted: &[u64],
+    bound: f64,
+    mut estimate: impl FnMut(f64) -> f64,
+) -> Vec<(f64, f64, f64)> {
+    [0.5, 0.9, 0.99]
+        .into_iter()
+        .map(|q| {
+            let exact = exact_quantile(sorted, q);
+            let got = estimate(q);
+            let error = relative_error(got, exact);
+            println!(
+                "{what} p{:<4} exact {exact:>12}  estimate {got:>14.1} ({:.2}%)",
+                q * 100.0,
+                100.0 * error
+            );
+            assert!(
+                error <= bound,
+                "{what} p{q}: {got} vs {exact} (bound {bound})"
+            );
+            (q, exact, got)
+        })
+        .collect()
 }
