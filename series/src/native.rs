@@ -19,7 +19,10 @@
 //! a value would widen it past the bound, the schema is lowered by one, merging each pair of
 //! buckets `(2k-1, 2k)` into bucket `k` (a bucket of the coarser grid is exactly two of the
 //! finer one), until the span fits, as Prometheus's client libraries do. Values from 1 to
-//! 2^64 fit at schema 1 in 160 buckets; at the lowest schema, -4, they span 5.
+//! 2^64 fit at schema 1 in 160 buckets; at the lowest schema, -4, they span 5. A histogram
+//! rebuilt from elsewhere (a store's words, a scraped page) is refused when it holds a bucket
+//! no float64 value can be in ([`index_range`]), and index arithmetic is done in 64 bits, so a
+//! sum of histograms never wraps an index nor holds more than the float64 range's buckets.
 //!
 //! **Reading them as PromQL does.** [`NativeHistogram::from_sparse`] rebuilds a scraped
 //! histogram, [`NativeHistogram::since`] is the increase between two scrapes (Prometheus's
@@ -135,11 +138,45 @@ fn frexp(value: f64) -> (f64, i32) {
 
 /// The upper bound of bucket `index` at `schema`: `b^index`.
 pub fn upper_bound(index: i32, schema: i8) -> f64 {
+    upper_bound_wide(i64::from(index), schema)
+}
+
+/// [`upper_bound`] of an index given in 64 bits (so that the index below the first 32-bit one
+/// has a bound too).
+fn upper_bound_wide(index: i64, schema: i8) -> f64 {
+    let index = index as f64;
     if schema > 0 {
-        (f64::from(index) / f64::from(1i32 << schema)).exp2()
+        (index / f64::from(1i32 << schema)).exp2()
     } else {
-        (f64::from(index) * f64::from(1i32 << -i32::from(schema))).exp2()
+        (index * f64::from(1i32 << -i32::from(schema))).exp2()
     }
+}
+
+/// The buckets a float64 value can be in at `schema` (from [`MIN_SCHEMA`] to
+/// [`MAX_SCHEMA`]): from the one holding the smallest positive value, 2^-1074, to the one
+/// holding the largest, below 2^1024 (`-274944..=262144` at schema 8, `-67..=64` at schema
+/// -4). A histogram never holds a bucket outside them ([`NativeHistogram::from_dense`] and
+/// [`NativeHistogram::from_sparse`] refuse one), so its span, and that of any sum of
+/// histograms, is bounded whatever a damaged store or a scraped page holds.
+pub fn index_range(schema: i8) -> (i32, i32) {
+    let shift = i32::from(MAX_SCHEMA) - i32::from(schema);
+    (
+        lower_index(-1074 << MAX_SCHEMA, shift),
+        lower_index(1024 << MAX_SCHEMA, shift),
+    )
+}
+
+/// Index `i` of a grid brought `shift` schemas coarser: `ceil(i / 2^shift)` (bucket `i` of
+/// schema `s` lies in bucket `ceil(i/2)` of schema `s - 1`). Worked out in 64 bits, so an index
+/// at either end of the 32-bit range never wraps; the result is never farther from 0 than `i`.
+fn lower_index(i: i32, shift: i32) -> i32 {
+    let lowered = (i64::from(i) + (1i64 << shift) - 1) >> shift;
+    i32::try_from(lowered).expect("a lowered index is no farther from 0")
+}
+
+/// The number of buckets from `lo` to `hi` (both included), in 64 bits.
+fn span(lo: i32, hi: i32) -> i64 {
+    i64::from(hi) - i64::from(lo) + 1
 }
 
 /// One native histogram: zero bucket, count, sum and the populated span of buckets.
@@ -193,8 +230,8 @@ impl NativeHistogram {
             return;
         }
         let lo = self.offset.min(i);
-        let hi = (self.offset + self.buckets.len() as i32 - 1).max(i);
-        if (hi - lo + 1) as usize > self.max_buckets {
+        let hi = self.last_index().max(i);
+        if span(lo, hi) > self.max_buckets as i64 {
             self.reduce_to_fit(lo, hi);
             i = bucket_index(value as f64, self.schema);
         }
@@ -211,13 +248,11 @@ impl NativeHistogram {
     /// Lowers the schema until buckets `lo..=hi` (at the current schema) span at most the
     /// bound, merging the held buckets pairwise at each step.
     fn reduce_to_fit(&mut self, mut lo: i32, mut hi: i32) {
-        while (hi - lo + 1) as usize > self.max_buckets && self.schema > MIN_SCHEMA {
-            // Bucket i of schema s is inside bucket ceil(i/2) of schema s-1.
-            let merged_offset = (self.offset + 1) >> 1;
+        while span(lo, hi) > self.max_buckets as i64 && self.schema > MIN_SCHEMA {
+            let merged_offset = lower_index(self.offset, 1);
             let mut merged = vec![0u64; self.buckets.len() / 2 + 1];
-            for (k, &n) in self.buckets.iter().enumerate() {
-                let i = self.offset + k as i32;
-                merged[(((i + 1) >> 1) - merged_offset) as usize] += n;
+            for (i, n) in self.buckets() {
+                merged[(lower_index(i, 1) - merged_offset) as usize] += n;
             }
             while merged.last() == Some(&0) {
                 merged.pop();
@@ -225,9 +260,15 @@ impl NativeHistogram {
             self.buckets = merged;
             self.offset = merged_offset;
             self.schema -= 1;
-            lo = (lo + 1) >> 1;
-            hi = (hi + 1) >> 1;
+            lo = lower_index(lo, 1);
+            hi = lower_index(hi, 1);
         }
+    }
+
+    /// The index of the last held bucket (the offset when none is held).
+    fn last_index(&self) -> i32 {
+        // `offset + len - 1` is a held index, so it fits (the sum is formed in 64 bits).
+        (i64::from(self.offset) + self.buckets.len().max(1) as i64 - 1) as i32
     }
 
     /// The current schema (lowered from the initial one when the bound was reached).
@@ -266,7 +307,7 @@ impl NativeHistogram {
             .iter()
             .enumerate()
             .filter(|(_, &n)| n > 0)
-            .map(|(k, &n)| (self.offset + k as i32, n))
+            .map(|(k, &n)| ((i64::from(self.offset) + k as i64) as i32, n))
     }
 
     /// The index of the first held bucket and the dense counts from it on (empty buckets
@@ -282,14 +323,15 @@ impl NativeHistogram {
         let mut spans: Vec<(i32, u32)> = Vec::new();
         let mut deltas = Vec::new();
         let mut previous_count = 0i64;
-        let mut next_index: Option<i32> = None;
+        let mut next_index: Option<i64> = None;
         for (i, n) in self.buckets() {
             match next_index {
-                Some(next) if next == i => spans.last_mut().expect("a span").1 += 1,
-                Some(next) => spans.push((i - next, 1)),
+                Some(next) if next == i64::from(i) => spans.last_mut().expect("a span").1 += 1,
+                // The gap between two held buckets, shorter than the span they are in.
+                Some(next) => spans.push(((i64::from(i) - next) as i32, 1)),
                 None => spans.push((i, 1)),
             }
-            next_index = Some(i + 1);
+            next_index = Some(i64::from(i) + 1);
             deltas.push(n as i64 - previous_count);
             previous_count = n as i64;
         }
@@ -299,8 +341,8 @@ impl NativeHistogram {
     /// A histogram from its parts, as [`NativeHistogram::dense`] and the getters give them (a
     /// copy kept elsewhere, such as a multi-process store): `None` when they are not one
     /// histogram's (a schema outside [`MIN_SCHEMA`]..=[`MAX_SCHEMA`], more buckets than
-    /// `max_buckets`, a first or last held bucket empty, or a count other than the zero
-    /// bucket's and the buckets' counts together).
+    /// `max_buckets`, a first or last held bucket empty, a bucket outside [`index_range`], or a
+    /// count other than the zero bucket's and the buckets' counts together).
     pub fn from_dense(
         schema: i8,
         max_buckets: usize,
@@ -315,13 +357,16 @@ impl NativeHistogram {
             .try_fold(zero_count, |total, &n| total.checked_add(n))?;
         let trimmed =
             buckets.first().is_none_or(|&n| n > 0) && buckets.last().is_none_or(|&n| n > 0);
-        let in_range = offset.checked_add(buckets.len() as i32).is_some();
-        ((MIN_SCHEMA..=MAX_SCHEMA).contains(&schema)
+        let in_range = (MIN_SCHEMA..=MAX_SCHEMA).contains(&schema) && {
+            let (lo, hi) = index_range(schema);
+            let last = i64::from(offset) + buckets.len() as i64 - 1;
+            buckets.is_empty() || (offset >= lo && last <= i64::from(hi))
+        };
+        (in_range
             && max_buckets >= MIN_MAX_BUCKETS
             && buckets.len() <= max_buckets
             && held == count
-            && trimmed
-            && in_range)
+            && trimmed)
             .then(|| NativeHistogram {
                 schema,
                 max_buckets,
@@ -338,7 +383,7 @@ impl NativeHistogram {
     /// observations' `count` and `sum`, spans `(offset, length)` and count deltas. Its bucket
     /// bound is [`DEFAULT_MAX_BUCKETS`], or the span it arrives with when wider. Refused: a
     /// schema outside [`MIN_SCHEMA`]..=[`MAX_SCHEMA`], deltas not matching the spans, a
-    /// negative count, or more than `1 << 20` buckets.
+    /// negative count, more than `1 << 20` buckets, or a bucket outside [`index_range`].
     pub fn from_sparse(
         schema: i32,
         zero_count: u64,
@@ -360,6 +405,8 @@ impl NativeHistogram {
         }
         let mut h = NativeHistogram::new(schema, DEFAULT_MAX_BUCKETS);
         (h.zero_count, h.count, h.sum) = (zero_count, count, sum);
+        let (lo, hi) = index_range(schema);
+        let in_range = |i: i64| (i64::from(lo)..=i64::from(hi)).contains(&i);
         let (mut index, mut previous, mut delta) = (0i64, 0i64, deltas.iter());
         for (k, &(offset, length)) in spans.iter().enumerate() {
             index += i64::from(offset);
@@ -367,6 +414,12 @@ impl NativeHistogram {
                 h.offset = i32::try_from(index).map_err(|_| "bucket index out of range")?;
             }
             for _ in 0..length {
+                if !in_range(index) {
+                    return Err(format!(
+                        "bucket {index} of schema {schema} is outside {lo}..={hi}, where no \
+                         float64 value lies"
+                    ));
+                }
                 previous += delta.next().copied().unwrap_or(0);
                 let n = u64::try_from(previous).map_err(|_| "a negative bucket count")?;
                 let at = usize::try_from(index - i64::from(h.offset))
@@ -404,22 +457,29 @@ impl NativeHistogram {
     /// bucket `i` lies in bucket `ceil(i / 2^d)` of the grid `d` schemas coarser.
     fn buckets_at(&self, schema: i8) -> impl Iterator<Item = (i32, u64)> + '_ {
         let shift = (i32::from(self.schema) - i32::from(schema)).max(0);
-        self.buckets()
-            .map(move |(i, n)| ((i + (1 << shift) - 1) >> shift, n))
+        self.buckets().map(move |(i, n)| (lower_index(i, shift), n))
     }
 
-    /// Adds the counts of `buckets` (indexes at this histogram's schema, increasing).
+    /// The first and last populated indexes at `schema` (at most this histogram's own), if any.
+    fn ends_at(&self, schema: i8) -> Option<(i32, i32)> {
+        let first = self.buckets_at(schema).next()?.0;
+        let last = self.buckets_at(schema).last()?.0;
+        Some((first, last))
+    }
+
+    /// Adds the counts of `buckets` (indexes at this histogram's schema, increasing), which
+    /// the caller has checked span, with the held ones, no more than it means to allocate.
     fn add_buckets(&mut self, buckets: impl Iterator<Item = (i32, u64)>) {
         for (i, n) in buckets {
             if self.buckets.is_empty() {
                 self.offset = i;
             }
             if i < self.offset {
-                let grow = (self.offset - i) as usize;
+                let grow = (i64::from(self.offset) - i64::from(i)) as usize;
                 self.buckets.splice(0..0, std::iter::repeat_n(0, grow));
                 self.offset = i;
             }
-            let at = (i - self.offset) as usize;
+            let at = (i64::from(i) - i64::from(self.offset)) as usize;
             if at >= self.buckets.len() {
                 self.buckets.resize(at + 1, 0);
             }
@@ -432,9 +492,23 @@ impl NativeHistogram {
     /// then counts, sums and bucket counts are added. When the union spans more buckets than
     /// the larger of the two bounds, the schema is lowered further until it fits, as
     /// [`observe`](Self::observe) does, so a total is bounded like any series (PromQL's `sum`
-    /// would keep the finer schema: the two agree whenever the union fits).
+    /// would keep the finer schema: the two agree whenever the union fits). The schema is
+    /// chosen from the union's ends before any bucket is moved, so buckets far apart (as a
+    /// histogram read from a damaged store may hold) never make it hold their distance at a
+    /// finer schema; only at [`MIN_SCHEMA`] may a union span more than the bound.
     pub fn merge(&mut self, other: &NativeHistogram) {
-        let schema = self.schema.min(other.schema);
+        self.max_buckets = self.max_buckets.max(other.max_buckets);
+        let mut schema = self.schema.min(other.schema);
+        let ends = match (self.ends_at(schema), other.ends_at(schema)) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        if let Some((mut lo, mut hi)) = ends {
+            // Bucket i of schema s is inside bucket ceil(i/2) of schema s-1.
+            while span(lo, hi) > self.max_buckets as i64 && schema > MIN_SCHEMA {
+                (lo, hi, schema) = (lower_index(lo, 1), lower_index(hi, 1), schema - 1);
+            }
+        }
         if schema < self.schema {
             let mine: Vec<(i32, u64)> = self.buckets_at(schema).collect();
             self.buckets.clear();
@@ -445,11 +519,6 @@ impl NativeHistogram {
         self.count = self.count.wrapping_add(other.count);
         self.sum = self.sum.wrapping_add(other.sum);
         self.zero_count = self.zero_count.wrapping_add(other.zero_count);
-        self.max_buckets = self.max_buckets.max(other.max_buckets);
-        if self.buckets.len() > self.max_buckets {
-            let hi = self.offset + self.buckets.len() as i32 - 1;
-            self.reduce_to_fit(self.offset, hi);
-        }
     }
 
     /// What was observed since `earlier`, a previous state (a scrape) of the same cumulative
@@ -470,7 +539,7 @@ impl NativeHistogram {
         out.sum = self.sum.saturating_sub(earlier.sum);
         out.zero_count -= earlier.zero_count;
         for (i, n) in earlier.buckets_at(self.schema) {
-            let slot = usize::try_from(i - out.offset)
+            let slot = usize::try_from(i64::from(i) - i64::from(out.offset))
                 .ok()
                 .and_then(|k| out.buckets.get_mut(k));
             match slot {
@@ -510,9 +579,9 @@ impl NativeHistogram {
         };
         let zero = (self.zero_count > 0).then_some((zero_lower, ZERO_THRESHOLD, self.zero_count));
         let positive = self.buckets.iter().enumerate().map(|(k, &n)| {
-            let i = self.offset + k as i32;
-            let lower = upper_bound(i - 1, self.schema).max(ZERO_THRESHOLD);
-            (lower, upper_bound(i, self.schema), n)
+            let i = i64::from(self.offset) + k as i64;
+            let lower = upper_bound_wide(i - 1, self.schema).max(ZERO_THRESHOLD);
+            (lower, upper_bound_wide(i, self.schema), n)
         });
         let (mut bucket, mut count) = ((0.0, 0.0, 0u64), 0.0);
         for b in zero.into_iter().chain(positive) {
@@ -547,8 +616,9 @@ impl NativeHistogram {
             seen += n;
             if seen >= rank {
                 let upper = upper_bound(i, self.schema);
-                let lower = upper_bound(i - 1, self.schema);
-                return Some(2.0 * lower * upper / (lower + upper));
+                let lower = upper_bound_wide(i64::from(i) - 1, self.schema);
+                // 2LU/(L+U), as 2/(1/L + 1/U): no overflow at the top of the float64 range.
+                return Some(2.0 / (1.0 / lower + 1.0 / upper));
             }
         }
         None
