@@ -11,6 +11,7 @@ pub mod forked;
 pub mod fuzz;
 pub mod other_user;
 pub mod prometheus;
+pub mod promql;
 pub mod receiver;
 pub mod receivers;
 pub mod scrape;
@@ -66,6 +67,22 @@ pub fn plugin_config(name: &str) -> nixl_telemetry_core::Config {
         exporter: nixl_telemetry_core::ExporterChoice::Plugin(name.into()),
         enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
     }
+}
+
+/// Runs `program` with `args` in `dir`: whether it succeeded, and everything it printed
+/// (standard output, then standard error).
+pub fn run_in(dir: &Path, program: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), printed)
 }
 
 /// A loopback port nobody listens on right now.

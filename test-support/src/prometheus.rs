@@ -2,8 +2,9 @@
 //! the workspace's tests: started on a free loopback port with the remote-write receiver on
 //! (`--web.enable-remote-write-receiver`), scraping loopback targets every second as job
 //! `scrape`, optionally with rule files (evaluated every second), native histograms or https
-//! with basic authentication ([`Launch`]); and PromQL instant queries. Finding Debian's
-//! Prometheus programs (`prometheus`, `promtool`, `prometheus-node-exporter`): [`tool`].
+//! with basic authentication ([`Launch`]); its PromQL instant queries are its [`PromQl`]
+//! (`Deref`). Finding Debian's Prometheus programs (`prometheus`, `promtool`,
+//! `prometheus-node-exporter`): [`tool`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 
 use crate::free_port;
+use crate::promql::PromQl;
 
 /// The https and basic-auth setup of a server: the CA that signed its certificate, its
 /// `--web.config.file`, and the user and password to query it with.
@@ -43,7 +45,7 @@ pub struct Launch<'a> {
 }
 
 /// A Prometheus server (Debian's `prometheus`) with the remote-write receiver on, started on a
-/// free loopback port; killed when dropped.
+/// free loopback port; killed when dropped. Its query API is its [`PromQl`] (`Deref`).
 pub struct Prometheus {
     /// The running server (None between [`Prometheus::stop`] and [`Prometheus::restart`]).
     child: Option<Child>,
@@ -51,9 +53,15 @@ pub struct Prometheus {
     args: Vec<String>,
     port: u16,
     log: PathBuf,
-    agent: ureq::Agent,
     scheme: &'static str,
-    auth: Option<String>,
+    api: PromQl,
+}
+
+impl std::ops::Deref for Prometheus {
+    type Target = PromQl;
+    fn deref(&self) -> &PromQl {
+        &self.api
+    }
 }
 
 impl Drop for Prometheus {
@@ -151,24 +159,30 @@ impl Prometheus {
             builder = builder.tls_config(Arc::new(client_tls(secure.ca)));
         }
         let child = spawn(&args, std::fs::File::create(&log).unwrap());
+        let scheme = if how.secure.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let auth = how.secure.map(|s| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD
+                    .encode(format!("{}:{}", s.user, s.password))
+            )
+        });
         let mut prom = Prometheus {
             child: Some(child),
             args,
             port,
+            scheme,
+            api: PromQl::with(
+                format!("{scheme}://127.0.0.1:{port}"),
+                builder.build(),
+                auth,
+                &log,
+            ),
             log,
-            agent: builder.build(),
-            scheme: if how.secure.is_some() {
-                "https"
-            } else {
-                "http"
-            },
-            auth: how.secure.map(|s| {
-                format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD
-                        .encode(format!("{}:{}", s.user, s.password))
-                )
-            }),
         };
         prom.wait_ready("Prometheus ready");
         prom
@@ -184,11 +198,6 @@ impl Prometheus {
             self.vector("vector(1)")
         });
         assert!(ready.is_some(), "never: {what}\n{}", self.log_text());
-    }
-
-    /// Its log so far (warnings and errors only).
-    pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Stops the server as an operator would (SIGTERM, waiting for it to exit): its port
@@ -224,104 +233,6 @@ impl Prometheus {
     /// The remote-write receiver's URL.
     pub fn write_url(&self) -> String {
         format!("{}://127.0.0.1:{}/api/v1/write", self.scheme, self.port)
-    }
-
-    /// An instant query's series as (labels, value), when it succeeds.
-    pub fn vector(&self, promql: &str) -> Option<Vec<(serde_json::Value, f64)>> {
-        self.query(promql, None)
-    }
-
-    /// Like [`Prometheus::vector`], evaluated at `time` (Unix seconds).
-    pub fn vector_at(&self, promql: &str, time: f64) -> Option<Vec<(serde_json::Value, f64)>> {
-        self.query(promql, Some(time))
-    }
-
-    fn query(&self, promql: &str, time: Option<f64>) -> Option<Vec<(serde_json::Value, f64)>> {
-        let mut req = self
-            .agent
-            .get(&format!(
-                "{}://127.0.0.1:{}/api/v1/query",
-                self.scheme, self.port
-            ))
-            .query("query", promql);
-        if let Some(t) = time {
-            req = req.query("time", &format!("{t:.3}"));
-        }
-        if let Some(auth) = &self.auth {
-            req = req.set("Authorization", auth);
-        }
-        let text = req.call().ok()?.into_string().ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        json["data"]["result"]
-            .as_array()?
-            .iter()
-            .map(|s| Some((s["metric"].clone(), s["value"][1].as_str()?.parse().ok()?)))
-            .collect()
-    }
-
-    /// An instant query's values by the value of `label`, sorted by it, when the query
-    /// succeeds (a series without the label counts as "").
-    pub fn by_label(&self, label: &str, promql: &str) -> Option<Vec<(String, f64)>> {
-        let mut out: Vec<(String, f64)> = self
-            .vector(promql)?
-            .iter()
-            .map(|(m, v)| (m[label].as_str().unwrap_or("").to_owned(), *v))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Some(out)
-    }
-
-    /// The value of a query that must return exactly one series.
-    pub fn one_value(&self, promql: &str) -> f64 {
-        let v = self.vector(promql).unwrap_or_default();
-        assert_eq!(v.len(), 1, "{promql}: {v:?}");
-        v[0].1
-    }
-
-    /// `histogram_quantile(q, <native>)` for the median, p90 and p99 of `native` (a selector
-    /// of one native-histogram series, such as `agent_xfer_time_us{pid=""}`), each checked
-    /// against the exact quantile of `sorted` (the observed values, sorted) within `bound`
-    /// (relative): the quantiles as (q, exact, estimate), each printed with its error under
-    /// the name `what`.
-    pub fn assert_native_quantiles(
-        &self,
-        what: &str,
-        native: &str,
-        sorted: &[u64],
-        bound: f64,
-    ) -> Vec<(f64, f64, f64)> {
-        [0.5, 0.9, 0.99]
-            .into_iter()
-            .map(|q| {
-                let exact = crate::transfers::exact_quantile(sorted, q);
-                let estimate = self.one_value(&format!("histogram_quantile({q}, {native})"));
-                let error = crate::transfers::relative_error(estimate, exact);
-                println!(
-                    "{what} p{:<4} exact {exact:>12}  native {estimate:>14.1} ({:.2}%)",
-                    q * 100.0,
-                    100.0 * error
-                );
-                assert!(
-                    error <= bound,
-                    "{what} p{q}: {estimate} vs {exact} (bound {bound})"
-                );
-                (q, exact, estimate)
-            })
-            .collect()
-    }
-
-    /// Waits until a query returns one series whose value is `expected`: its labels.
-    pub fn wait_for_value(&self, promql: &str, expected: f64) -> serde_json::Value {
-        let mut last = None;
-        let got = poll_for(Duration::from_secs(60), || {
-            let v = self.vector(promql).filter(|v| v.len() == 1);
-            last = v.clone();
-            v.filter(|v| v[0].1 == expected)
-        });
-        match got {
-            Some(mut v) => v.remove(0).0,
-            None => panic!("{promql}: {last:?}, not {expected}\n{}", self.log_text()),
-        }
     }
 }
 

@@ -13,7 +13,6 @@
 
 pub mod collector;
 pub mod prometheus3;
-pub mod promql;
 pub mod victoria;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::prometheus::poll_for;
-use promql::PromQl;
+use crate::promql::PromQl;
 
 /// Set to `1`, the tests of the Go-built receivers pass without running (for a machine
 /// without Go); CI never sets it.
@@ -35,6 +34,13 @@ pub fn skipped() -> bool {
         eprintln!("{SKIP_VAR}=1: this test of a Go-built receiver does not run");
     }
     skip
+}
+
+/// A fresh directory for the servers' configuration, data and logs, or None (with the note of
+/// [`skipped`]) when the tests of the Go-built receivers are skipped:
+/// `let Some(work) = scratch() else { return };`.
+pub fn scratch() -> Option<tempfile::TempDir> {
+    (!skipped()).then(|| tempfile::tempdir().expect("a temporary directory"))
 }
 
 /// A program built from a module of `test-deps/go/`.

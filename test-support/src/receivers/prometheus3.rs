@@ -1,9 +1,8 @@
 //! Prometheus 3.16, built from `test-deps/go/prometheus`: a server scraping loopback targets
 //! (native histograms per scrape configuration, as 3.9 and later want them) with its
-//! remote-write receiver on, and its `promtool`.
+//! remote-write receiver on. (Its `promtool`: [`GoProgram::Promtool`].)
 
 use std::path::Path;
-use std::process::Command;
 
 use super::{answers_ok, port_in, GoProgram, QueryServer, Server};
 
@@ -48,20 +47,4 @@ pub fn start(work: &Path, targets: &[u16], native: bool) -> QueryServer {
     });
     server.wait_ready(|_| answers_ok(port, "/-/ready"));
     QueryServer::new(server, port, &log)
-}
-
-/// Runs Prometheus 3.16's `promtool` with `args` in `dir`: whether it succeeded, and everything
-/// it printed.
-pub fn promtool(dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(GoProgram::Promtool.path())
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("promtool 3");
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), printed)
 }

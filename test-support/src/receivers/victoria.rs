@@ -8,7 +8,7 @@ use super::{answers_ok, port_in, GoProgram, QueryServer, Server};
 /// A VictoriaMetrics server started in `work` (its data and log) on 127.0.0.1 (the port it
 /// bound), once `/health` answers. No answer is cached (`-search.disableCache`) and samples
 /// are searchable once stored (`-search.latencyOffset=0s`; the default hides the last 30 s),
-/// which is still about 10 s after they arrive: the waits of [`super::promql::PromQl`] poll for
+/// which is still about 10 s after they arrive: the waits of [`crate::promql::PromQl`] poll for
 /// up to 60 s.
 pub fn start(work: &Path) -> QueryServer {
     let log = work.join("victoria-metrics.log");
