@@ -11,32 +11,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::*;
 use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
 use serde_json::Value;
-
-const VARS: &[&str] = &[
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_METRIC_EXPORT_INTERVAL",
-    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
-    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
-    "NIXL_TELEMETRY_PUSH_INSTANCE",
-    "LOCAL_RANK",
-];
-
-fn serial() -> nixl_telemetry_test_support::Serial {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let dir = nixl_telemetry_test_support::built_plugins(&["otlp"]);
-        plugin::add_plugin_dir(&dir).unwrap();
-    });
-    nixl_telemetry_test_support::serial(VARS)
-}
 
 /// The Python receiver; killed when dropped.
 struct PyReceiver {
@@ -91,12 +70,7 @@ impl PyReceiver {
     /// Every decoded request so far: the complete lines of the receiver's output (it may be
     /// writing the last one while this reads).
     fn requests(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        let complete = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
-        complete
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        nixl_telemetry_test_support::receivers::json_lines(&self.out)
     }
 
     fn wait_for(&self, n: usize) -> Vec<Value> {
@@ -116,100 +90,10 @@ impl PyReceiver {
     }
 }
 
-fn collector(agent: &str) -> Collector {
-    Collector::new(
-        agent,
-        Config {
-            buffer_size: 4096,
-            run_interval: Duration::from_secs(3600),
-            exporter: ExporterChoice::Plugin("otlp".into()),
-            enabled_metrics: MetricMask::ALL,
-        },
-    )
-    .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
-}
-
-/// The metric named `name` of a decoded request.
-fn metric<'a>(request: &'a Value, name: &str) -> &'a Value {
-    let metrics = request["request"]["resource_metrics"][0]["scope_metrics"][0]["metrics"]
-        .as_array()
-        .unwrap();
-    metrics
-        .iter()
-        .find(|m| m["name"] == name)
-        .unwrap_or_else(|| panic!("no metric {name}"))
-}
-
-/// A JSON integer (protobuf's JSON writes 64-bit integers as strings; absent is 0).
-fn int(v: &Value) -> u64 {
-    match v {
-        Value::Null => 0,
-        Value::String(s) => s.parse().unwrap(),
-        v => v.as_u64().unwrap(),
-    }
-}
-
-fn attributes(v: &Value) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = v
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or(&[])
-        .iter()
-        .map(|kv| {
-            let value = &kv["value"];
-            let text = value["string_value"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| int(&value["int_value"]).to_string());
-            (kv["key"].as_str().unwrap().to_owned(), text)
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// The single point of a Sum or Gauge metric with these extra attributes.
-fn point_value(request: &Value, name: &str, status: Option<&str>) -> u64 {
-    let m = metric(request, name);
-    let data = if m["sum"].is_object() {
-        &m["sum"]
-    } else {
-        &m["gauge"]
-    };
-    let points = data["data_points"].as_array().unwrap();
-    let p = points
-        .iter()
-        .find(|p| {
-            status
-                .is_none_or(|s| attributes(&p["attributes"]).contains(&("status".into(), s.into())))
-        })
-        .unwrap();
-    int(&p["as_int"])
-}
-
-fn record(c: &Collector) {
-    c.add_xfer_stats(30, true, 4096, 7);
-    c.add_xfer_stats(700, true, 1000, 8);
-    c.add_xfer_stats(20_000, false, 64, 9);
-    c.flush();
-}
-
 fn check_cumulative(gzip: bool) {
     let _s = serial();
     let rx = PyReceiver::start(None);
-    std::env::set_var(
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        format!("http://127.0.0.1:{}", rx.port),
-    );
-    std::env::set_var("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=a%20b");
-    std::env::set_var("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test");
-    std::env::set_var("LOCAL_RANK", "3");
-    if gzip {
-        std::env::set_var("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
-    }
-    let c = collector("otlp-agent");
-    record(&c);
-    drop(c);
+    push_recorded_once(&format!("http://127.0.0.1:{}", rx.port), gzip);
     let all = rx.requests();
     assert_eq!(all.len(), 1, "the last push only (the interval is 60 s)");
     let r = &all[0];
@@ -220,121 +104,7 @@ fn check_cumulative(gzip: bool) {
         r["headers"]["content-encoding"].as_str(),
         gzip.then_some("gzip")
     );
-    let resource = attributes(&r["request"]["resource_metrics"][0]["resource"]["attributes"]);
-    let keys: Vec<&str> = resource.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(
-        keys,
-        [
-            "deployment.environment",
-            "host.name",
-            "process.pid",
-            "service.instance.id",
-            "service.name"
-        ]
-    );
-    assert!(resource.contains(&("service.name".into(), "nixl".into())));
-    assert!(resource.contains(&("process.pid".into(), std::process::id().to_string())));
-    // Every family of the prometheus exporter, by the same name.
-    let metrics = r["request"]["resource_metrics"][0]["scope_metrics"][0]["metrics"]
-        .as_array()
-        .unwrap();
-    let names: Vec<&str> = metrics
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
-    let expected: Vec<&str> = nixl_telemetry_series::families()
-        .iter()
-        .map(|f| f.name)
-        .chain(nixl_telemetry_push::PUSH_COUNTERS.iter().map(|c| c.name))
-        .collect();
-    assert_eq!(names, expected);
-    // The sender's own counters: monotonic Sums with the agent's attributes; the only push
-    // (the last) counts none before it.
-    for c in &nixl_telemetry_push::PUSH_COUNTERS {
-        let m = metric(r, c.name);
-        assert_eq!(m["sum"]["is_monotonic"], true, "{m}");
-        let p = &m["sum"]["data_points"][0];
-        assert_eq!(int(&p["as_int"]), 0, "{m}");
-        assert_eq!(
-            attributes(&p["attributes"]),
-            [
-                ("agent_name".to_owned(), "otlp-agent".to_owned()),
-                ("local_rank".to_owned(), "3".to_owned())
-            ]
-        );
-    }
-    for m in metrics.iter().filter(|m| {
-        !m["name"]
-            .as_str()
-            .unwrap()
-            .starts_with("nixl_telemetry_push_")
-    }) {
-        let kind = nixl_telemetry_series::families()
-            .iter()
-            .find(|f| f.name == m["name"])
-            .unwrap()
-            .kind;
-        match kind {
-            nixl_telemetry_series::FamilyKind::Counter => {
-                assert_eq!(m["sum"]["is_monotonic"], true, "{m}");
-                assert_eq!(
-                    m["sum"]["aggregation_temporality"],
-                    "AGGREGATION_TEMPORALITY_CUMULATIVE"
-                );
-            }
-            nixl_telemetry_series::FamilyKind::Gauge => assert!(m["gauge"].is_object(), "{m}"),
-            nixl_telemetry_series::FamilyKind::Histogram => assert_eq!(
-                m["histogram"]["aggregation_temporality"],
-                "AGGREGATION_TEMPORALITY_CUMULATIVE"
-            ),
-        }
-    }
-    // Point attributes and values.
-    let tx = &metric(r, "agent_tx_bytes_total")["sum"]["data_points"][0];
-    assert_eq!(
-        attributes(&tx["attributes"]),
-        [
-            ("agent_name".to_owned(), "otlp-agent".to_owned()),
-            ("local_rank".to_owned(), "3".to_owned())
-        ]
-    );
-    assert!(int(&tx["start_time_unix_nano"]) < int(&tx["time_unix_nano"]));
-    assert_eq!(point_value(r, "agent_tx_bytes_total", None), 5096);
-    assert_eq!(point_value(r, "agent_rx_bytes_total", None), 64);
-    assert_eq!(point_value(r, "agent_tx_requests_num_total", None), 2);
-    assert_eq!(point_value(r, "agent_tx_last_bytes", None), 1000);
-    assert_eq!(point_value(r, "agent_xfer_time_total", None), 20_730);
-    assert_eq!(point_value(r, "agent_errors_total", Some("backend")), 0);
-    assert_eq!(
-        metric(r, "agent_errors_total")["sum"]["data_points"]
-            .as_array()
-            .unwrap()
-            .len(),
-        12
-    );
-    let h = &metric(r, "agent_xfer_time_us")["histogram"]["data_points"][0];
-    let bounds: Vec<f64> = h["explicit_bounds"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_f64().unwrap())
-        .collect();
-    assert_eq!(bounds, nixl_telemetry_series::DEFAULT_BUCKETS_US);
-    let counts: Vec<u64> = h["bucket_counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(int)
-        .collect();
-    assert_eq!(counts.len(), bounds.len() + 1);
-    assert_eq!(counts.iter().sum::<u64>(), 3);
-    assert_eq!(int(&h["count"]), 3);
-    assert_eq!(h["sum"].as_f64(), Some(20_730.0));
-    // 30 µs in (25, 50], 700 in (500, 1000], 20000 in (10000, 25000].
-    let bucket_of = |v: f64| bounds.iter().position(|&b| v <= b).unwrap();
-    for v in [30.0, 700.0, 20_000.0] {
-        assert_eq!(counts[bucket_of(v)], 1, "{v}");
-    }
+    check_recorded(r);
 }
 
 #[test]
@@ -521,79 +291,13 @@ fn a_user_set_instance_wins() {
     }
 }
 
-/// The exponential histogram point of metric `name`, checked against a native histogram of
-/// the same values: count, sum, scale, zero count and buckets (OpenTelemetry's index is one
-/// below Prometheus's).
-fn check_exponential(request: &Value, name: &str, values: &[u64]) {
-    let m = metric(request, name);
-    let data = &m["exponential_histogram"];
-    assert!(data.is_object(), "{name}: {m}");
-    let p = &data["data_points"][0];
-    let mut h = nixl_telemetry_series::NativeHistogram::default();
-    values.iter().for_each(|&v| h.observe(v));
-    assert_eq!(int(&p["count"]), h.count(), "{name}");
-    assert_eq!(p["sum"].as_f64().unwrap(), h.sum() as f64, "{name}");
-    assert_eq!(
-        p["scale"].as_i64().unwrap_or(0),
-        i64::from(h.schema()),
-        "{name}"
-    );
-    assert_eq!(int(&p["zero_count"]), h.zero_count(), "{name}");
-    let (offset, counts) = h.dense();
-    assert_eq!(
-        p["positive"]["offset"].as_i64().unwrap_or(0),
-        i64::from(offset - 1),
-        "{name}"
-    );
-    let got: Vec<u64> = p["positive"]["bucket_counts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(int)
-        .collect();
-    assert_eq!(got, counts, "{name}");
-}
-
 #[test]
 fn base2_exponential_aggregation_sends_the_native_histograms() {
     let _s = serial();
     let rx = PyReceiver::start(None);
-    std::env::set_var(
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        format!("http://127.0.0.1:{}", rx.port),
-    );
-    std::env::set_var(
-        "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
-        "base2_exponential_bucket_histogram",
-    );
-    let c = collector("otlp-exp");
-    // Heavy-tailed times and sizes from 4 KiB to 64 MiB, TX and RX in turn, and one 0-byte RX.
-    let transfers = nixl_telemetry_test_support::transfers::heavy_tailed(3000);
-    for (i, &(time, size)) in transfers.iter().enumerate() {
-        c.add_xfer_stats(time, i % 2 == 0, size, time / 4);
-        if i % 500 == 499 {
-            c.flush();
-        }
-    }
-    c.add_xfer_stats(5, false, 0, 1);
-    c.flush();
-    drop(c);
+    let values = push_exponential(&format!("http://127.0.0.1:{}", rx.port), 3000);
     let all = rx.requests();
-    let r = all.last().unwrap();
-    let mut times: Vec<u64> = transfers.iter().map(|t| t.0).collect();
-    times.push(5);
-    let posts: Vec<u64> = times.iter().map(|t| t / 4).collect();
-    let tx: Vec<u64> = transfers.iter().step_by(2).map(|t| t.1).collect();
-    let mut rx_sizes: Vec<u64> = transfers.iter().skip(1).step_by(2).map(|t| t.1).collect();
-    rx_sizes.push(0);
-    check_exponential(r, "agent_xfer_time_us", &times);
-    check_exponential(r, "agent_xfer_post_time_us", &posts);
-    check_exponential(r, "agent_tx_request_size_bytes", &tx);
-    check_exponential(r, "agent_rx_request_size_bytes", &rx_sizes);
-    assert_eq!(
-        metric(r, "agent_xfer_time_us")["exponential_histogram"]["aggregation_temporality"],
-        "AGGREGATION_TEMPORALITY_CUMULATIVE"
-    );
+    check_exponential_request(all.last().unwrap(), &values);
 }
 
 #[test]

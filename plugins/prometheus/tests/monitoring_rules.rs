@@ -4,7 +4,9 @@
 //! or the push exporters really expose, every recording rule and alert is tested and documented
 //! (docs/operations/monitoring.md), and the Prometheus Operator's `PrometheusRule` is the rules
 //! file as `prometheusrule.sh` writes it. promtool missing fails these tests (scripts/test.sh
-//! installs it).
+//! installs it). The rules are checked and unit-tested by promtool 3.16 too (built from
+//! `test-deps/go/prometheus`; that test fails without it unless
+//! `NIXL_TELEMETRY_SKIP_GO_RECEIVERS=1`).
 
 mod common;
 
@@ -13,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use nixl_telemetry_series::{families, FamilyKind};
+use nixl_telemetry_test_support::receivers::{skipped, GoProgram};
+use nixl_telemetry_test_support::run_in;
 
 fn bundle() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus")
@@ -27,19 +31,10 @@ const TESTS: &str = "nixl-telemetry.rules.test.yml";
 const OPERATOR: &str = "nixl-telemetry.prometheusrule.yml";
 const DOC: &str = "../../docs/operations/monitoring.md";
 
-/// Runs `promtool` with `args` in the bundle's directory: its status and everything it printed.
+/// Runs Debian's `promtool` (2.42) with `args` in the bundle's directory: its status and
+/// everything it printed.
 fn promtool(args: &[&str]) -> (bool, String) {
-    let out = Command::new(common::tool("promtool"))
-        .args(args)
-        .current_dir(bundle())
-        .output()
-        .unwrap();
-    let printed = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), printed)
+    run_in(&bundle(), &common::tool("promtool"), args)
 }
 
 /// The values of the `key:` entries of a rules file (`record`, `alert`), in order.
@@ -99,6 +94,21 @@ fn identifiers(rules: &str) -> BTreeSet<String> {
 
 #[test]
 fn promtool_checks_the_rules_and_their_unit_tests_pass() {
+    check_rules(promtool);
+}
+
+#[test]
+fn promtool3_checks_the_rules_and_their_unit_tests_pass() {
+    if skipped() {
+        return;
+    }
+    let promtool3 = GoProgram::Promtool.path();
+    check_rules(|args| run_in(&bundle(), &promtool3, args));
+}
+
+/// `promtool` (run in the bundle's directory with the arguments given) finds every rule and
+/// passes the rules' unit tests.
+fn check_rules(promtool: impl Fn(&[&str]) -> (bool, String)) {
     let rules = read(&bundle().join(RULES));
     let count = entries(&rules, "record").len() + entries(&rules, "alert").len();
     assert!(count >= 30, "{count} rules");

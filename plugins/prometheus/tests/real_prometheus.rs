@@ -9,7 +9,6 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::*;
-use nixl_telemetry_core::EventType;
 
 /// The lint findings `promtool check metrics` reports for NIXL's fixed names; anything else
 /// (and any parse error) fails the test.
@@ -82,52 +81,8 @@ fn promtool_accepts_the_exposition() {
 fn a_real_prometheus_server_scrapes_the_agent() {
     let _s = serial();
     tool("prometheus");
-    let port = free_port();
-    use_port(port);
-    let agent = "prom-e2e";
-    let c = collector(agent);
-    for (xfer, bytes) in [(5, 1000), (30, 2000), (200, 3500), (700, 500)] {
-        c.add_xfer_stats(xfer, true, bytes, 2);
-    }
-    c.update_error(-3).unwrap();
-    c.update_data(EventType::AgentMemoryRegistered, 4096);
-    c.flush();
     let dir = tempfile::tempdir().unwrap();
-    let prom = Prometheus::scraping(dir.path(), &[port]);
-    let sel = format!("{{agent_name=\"{agent}\"}}");
-    let labels = prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 7000.0);
-    assert_eq!(labels["job"], "scrape");
-    assert_eq!(labels["instance"], format!("127.0.0.1:{port}"));
-    assert_eq!(labels["agent_name"], agent);
-    assert!(labels["hostname"].as_str().is_some_and(|h| !h.is_empty()));
-    prom.wait_for_value("up{job=\"scrape\"}", 1.0);
-    prom.wait_for_value(&format!("agent_tx_last_bytes{sel}"), 500.0);
-    prom.wait_for_value(&format!("agent_tx_requests_num_total{sel}"), 4.0);
-    prom.wait_for_value(&format!("agent_xfer_time_us_count{sel}"), 4.0);
-    prom.wait_for_value(&format!("agent_xfer_time_us_sum{sel}"), 935.0);
-    // Buckets 5 | 30 | 200 | 700 over 10, 25, 50, 100, 250, 500, 1000, ...: the median falls in
-    // (25, 50] holding the 2nd of 4 observations -> 50; the 75th percentile in (100, 250] -> 250.
-    prom.wait_for_value(
-        &format!("histogram_quantile(0.5, agent_xfer_time_us_bucket{sel})"),
-        50.0,
-    );
-    prom.wait_for_value(
-        &format!("histogram_quantile(0.75, agent_xfer_time_us_bucket{sel})"),
-        250.0,
-    );
-    prom.wait_for_value(
-        &format!("agent_errors_total{{agent_name=\"{agent}\",status=\"backend\"}}"),
-        1.0,
-    );
-    prom.wait_for_value(&format!("agent_memory_registered_total{sel}"), 4096.0);
-    // New events reach Prometheus on a later scrape.
-    c.add_xfer_stats(40, true, 3000, 2);
-    c.flush();
-    prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 10000.0);
-    prom.wait_for_value(
-        &format!("agent_xfer_time_us_bucket{{agent_name=\"{agent}\",le=\"50\"}}"),
-        3.0,
-    );
-    drop(prom);
-    drop(c);
+    scraped_exactly("prom-e2e", "50", |port| {
+        Prometheus::scraping(dir.path(), &[port])
+    });
 }

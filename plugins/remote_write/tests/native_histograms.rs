@@ -4,50 +4,21 @@
 //! over them against the exact quantiles of the recorded transfers, and the classic series
 //! beside them in the same requests.
 
-use std::time::Duration;
+mod common;
 
-use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use common::{pushing, record_heavy_tailed, serial};
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_test_support::prometheus::Prometheus;
-use nixl_telemetry_test_support::transfers::{exact_quantile, heavy_tailed, relative_error};
-
-const VARS: &[&str] = &[
-    "NIXL_TELEMETRY_REMOTE_WRITE_URL",
-    "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
-    "NIXL_TELEMETRY_NATIVE_HISTOGRAMS",
-    "NIXL_TELEMETRY_RANK_ENV",
-    "LOCAL_RANK",
-];
+use nixl_telemetry_test_support::transfers::{exact_quantile, relative_error};
 
 #[test]
 fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound() {
-    let _s = nixl_telemetry_test_support::serial(VARS);
-    let dir = nixl_telemetry_test_support::built_plugins(&["remote_write"]);
-    plugin::add_plugin_dir(&dir).unwrap();
+    let _s = serial();
     let work = tempfile::tempdir().unwrap();
     let prom = Prometheus::start_native(work.path(), None);
-    std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_URL", prom.write_url());
-    std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS", "200");
-    std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true");
-    let c = Collector::new(
-        "pushed",
-        Config {
-            buffer_size: 4096,
-            run_interval: Duration::from_secs(3600),
-            exporter: ExporterChoice::Plugin("remote_write".into()),
-            enabled_metrics: MetricMask::ALL,
-        },
-    )
-    .unwrap();
+    let c = pushing(&prom.write_url(), "pushed", true);
     let n = 6000;
-    let transfers = heavy_tailed(n);
-    for (i, &(time, size)) in transfers.iter().enumerate() {
-        c.add_xfer_stats(time, i % 2 == 0, size, time / 4);
-        if i % 500 == 499 {
-            c.flush();
-        }
-    }
-    c.flush();
+    let recorded = record_heavy_tailed(&c, n);
     let selector = "{agent_name=\"pushed\"}";
     prom.wait_for_value(
         &format!("histogram_count(agent_xfer_time_us{selector})"),
@@ -59,16 +30,10 @@ fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound(
     );
     prom.wait_for_value(&format!("agent_xfer_time_us_count{selector}"), n as f64);
 
-    let mut times: Vec<u64> = transfers.iter().map(|t| t.0).collect();
-    let mut tx: Vec<u64> = transfers.iter().step_by(2).map(|t| t.1).collect();
-    let mut rx: Vec<u64> = transfers.iter().skip(1).step_by(2).map(|t| t.1).collect();
-    times.sort_unstable();
-    tx.sort_unstable();
-    rx.sort_unstable();
     let bound = bucket_width_bound(DEFAULT_SCHEMA);
     println!("quantile  exact  native (error)  classic (error)");
     for q in [0.5, 0.9, 0.99] {
-        let x = exact_quantile(&times, q);
+        let x = exact_quantile(&recorded.times, q);
         let native = prom.one_value(&format!(
             "histogram_quantile({q}, agent_xfer_time_us{selector})"
         ));
@@ -87,8 +52,8 @@ fn histogram_quantile_over_pushed_native_histograms_is_within_the_schemas_bound(
         );
     }
     for (family, sorted) in [
-        ("agent_tx_request_size_bytes", &tx),
-        ("agent_rx_request_size_bytes", &rx),
+        ("agent_tx_request_size_bytes", &recorded.tx),
+        ("agent_rx_request_size_bytes", &recorded.rx),
     ] {
         for q in [0.5, 0.9, 0.99] {
             let x = exact_quantile(sorted, q);

@@ -13,10 +13,12 @@ pub use nixl_telemetry_test_support::free_port;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_core::{plugin, Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{plugin, Collector, Config, EventType, ExporterChoice, MetricMask};
 use nixl_telemetry_series::text::{self, Sample};
+use nixl_telemetry_test_support::promql::PromQl;
 
 /// Every variable a test may set, cleared between tests.
 const VARS: [&str; 13] = [
@@ -220,4 +222,64 @@ pub fn poll<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) 
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The exact checks of a real server scraping the exporter (the 2.42 and 3.16 tests): agent
+/// `agent` of this process records transfers of 5, 30, 200 and 700 µs (1000, 2000, 3500 and
+/// 500 bytes), a backend error and 4096 registered bytes; `start(port)` starts a server
+/// scraping the exporter's `port` every second as job `scrape`, whose query API must then give
+/// exactly those totals, the last size, the histogram's count, sum and quantiles; one more
+/// transfer (40 µs, 3000 bytes) reaches it on a later scrape, its `le` bucket of 50 spelled
+/// `le50` holding 3 (2.x stores the exposition's `le="50"`, 3.x `le="50.0"`). Returns the
+/// server, with the agent still alive.
+pub fn scraped_exactly<P: Deref<Target = PromQl>>(
+    agent: &str,
+    le50: &str,
+    start: impl FnOnce(u16) -> P,
+) -> (P, Collector) {
+    let port = free_port();
+    use_port(port);
+    let c = collector(agent);
+    for (xfer, bytes) in [(5, 1000), (30, 2000), (200, 3500), (700, 500)] {
+        c.add_xfer_stats(xfer, true, bytes, 2);
+    }
+    c.update_error(-3).unwrap();
+    c.update_data(EventType::AgentMemoryRegistered, 4096);
+    c.flush();
+    let prom = start(port);
+    let sel = format!("{{agent_name=\"{agent}\"}}");
+    let labels = prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 7000.0);
+    assert_eq!(labels["job"], "scrape");
+    assert_eq!(labels["instance"], format!("127.0.0.1:{port}"));
+    assert_eq!(labels["agent_name"], agent);
+    assert!(labels["hostname"].as_str().is_some_and(|h| !h.is_empty()));
+    prom.wait_for_value(&format!("up{{instance=\"127.0.0.1:{port}\"}}"), 1.0);
+    prom.wait_for_value(&format!("agent_tx_last_bytes{sel}"), 500.0);
+    prom.wait_for_value(&format!("agent_tx_requests_num_total{sel}"), 4.0);
+    prom.wait_for_value(&format!("agent_xfer_time_us_count{sel}"), 4.0);
+    prom.wait_for_value(&format!("agent_xfer_time_us_sum{sel}"), 935.0);
+    // Buckets 5 | 30 | 200 | 700 over 10, 25, 50, 100, 250, 500, 1000, ...: the median falls in
+    // (25, 50] holding the 2nd of 4 observations -> 50; the 75th percentile in (100, 250] -> 250.
+    prom.wait_for_value(
+        &format!("histogram_quantile(0.5, agent_xfer_time_us_bucket{sel})"),
+        50.0,
+    );
+    prom.wait_for_value(
+        &format!("histogram_quantile(0.75, agent_xfer_time_us_bucket{sel})"),
+        250.0,
+    );
+    prom.wait_for_value(
+        &format!("agent_errors_total{{agent_name=\"{agent}\",status=\"backend\"}}"),
+        1.0,
+    );
+    prom.wait_for_value(&format!("agent_memory_registered_total{sel}"), 4096.0);
+    // New events reach the server on a later scrape.
+    c.add_xfer_stats(40, true, 3000, 2);
+    c.flush();
+    prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), 10000.0);
+    prom.wait_for_value(
+        &format!("agent_xfer_time_us_bucket{{agent_name=\"{agent}\",le=\"{le50}\"}}"),
+        3.0,
+    );
+    (prom, c)
 }

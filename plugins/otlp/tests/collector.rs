@@ -1,0 +1,118 @@
+//! The `otlp` plug-in pushing to a real OpenTelemetry Collector (v0.165, built from
+//! `test-deps/go/otelcol` by scripts/install-test-deps.sh): what its OTLP/HTTP receiver took,
+//! as its file exporter wrote it, passes the same checks as the Python receiver's
+//! (`python_receiver.rs`: totals, resource and point attributes, exponential histograms, with
+//! and without gzip, the last push at exit); and sent on by its Prometheus remote-write exporter
+//! into Prometheus 3.16, the series keep the `prometheus` exporter's names and totals, and
+//! `histogram_quantile` over the native histograms the exponential ones became is within the
+//! schema's bound. Without the Go-built programs these tests fail saying how to build them,
+//! unless `NIXL_TELEMETRY_SKIP_GO_RECEIVERS=1`.
+
+mod common;
+
+use common::*;
+use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
+use nixl_telemetry_test_support::prometheus::label_names;
+use nixl_telemetry_test_support::receivers::collector::OtelCollector;
+use nixl_telemetry_test_support::receivers::prometheus3;
+use nixl_telemetry_test_support::receivers::scratch;
+use nixl_telemetry_test_support::transfers::assert_quantiles;
+
+fn exact_totals_through_the_collector(gzip: bool) {
+    let Some(work) = scratch() else { return };
+    let _s = serial();
+    let otelcol = OtelCollector::start(work.path(), None);
+    push_recorded_once(&otelcol.endpoint(), gzip);
+    let all = otelcol.wait_for(1);
+    assert_eq!(all.len(), 1, "the last push only (the interval is 60 s)");
+    check_recorded(&proto_field_names(&all[0]));
+}
+
+#[test]
+fn the_collector_receives_exact_totals() {
+    exact_totals_through_the_collector(false);
+}
+
+#[test]
+fn the_collector_receives_exact_totals_gzipped() {
+    exact_totals_through_the_collector(true);
+}
+
+#[test]
+fn the_collector_receives_the_exponential_histograms() {
+    let Some(work) = scratch() else { return };
+    let _s = serial();
+    let otelcol = OtelCollector::start(work.path(), None);
+    let values = push_exponential(&otelcol.endpoint(), 3000);
+    let all = otelcol.wait_for(1);
+    check_exponential_request(&proto_field_names(all.last().unwrap()), &values);
+}
+
+/// Through the Collector's `prometheus_remote_write` exporter (default settings) into Prometheus
+/// 3.16: the same names as the `prometheus` exporter's, exact totals, the resource's
+/// `service.name` and `service.instance.id` as `job` and `instance` (its other attributes in
+/// `target_info`), and the exponential histograms as native histograms with p50, p90 and p99
+/// within the schema's bound.
+#[test]
+fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_bound() {
+    let Some(work) = scratch() else { return };
+    let _s = serial();
+    let prom = prometheus3::start(work.path(), &[], false);
+    let otelcol = OtelCollector::start(work.path(), Some(&prom.write_url()));
+    let n = 6000;
+    let mut values = push_exponential(&otelcol.endpoint(), n);
+    let sel = "{agent_name=\"otlp-exp\"}";
+    let total = |v: &[u64]| v.iter().sum::<u64>() as f64;
+    prom.wait_for_value(
+        &format!("histogram_count(agent_xfer_time_us{sel})"),
+        values.times.len() as f64,
+    );
+    prom.wait_for_value(
+        &format!("histogram_sum(agent_tx_request_size_bytes{sel})"),
+        total(&values.tx),
+    );
+    let tx = prom.wait_for_value(&format!("agent_tx_bytes_total{sel}"), total(&values.tx));
+    // The point's attributes, the resource's identity as job and instance, and the exporter's
+    // scope; the other resource attributes are target_info's.
+    assert_eq!(
+        label_names(&tx),
+        [
+            "__name__",
+            "agent_name",
+            "instance",
+            "job",
+            "otel_scope_name",
+            "otel_scope_version"
+        ]
+    );
+    let pid = std::process::id().to_string();
+    let host = tx["instance"].as_str().unwrap().split(':').next().unwrap();
+    assert_eq!(tx["job"], "nixl", "{tx}");
+    assert_eq!(tx["instance"], format!("{host}:{pid}"), "{tx}");
+    let info = prom.wait_for_value("target_info{job=\"nixl\"}", 1.0);
+    assert_eq!(
+        label_names(&info),
+        ["__name__", "host_name", "instance", "job", "process_pid"]
+    );
+    assert_eq!(
+        (&info["host_name"], &info["process_pid"]),
+        (&host.into(), &pid.into())
+    );
+    prom.wait_for_value(&format!("agent_rx_bytes_total{sel}"), total(&values.rx));
+    prom.wait_for_value(
+        &format!("agent_tx_requests_num_total{sel}"),
+        values.tx.len() as f64,
+    );
+    let bound = bucket_width_bound(DEFAULT_SCHEMA);
+    for (what, family, sorted) in [
+        ("time (µs)", "agent_xfer_time_us", &mut values.times),
+        ("TX size (B)", "agent_tx_request_size_bytes", &mut values.tx),
+        ("RX size (B)", "agent_rx_request_size_bytes", &mut values.rx),
+    ] {
+        sorted.sort_unstable();
+        assert_quantiles(what, sorted, bound, |q| {
+            prom.one_value(&format!("histogram_quantile({q}, {family}{sel})"))
+        });
+    }
+    assert!(!otelcol.log().contains("\terror\t"), "{}", otelcol.log());
+}
