@@ -175,9 +175,11 @@ pub struct MetricFamily {
     pub metric: Vec<Metric>,
 }
 
-/// `h`'s native fields set on `out`.
+/// `h`'s native fields set on `out`, with its own count and sum (a reader checks the count
+/// against the native buckets, whatever the classic ones say).
 fn set_native(out: &mut Histogram, h: &NativeHistogram) {
     let (spans, deltas) = h.spans_and_deltas();
+    (out.sample_count, out.sample_sum) = (h.count(), h.sum() as f64);
     out.schema = i32::from(h.schema());
     out.zero_threshold = ZERO_THRESHOLD;
     out.zero_count = h.zero_count();
