@@ -7,6 +7,7 @@
 //! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
 
 pub mod child;
+pub mod flood;
 pub mod forked;
 pub mod fuzz;
 pub mod other_user;

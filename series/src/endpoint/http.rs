@@ -101,6 +101,20 @@ impl Request {
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// Every value of the list header `name` (case-insensitive), as one comma-separated list:
+    /// repeated headers are combined in order, as RFC 9110 (section 5.3) says; `None` without
+    /// the header.
+    pub fn header_list(&self, name: &str) -> Option<String> {
+        let mut values = self
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .peekable();
+        values.peek()?;
+        Some(values.collect::<Vec<_>>().join(","))
+    }
 }
 
 /// The exposition format a scraper asked for.
@@ -114,12 +128,13 @@ pub enum Format {
 }
 
 impl Format {
-    /// The format `request`'s `Accept` header prefers: [`Format::Protobuf`] when it names
-    /// `application/vnd.google.protobuf` with `proto=io.prometheus.client.MetricFamily` and
-    /// `encoding=delimited` at a quality above 0 and not below any text range it names (text,
-    /// OpenMetrics, `*/*`); text otherwise (no header, a malformed one, text preferred).
+    /// The format `request`'s `Accept` header prefers (its repeats combined into one list):
+    /// [`Format::Protobuf`] when it names `application/vnd.google.protobuf` with
+    /// `proto=io.prometheus.client.MetricFamily` and `encoding=delimited` at a quality above 0
+    /// and not below any text range it names (text, OpenMetrics, `*/*`); text otherwise (no
+    /// header, a malformed one, text preferred).
     pub fn of(request: &Request) -> Format {
-        let Some(accept) = request.header("accept") else {
+        let Some(accept) = request.header_list("accept") else {
             return Format::Text;
         };
         let mut protobuf = 0.0f64;
@@ -389,13 +404,11 @@ pub enum BodyLength {
 /// (what request smuggling plays on), or a transfer coding whose last one is not `chunked`.
 pub fn body_length(request: &Request) -> Result<BodyLength, &'static str> {
     let values = |name: &str| -> Vec<String> {
-        request
-            .headers
-            .iter()
-            .filter(|(k, _)| k == name)
-            .flat_map(|(_, v)| v.split(','))
-            .map(|v| v.trim().to_ascii_lowercase())
-            .collect()
+        request.header_list(name).map_or_else(Vec::new, |list| {
+            list.split(',')
+                .map(|v| v.trim().to_ascii_lowercase())
+                .collect()
+        })
     };
     let lengths = values("content-length");
     let codings = values("transfer-encoding");
@@ -577,6 +590,41 @@ mod tests {
             length("Transfer-Encoding: gzip, Chunked\r\n"),
             Ok(BodyLength::Chunked)
         );
+    }
+
+    #[test]
+    fn repeated_accept_headers_are_one_list() {
+        const PROTOBUF: &str = "application/vnd.google.protobuf;\
+                                proto=io.prometheus.client.MetricFamily;encoding=delimited";
+        let format = |headers: String| {
+            Format::of(&parse(&format!("GET /metrics HTTP/1.1\r\n{headers}\r\n")).unwrap())
+        };
+        // Protobuf named in the second header only.
+        assert_eq!(
+            format(format!(
+                "Accept: text/plain;q=0.5\r\naccept: {PROTOBUF}\r\n"
+            )),
+            Format::Protobuf
+        );
+        // Protobuf in the first, text preferred in the second.
+        assert_eq!(
+            format(format!(
+                "Accept: {PROTOBUF};q=0.5\r\nAccept: text/plain\r\n"
+            )),
+            Format::Text
+        );
+        // Three headers, the same as their list in one.
+        let three = format!(
+            "Accept: */*;q=0.1\r\nAccept: {PROTOBUF};q=0.7\r\nAccept: text/plain;q=0.6\r\n"
+        );
+        let one = format!("Accept: */*;q=0.1,{PROTOBUF};q=0.7,text/plain;q=0.6\r\n");
+        assert_eq!(
+            (format(three), format(one)),
+            (Format::Protobuf, Format::Protobuf)
+        );
+        let r = parse("GET / HTTP/1.1\r\nA: 1\r\nB: x\r\na: 2, 3\r\n\r\n").unwrap();
+        assert_eq!(r.header_list("a").as_deref(), Some("1,2, 3"));
+        assert_eq!(r.header_list("c"), None);
     }
 
     #[test]

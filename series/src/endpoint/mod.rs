@@ -21,8 +21,9 @@
 //! a known moment when the last agent leaves. Serving one fixed path needs none of its
 //! generality. Ours is one thread multiplexing every connection with `poll(2)`: reading a
 //! request never blocks the loop, so slow or silent clients cost a slot and nothing else
-//! (each has a deadline, heads are bounded, and when all slots are taken the oldest
-//! still-reading connection is evicted); a scrape encodes a snapshot on that thread without
+//! (each has a deadline, heads are bounded, idle connections wait in the kernel until they
+//! send, and when all slots are taken the oldest silent connection is evicted, never one
+//! whose request has arrived); a scrape encodes a snapshot on that thread without
 //! blocking the agents; stopping wakes the thread through a socket pair and joins it, after
 //! which the port is free. Every response closes its connection (`Connection: close`).
 //!

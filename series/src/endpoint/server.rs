@@ -6,16 +6,20 @@
 //! [`Limits::write_timeout`]), and is closed after a short drain of anything the client still
 //! sends ([`Limits::linger`]), so the client sees the response rather than a reset.
 //!
-//! Floods: a new connection's request is read (and answered) as soon as it is accepted, since a
-//! scraper sends it right after connecting. One client address holds at most a quarter of
-//! [`Limits::max_connections`]: beyond that it evicts its own connections, so a flood from one
-//! address never pushes another client out. At most [`Limits::max_connections`] connections
-//! are kept; when full, the server first reads what waiting connections have sent, then evicts
-//! the oldest one that sent nothing (or not a whole request) within a grace period, so idle
-//! connections from a connect flood go before scrapers. The listen backlog is raised so a flood
-//! does not overflow it into 1 s SYN retransmits. Writes use `MSG_NOSIGNAL`: a vanished client never raises
-//! `SIGPIPE` in the host process. Stopping (drop) wakes the thread, joins it and closes the
-//! listening socket.
+//! Floods: a connection whose client has sent nothing stays in the kernel until it sends, or
+//! has been silent for a second (`TCP_DEFER_ACCEPT`), so idle connections do not
+//! take slots and a request is there to read when its connection is accepted; it is read (and
+//! answered) at once. One client address's connections still waiting for their request hold at
+//! most a quarter of [`Limits::max_connections`]: beyond that it evicts its own, so a flood from
+//! one address never pushes another client out, and a client whose requests are being answered
+//! is never cut short for having several. At most [`Limits::max_connections`] connections are
+//! kept; when full, the oldest connection that has sent nothing within a grace period goes
+//! first, then slow senders. Eviction never closes a connection whose request is readable: a
+//! candidate is read first, and one whose request arrived is answered instead; an evicted
+//! connection is told why (503) rather than reset. The listen backlog is raised so a flood
+//! does not overflow it into 1 s SYN retransmits. Writes use `MSG_NOSIGNAL`: a vanished client
+//! never raises `SIGPIPE` in the host process. Stopping (drop) wakes the thread, joins it and
+//! closes the listening socket.
 
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -134,7 +138,18 @@ impl Server {
         listener.set_nonblocking(true)?;
         // Accepted sockets inherit TCP_NODELAY from the listener (Linux): a response's last
         // segment never waits for the client's acknowledgement of the others.
-        set_nodelay(&listener)?;
+        set_option(&listener, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+        // A connection whose client has sent nothing stays in the kernel until it sends (or
+        // for DEFER_ACCEPT_SECS): an idle flood does not take slots, and a request is there to
+        // read when its connection is accepted, however long its client took to send it.
+        if let Err(e) = set_option(
+            &listener,
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            DEFER_ACCEPT_SECS,
+        ) {
+            log::debug!("scrape endpoint {addr}: cannot defer accepting idle connections: {e}");
+        }
         // A forked child must not keep the port: the parent's restarts and failover (another
         // process binding it once the parent is gone) do not wait for its children.
         nixl_telemetry_base::fork::close_in_child(listener.as_raw_fd());
@@ -280,6 +295,11 @@ const MAX_DRAIN: usize = http::MAX_REQUEST_BODY;
 
 /// How long a new connection has to send its request before it counts as idle for eviction.
 const GRACE: Duration = Duration::from_millis(250);
+
+/// Seconds the kernel holds a connection whose client has sent nothing before handing it to
+/// `accept` anyway (`TCP_DEFER_ACCEPT`; Linux counts it in SYN-ACK retransmissions, the first
+/// after 1 s).
+const DEFER_ACCEPT_SECS: libc::c_int = 1;
 
 /// Pending connections the kernel queues for the server (the standard library listens with
 /// 128; a connect flood overflows that, and a dropped SYN costs a client a 1 s retransmit).
@@ -486,7 +506,6 @@ impl EventLoop {
     }
 
     fn accept(&mut self, now: Instant) {
-        let mut served_waiting = false;
         loop {
             match accept_nonblocking(&self.listener) {
                 Ok((stream, peer)) => {
@@ -506,22 +525,19 @@ impl EventLoop {
                     if !conn.progress(&self.limits, &self.metrics, now) {
                         continue;
                     }
-                    // One peer holds at most a quarter of the connections: a flood from one
-                    // address evicts its own connections, never another client's.
+                    // One peer's connections still waiting for their request hold at most a
+                    // quarter of the slots: a flood from one address evicts its own silent
+                    // connections, never another client's, and a client whose requests are
+                    // being answered is never cut short for having several.
                     let quota = (self.limits.max_connections / 4).max(1);
-                    let of_peer = |c: &Conn| c.peer == conn.peer;
-                    if self.conns.iter().filter(|c| of_peer(c)).count() >= quota {
-                        self.evict(now, &of_peer);
+                    let peer = conn.peer;
+                    let waiting_of_peer = |c: &Conn| c.peer == peer && c.phase == Phase::Reading;
+                    if self.conns.iter().filter(|c| waiting_of_peer(c)).count() >= quota {
+                        self.evict(now, &waiting_of_peer);
                     }
-                    if self.conns.len() >= self.limits.max_connections.max(1) && !served_waiting {
-                        // Full: first read what the connections have sent meanwhile, so a
-                        // scraper whose request is waiting is answered rather than evicted.
-                        served_waiting = true;
-                        self.serve_waiting(now);
-                    }
-                    if self.conns.len() >= self.limits.max_connections.max(1) {
-                        self.evict(now, &|_| true);
-                    }
+                    while self.conns.len() >= self.limits.max_connections.max(1)
+                        && self.evict(now, &|_| true)
+                    {}
                     self.conns.push(conn);
                 }
                 Err(e) => match e.kind() {
@@ -548,53 +564,74 @@ impl EventLoop {
         }
     }
 
-    /// Makes progress on every connection still reading its request (non-blocking).
-    fn serve_waiting(&mut self, now: Instant) {
-        let (limits, metrics) = (&self.limits, &self.metrics);
-        self.conns
-            .retain_mut(|c| c.phase != Phase::Reading || c.progress(limits, metrics, now));
-    }
-
-    /// Makes room for one connection among those `among` selects. The victim is the oldest
-    /// connection still reading its request, chosen in this order: one that has sent nothing
-    /// for longer than [`GRACE`] (a flood's idle connection), one still incomplete after
-    /// [`GRACE`] (a slow sender), one that has sent nothing yet, any still reading; only then
-    /// the oldest of all. A scraper sends its request as soon as it connects, so it is the last
-    /// to go.
-    fn evict(&mut self, now: Instant, among: &dyn Fn(&Conn) -> bool) {
-        let pick = |keep: &dyn Fn(&Conn) -> bool| {
-            self.conns
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| among(c) && keep(c))
-                .min_by_key(|(_, c)| c.accepted)
-                .map(|(i, _)| i)
-        };
-        let reading = |c: &Conn| c.phase == Phase::Reading;
-        let silent = |c: &Conn| reading(c) && c.head.is_empty();
-        let past_grace = |c: &Conn| now.saturating_duration_since(c.accepted) >= GRACE;
-        let victim = pick(&|c| silent(c) && past_grace(c))
-            .or_else(|| pick(&|c| reading(c) && past_grace(c)))
-            .or_else(|| pick(&silent))
-            .or_else(|| pick(&reading))
-            .or_else(|| pick(&|_| true));
-        if let Some(i) = victim {
-            self.conns.swap_remove(i);
+    /// Makes room for one connection among those `among` selects; false when none of them
+    /// could go. The victim is the oldest connection still reading its request, chosen in this
+    /// order: one that has sent nothing for longer than [`GRACE`] (a flood's idle connection),
+    /// one still incomplete after [`GRACE`] (a slow sender), one that has sent nothing yet, any
+    /// still reading; only then one whose response was sent (draining), and last the oldest of
+    /// all. A candidate still reading is read first (non-blocking): one whose request has
+    /// arrived meanwhile is answered, not evicted, and the choice is made again; one that has
+    /// closed frees its slot. So eviction never closes a connection whose request is readable,
+    /// and a connection it closes is told why (503) rather than reset.
+    fn evict(&mut self, now: Instant, among: &dyn Fn(&Conn) -> bool) -> bool {
+        loop {
+            let pick = |keep: &dyn Fn(&Conn) -> bool| {
+                self.conns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| among(c) && keep(c))
+                    .min_by_key(|(_, c)| c.accepted)
+                    .map(|(i, _)| i)
+            };
+            let reading = |c: &Conn| c.phase == Phase::Reading;
+            let silent = |c: &Conn| reading(c) && c.head.is_empty();
+            let past_grace = |c: &Conn| now.saturating_duration_since(c.accepted) >= GRACE;
+            let victim = pick(&|c| silent(c) && past_grace(c))
+                .or_else(|| pick(&|c| reading(c) && past_grace(c)))
+                .or_else(|| pick(&silent))
+                .or_else(|| pick(&reading));
+            let Some(i) = victim else {
+                let Some(i) = pick(&|c| c.phase == Phase::Draining).or_else(|| pick(&|_| true))
+                else {
+                    return false;
+                };
+                self.conns.swap_remove(i);
+                return true;
+            };
+            let c = &mut self.conns[i];
+            let before = c.head.len();
+            if !c.progress(&self.limits, &self.metrics, now) {
+                // It closed (or failed): its slot is free, nothing of its is lost.
+                self.conns.swap_remove(i);
+                return true;
+            }
+            if c.phase == Phase::Reading && c.head.len() == before {
+                // Nothing arrived: the victim.
+                let c = self.conns.swap_remove(i);
+                let busy = http::error(503, "too many connections; try again");
+                let _ = send_from(c.stream.as_raw_fd(), &[busy.head, busy.body], 0);
+                return true;
+            }
+            // Its request (or more of it) arrived: answered or read, not evicted.
         }
     }
 }
 
-/// Sets `TCP_NODELAY` on `listener` (what it accepts inherits it).
-fn set_nodelay(listener: &TcpListener) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes from `&one`, alive for the call;
-    // the descriptor is `listener`'s, open for the call.
+/// Sets the `int` option `name` of `level` on `listener` to `value`.
+fn set_option(
+    listener: &TcpListener,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: setsockopt(2) reads `size_of::<c_int>()` bytes from `&value`, alive for the
+    // call; the descriptor is `listener`'s, open for the call.
     let rc = unsafe {
         libc::setsockopt(
             listener.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&one as *const libc::c_int).cast(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
