@@ -173,7 +173,7 @@ fn bad_push_options_fail_naming_the_option() {
                 "--push-header",
                 "novalue",
             ],
-            "--push-header: 'novalue' is not name=value",
+            "--push-header: pair 1 of 1 is not name=value",
         ),
         (
             vec![

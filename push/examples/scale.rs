@@ -304,6 +304,7 @@ impl Node {
             interval,
             timeout,
             final_timeout: Duration::from_millis(DEFAULT_FINAL_PUSH_MS),
+            final_setting: nixl_telemetry_push::remote_write::ENV_FINAL_PUSH_MS,
         };
         let pusher = Pusher::start(client, Box::new(payload), config).expect("push thread");
         self.stats = pusher.counters();

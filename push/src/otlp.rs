@@ -21,9 +21,10 @@
 //!   ExponentialHistograms;
 //! - data-point attributes: `agent_name`, `local_rank` (when the rank variable is set),
 //!   `status` (errors);
-//! - resource attributes: `service.name` (default `nixl`), `service.instance.id`
-//!   (`NIXL_TELEMETRY_PUSH_INSTANCE`, else `<host>:<pid>`: remote-write's `instance` label;
-//!   see [`crate::rows::instance`]), `host.name`, `process.pid`, and `OTEL_RESOURCE_ATTRIBUTES`. The
+//! - resource attributes: `service.name` (default `nixl`), `service.instance.id` (the
+//!   sender's identity, [`crate::rows::instance`], which remote-write's `instance` label holds
+//!   too; set by [`OtlpConfig::from_settings`]), `host.name`, `process.pid`, and
+//!   `OTEL_RESOURCE_ATTRIBUTES`. The
 //!   `prometheus` exporter's `hostname` label is the resource's `host.name` here;
 //! - the sender's own counters ([`PUSH_COUNTERS`]) follow as monotonic Sums.
 //!
@@ -99,8 +100,9 @@ impl Attribute {
     }
 }
 
-/// The resource of this process: the configured attributes (`service.name` first), then
-/// `service.instance.id`, `host.name` and `process.pid` unless configured.
+/// The resource of this process: the configured attributes (`service.name` first, and
+/// `service.instance.id`: see [`OtlpConfig::from_settings`]), then `host.name` and
+/// `process.pid` unless configured.
 pub fn resource(configured: &[(String, String)], host: &str) -> Vec<Attribute> {
     let pid = std::process::id();
     let mut attrs: Vec<Attribute> = configured
@@ -108,12 +110,6 @@ pub fn resource(configured: &[(String, String)], host: &str) -> Vec<Attribute> {
         .map(|(k, v)| Attribute::string(k, v))
         .collect();
     let has = |attrs: &[Attribute], k: &str| attrs.iter().any(|a| a.key == k);
-    if !has(&attrs, "service.instance.id") {
-        attrs.push(Attribute::string(
-            "service.instance.id",
-            &format!("{host}:{pid}"),
-        ));
-    }
     if !has(&attrs, "host.name") {
         attrs.push(Attribute::string("host.name", host));
     }
@@ -408,7 +404,7 @@ mod tests {
     #[test]
     fn a_partial_success_is_logged_once_per_distinct_message() {
         let env = nixl_telemetry_base::env::fixed_env(&[]);
-        let config = OtlpConfig::from_settings(&env).unwrap();
+        let config = OtlpConfig::from_settings(&env, "h").unwrap();
         let mut p = Otlp::new(Box::new(Vec::new), Vec::new(), &config, "h");
         p.sent(&[]);
         p.sent(&answer(0, ""));

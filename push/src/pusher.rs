@@ -12,23 +12,32 @@
 //! - each distinct failure (an HTTP status, a kind of transport error) is logged once as a
 //!   warning with the receiver's message, until a push succeeds again;
 //! - dropping the [`Pusher`] makes the last push and waits for it at most `final_timeout`
-//!   (retrying within that time if the receiver asks for it); a push still in flight is
-//!   waited for within the same bound. When the receiver failed the push before (it is down,
-//!   hangs or refuses), the last push is one attempt, bounded by the push timeout or what is
-//!   left of `final_timeout`, whichever is shorter, and is not retried: a receiver that has
-//!   been down for minutes does not hold up every destroy for `final_timeout`. A thread that
-//!   could not finish in time is left to end on its own (plug-ins are never unloaded);
+//!   (its setting, [`PushConfig::final_setting`]); a push still in flight is waited for within
+//!   the same bound. The last push is one attempt, bounded by the push timeout or what is left
+//!   of `final_timeout`, whichever is shorter. It is retried (within that time) only when the
+//!   receiver answered asking for it (a 5xx or 429) and the push before had not failed: a
+//!   receiver that is unreachable (connections refused, no route) or did not answer, or that
+//!   failed the push before, gets no second attempt and no backoff, so destroy returns at once
+//!   when connections are refused, whatever the process's age. When `final_timeout` cuts the
+//!   last push (the receiver did not answer within it, or there was no time left for it or its
+//!   retry), the drop says so in one warning naming the setting and counting what is not
+//!   delivered ([`PushStats::undelivered`]). A thread that could not finish in time is left to
+//!   end on its own (plug-ins are never unloaded);
 //! - a push whose encoder panics is reported once (by the worker: later panics are not logged
 //!   again) and counted as an attempted and failed push; the next push is an interval later,
-//!   and dropping the pusher does not wait for a thread that is gone.
+//!   and dropping the pusher does not wait for a thread that is gone;
+//! - a refusal saying samples are duplicate or out of order ([`crate::rows::shared_identity`])
+//!   adds, once per process, a warning that another process may push under this sender's
+//!   identity, and how to set one.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nixl_telemetry_base::worker::{Task, Worker};
 
+use crate::rows::{shared_identity, ENV_INSTANCE};
 use crate::target::{Body, Client, Outcome};
 
 /// The first retry's backoff (before jitter).
@@ -62,6 +71,9 @@ pub struct PushConfig {
     pub timeout: Duration,
     /// How long dropping the pusher waits for the last push.
     pub final_timeout: Duration,
+    /// The setting of `final_timeout` (`NIXL_TELEMETRY_REMOTE_WRITE_FINAL_PUSH_MS`), named in the
+    /// warning when it cuts the last push.
+    pub final_setting: &'static str,
 }
 
 /// Counters of the pushes made.
@@ -71,6 +83,10 @@ pub struct PushStats {
     successes: AtomicU64,
     failures: AtomicU64,
     bytes: AtomicU64,
+    /// When the receiver last accepted a push: milliseconds since the Unix epoch, 0 for never.
+    last_success_ms: AtomicU64,
+    /// Pushes failed since the last accepted one (or since the start).
+    failed_since_success: AtomicU64,
 }
 
 /// [`PushStats`] at one moment.
@@ -134,13 +150,64 @@ impl PushStats {
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
+
+    /// When the receiver last accepted a push (`None`: never).
+    pub fn last_success(&self) -> Option<SystemTime> {
+        match self.last_success_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    /// What a push that is not delivered leaves out, for the log: the state recorded since the
+    /// last accepted push (how long ago, and how many pushes failed since), or since the start.
+    pub fn undelivered(&self) -> String {
+        let failed = self.failed_since_success.load(Ordering::Relaxed);
+        match self.last_success() {
+            Some(at) => format!(
+                "what was recorded since the last accepted push, {:.1} s before ({failed} \
+                 failed pushes since)",
+                SystemTime::now()
+                    .duration_since(at)
+                    .unwrap_or_default()
+                    .as_secs_f64()
+            ),
+            None => {
+                format!("what was recorded since the start (no push was accepted; {failed} failed)")
+            }
+        }
+    }
+
+    /// Counts a push the receiver accepted, of `bytes`.
+    fn accepted(&self, bytes: usize) {
+        self.successes.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis().max(1) as u64);
+        self.last_success_ms.store(now, Ordering::Relaxed);
+        self.failed_since_success.store(0, Ordering::Relaxed);
+    }
+
+    /// Counts a failed push.
+    fn failed(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.failed_since_success.fetch_add(1, Ordering::Relaxed);
+    }
 }
+
+/// Whether this process (this copy of the crate) has said that another sender may share its
+/// identity: said once.
+static SHARED_IDENTITY_SAID: AtomicBool = AtomicBool::new(false);
 
 /// The push loop of one exporter; dropping it makes the last push.
 pub struct Pusher {
     worker: Worker,
     stats: Arc<PushStats>,
     final_timeout: Duration,
+    final_setting: &'static str,
+    /// Set by the loop when `final_timeout` cut its last push.
+    cut: Arc<AtomicBool>,
     name: String,
 }
 
@@ -161,7 +228,9 @@ impl Pusher {
         config: PushConfig,
     ) -> std::io::Result<Pusher> {
         let stats = Arc::new(PushStats::default());
+        let cut = Arc::new(AtomicBool::new(false));
         let final_timeout = config.final_timeout;
+        let final_setting = config.final_setting;
         let name = config.name.clone();
         let worker = Worker::spawn_task(
             &format!("nixl-push-{name}"),
@@ -173,16 +242,18 @@ impl Pusher {
                 payload,
                 config,
                 logged: HashSet::new(),
-                failures: 0,
                 rng: seed(),
                 attempted: false,
                 settled: false,
+                cut: cut.clone(),
             },
         )?;
         Ok(Pusher {
             worker,
             stats,
             final_timeout,
+            final_setting,
+            cut,
             name,
         })
     }
@@ -208,7 +279,7 @@ impl Drop for Pusher {
     fn drop(&mut self) {
         let done = self.worker.stop_within(self.final_timeout);
         let s = self.stats.snapshot();
-        if done {
+        if done && !self.cut.load(Ordering::Relaxed) {
             log::info!(
                 "{}: stopped after {} pushes ({} accepted, {} failed, {} bytes accepted)",
                 self.name,
@@ -219,10 +290,17 @@ impl Drop for Pusher {
             );
         } else {
             log::warn!(
-                "{}: the last push did not end within {} ms; leaving it ({} pushes, {} \
-                 accepted, {} failed)",
+                "{}: {}={} cut the last push short (the receiver did not answer within it{}): \
+                 not delivered: {} ({} pushes, {} accepted, {} failed)",
                 self.name,
+                self.final_setting,
                 self.final_timeout.as_millis(),
+                if done {
+                    ""
+                } else {
+                    "; its thread is left to end"
+                },
+                self.stats.undelivered(),
                 s.attempts,
                 s.successes,
                 s.failures
@@ -235,8 +313,9 @@ impl Drop for Pusher {
 enum Next {
     /// An interval from now.
     Interval,
-    /// After this backoff.
-    Retry(Duration),
+    /// After this backoff; `answered`: the receiver answered (a 5xx or 429), else it could not
+    /// be reached or did not answer in time.
+    Retry { after: Duration, answered: bool },
 }
 
 struct Loop {
@@ -246,20 +325,20 @@ struct Loop {
     config: PushConfig,
     /// Failures logged since the last success.
     logged: HashSet<String>,
-    /// Failures in a row.
-    failures: u32,
     rng: u64,
     /// The current push was counted as attempted.
     attempted: bool,
     /// The current push was counted as accepted or failed.
     settled: bool,
+    /// Set when `final_timeout` cuts the last push (the pusher's drop says so).
+    cut: Arc<AtomicBool>,
 }
 
 impl Task for Loop {
     fn step(&mut self) -> Duration {
-        match self.push(self.config.timeout) {
+        match self.push(self.config.timeout, false) {
             Next::Interval => self.config.interval,
-            Next::Retry(backoff) => backoff,
+            Next::Retry { after, .. } => after,
         }
     }
 
@@ -271,8 +350,7 @@ impl Task for Loop {
             self.stats.attempts.fetch_add(1, Ordering::Relaxed);
         }
         if !self.settled {
-            self.stats.failures.fetch_add(1, Ordering::Relaxed);
-            self.failures = self.failures.saturating_add(1);
+            self.stats.failed();
         }
         self.attempted = true;
         self.settled = true;
@@ -286,22 +364,37 @@ impl Task for Loop {
 }
 
 impl Loop {
-    /// The last push, within `deadline`: retried within it if the receiver asks for it, but
-    /// only one attempt when the push before failed (the receiver is down or failing).
+    /// The last push, within `deadline` (see the module documentation): one attempt, retried
+    /// within the deadline only when the receiver answered asking for it and the push before
+    /// had not failed. Sets `cut` when the deadline cuts it.
     fn last_push(&mut self, deadline: Instant) {
-        let failing = self.failures > 0;
+        let failing = self.failures() > 0;
         loop {
             let now = Instant::now();
             if now >= deadline {
-                log::warn!(
-                    "{}: no time left for the last push (the final state is not sent)",
-                    self.config.name
-                );
+                self.cut.store(true, Ordering::Relaxed);
                 return;
             }
-            match self.push(self.config.timeout.min(deadline - now)) {
+            let timeout = self.config.timeout.min(deadline - now);
+            let started = Instant::now();
+            match self.push(timeout, true) {
                 Next::Interval => return,
-                Next::Retry(_) if failing => {
+                Next::Retry {
+                    answered: false, ..
+                } => {
+                    if timeout < self.config.timeout && started.elapsed() >= timeout {
+                        // It waited for an answer until the deadline.
+                        self.cut.store(true, Ordering::Relaxed);
+                    } else {
+                        log::warn!(
+                            "{}: the last push got no answer; not retried at exit (the final \
+                             state is not sent)",
+                            self.config.name
+                        );
+                    }
+                    return;
+                }
+                Next::Retry { .. } if failing => {
                     log::warn!(
                         "{}: the last push failed as the ones before it did; not retried (the \
                          final state is not sent)",
@@ -309,22 +402,25 @@ impl Loop {
                     );
                     return;
                 }
-                Next::Retry(backoff) => {
-                    if Instant::now() + backoff >= deadline {
-                        log::warn!(
-                            "{}: the last push failed and there is no time left to retry",
-                            self.config.name
-                        );
+                Next::Retry { after, .. } => {
+                    if Instant::now() + after >= deadline {
+                        self.cut.store(true, Ordering::Relaxed);
                         return;
                     }
-                    std::thread::sleep(backoff);
+                    log::debug!(
+                        "{}: retrying the last push in {} ms",
+                        self.config.name,
+                        after.as_millis()
+                    );
+                    std::thread::sleep(after);
                 }
             }
         }
     }
 
-    /// One push: build, post, count and log.
-    fn push(&mut self, timeout: Duration) -> Next {
+    /// One push: build, post, count and log (`last`: the last push, which the warning of a
+    /// failure does not promise to retry).
+    fn push(&mut self, timeout: Duration, last: bool) -> Next {
         let stats = self.stats.clone();
         self.attempted = false;
         self.settled = false;
@@ -335,41 +431,54 @@ impl Loop {
         self.settled = true;
         match outcome {
             Outcome::Sent { answer } => {
-                stats.successes.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .bytes
-                    .fetch_add(body.bytes.len() as u64, Ordering::Relaxed);
+                let failures = self.failures();
+                stats.accepted(body.bytes.len());
                 self.payload.sent(&answer);
-                if self.failures > 0 {
+                if failures > 0 {
                     log::info!(
-                        "{}: pushing to {} again after {} failed pushes",
+                        "{}: pushing to {} again after {failures} failed pushes",
                         self.config.name,
                         self.client.target().url,
-                        self.failures
                     );
                 }
-                self.failures = 0;
                 self.logged.clear();
                 Next::Interval
             }
-            Outcome::Retry { reason, key, after } => {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
-                self.failures = self.failures.saturating_add(1);
-                self.warn_once(key, || format!("{reason} (will retry)"));
-                Next::Retry(match after {
-                    Some(after) => after.min(MAX_RETRY_AFTER),
-                    None => self.backoff(),
-                })
+            Outcome::Retry {
+                reason,
+                key,
+                after,
+                status,
+            } => {
+                stats.failed();
+                let then = if last { "the last push" } else { "will retry" };
+                self.warn_once(key, || format!("{reason} ({then})"));
+                Next::Retry {
+                    after: match after {
+                        Some(after) => after.min(MAX_RETRY_AFTER),
+                        None => self.backoff(),
+                    },
+                    answered: status.is_some(),
+                }
             }
             Outcome::Rejected { status, message } => {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
-                self.failures = self.failures.saturating_add(1);
+                stats.failed();
+                let shared = shared_identity(&message);
                 self.warn_once(format!("HTTP {status}"), || {
                     format!(
                         "HTTP {status}: {message} (not retried: the next push is an interval \
                          later)"
                     )
                 });
+                if shared && !SHARED_IDENTITY_SAID.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{}: the receiver refuses samples as duplicate or out of order: another \
+                         process may be pushing under this sender's identity (the remote-write \
+                         instance label, OTLP's service.instance.id); give each process its own \
+                         with {ENV_INSTANCE}, or leave it unset for one unique to the process",
+                        self.config.name
+                    );
+                }
                 Next::Interval
             }
         }
@@ -386,10 +495,15 @@ impl Loop {
         }
     }
 
-    /// The backoff after `self.failures` failures in a row, with jitter.
+    /// Pushes failed in a row (since the last accepted one).
+    fn failures(&self) -> u64 {
+        self.stats.failed_since_success.load(Ordering::Relaxed)
+    }
+
+    /// The backoff after [`Loop::failures`] failures in a row, with jitter.
     fn backoff(&mut self) -> Duration {
         let cap = self.config.interval.min(MAX_BACKOFF).max(BASE_BACKOFF);
-        let exp = self.failures.saturating_sub(1).min(20);
+        let exp = self.failures().saturating_sub(1).min(20) as u32;
         let raw = BASE_BACKOFF.saturating_mul(1 << exp).min(cap);
         // xorshift64: jitter only, no need for a better generator.
         self.rng ^= self.rng << 13;

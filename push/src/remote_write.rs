@@ -71,6 +71,7 @@ impl Config {
             interval: millis(settings, ENV_INTERVAL_MS, DEFAULT_INTERVAL_MS, true)?,
             timeout: target.timeout,
             final_timeout: millis(settings, ENV_FINAL_PUSH_MS, DEFAULT_FINAL_PUSH_MS, false)?,
+            final_setting: ENV_FINAL_PUSH_MS,
         };
         Ok(Config { target, push })
     }

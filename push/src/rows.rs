@@ -2,7 +2,8 @@
 //! label this process adds (`local_rank`), and the sender's identity ([`instance`]): the
 //! remote-write `instance` label and OTLP's `service.instance.id`, so that two processes
 //! describing themselves alike (same agent name, host and rank) still push two series, as two
-//! scrape targets would.
+//! scrape targets would, whatever PID namespace each runs in ([`default_instance`]); and what
+//! a receiver says when two senders share one identity anyway ([`shared_identity`]).
 
 use nixl_telemetry_base::env::Lookup;
 use nixl_telemetry_base::settings;
@@ -43,7 +44,7 @@ pub const INSTANCE_LABEL: &str = "instance";
 pub const INSTANCE_ATTRIBUTE: &str = "service.instance.id";
 
 /// The identity of this process as a sender: `NIXL_TELEMETRY_PUSH_INSTANCE` when set (and not
-/// blank), else `<host>:<pid>`, the value OTLP's `service.instance.id` has by default.
+/// blank), else [`default_instance`]; OTLP's `service.instance.id` is this value too.
 pub fn instance(settings: Lookup, host: &str) -> Result<String, String> {
     match settings(ENV_INSTANCE).map_err(|e| e.message)? {
         Some(v) if !v.trim().is_empty() => {
@@ -56,16 +57,82 @@ pub fn instance(settings: Lookup, host: &str) -> Result<String, String> {
             }
             Ok(v.to_owned())
         }
-        _ => Ok(format!("{host}:{}", std::process::id())),
+        _ => Ok(default_instance(host)),
     }
 }
 
-/// Sets `service.instance.id` in OTLP resource attributes to `instance` unless they already
-/// name one (`OTEL_RESOURCE_ATTRIBUTES=service.instance.id=...` wins, as OpenTelemetry says).
-pub fn with_instance(resource: &mut Vec<(String, String)>, instance: &str) {
-    if !resource.iter().any(|(k, _)| k == INSTANCE_ATTRIBUTE) {
-        resource.push((INSTANCE_ATTRIBUTE.to_owned(), instance.to_owned()));
+/// The inode of the host's initial PID namespace (the kernel's `PROC_PID_INIT_INO`, fixed since
+/// Linux 3.8): `/proc/self/ns/pid` reads `pid:[4026531836]` in it.
+const INIT_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// The identity of this process when none is configured, unique among the processes of a host
+/// whatever their PID namespaces, and the same for every call in one process (every agent,
+/// every start of a push loop, every plug-in's copy of this crate), new in a forked child:
+///
+/// - `<host>:<pid>` in the host's initial PID namespace, where a pid is unique;
+/// - `<host>:<pid>-<tag>` in any other one (a container, `unshare --pid`), where two processes
+///   may have the same pid (each is pid 1 of its own namespace) and the same host name (the
+///   containers of one pod share it). `<tag>` is 8 hex digits of a hash (64-bit FNV-1a) of the
+///   PID namespace (`/proc/self/ns/pid`), the boot (`/proc/sys/kernel/random/boot_id`, which
+///   tells hosts apart) and the process's start time (`/proc/self/stat`): two live processes
+///   with one host name and pid differ in their namespace, so their tags differ unless the
+///   hash collides (one chance in 2^32).
+///
+/// When the namespace cannot be read (no `/proc`), the tag is added too, made of what can be
+/// read.
+pub fn default_instance(host: &str) -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let namespace = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stat = read("/proc/self/stat");
+    // The start time is the 22nd field; the 2nd (the command's name, in parentheses) may hold
+    // spaces, so count after its closing parenthesis (field 3 onwards).
+    let started = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .unwrap_or_default();
+    let boot = read("/proc/sys/kernel/random/boot_id");
+    identity(host, std::process::id(), &namespace, boot.trim(), started)
+}
+
+/// [`default_instance`] of the process `pid` on `host`, in PID namespace `namespace` (as
+/// `/proc/self/ns/pid` reads), on boot `boot`, started at `started` (clock ticks since boot).
+fn identity(host: &str, pid: u32, namespace: &str, boot: &str, started: &str) -> String {
+    if namespace == INIT_PID_NAMESPACE {
+        return format!("{host}:{pid}");
     }
+    let h = fnv1a([namespace, boot, started, &pid.to_string()]);
+    format!("{host}:{pid}-{:08x}", (h ^ (h >> 32)) as u32)
+}
+
+/// 64-bit FNV-1a of `parts`, each followed by a 0 byte: a hash that is the same in every build
+/// (unlike the standard library's), so every copy of this crate in a process agrees.
+fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a str>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Whether a receiver's refusal `message` says that samples of one series came twice for one
+/// time or went back in time (Prometheus' and Mimir's `duplicate sample for timestamp`, `out of
+/// order sample`, `err-mimir-sample-out-of-order`, ...): what a receiver answers when two
+/// senders push the same series, which one identity shared by two processes makes.
+pub fn shared_identity(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "duplicate sample",
+        "out of order",
+        "out-of-order",
+        "duplicate-timestamp",
+    ]
+    .iter()
+    .any(|sign| m.contains(sign))
 }
 
 #[cfg(test)]
@@ -74,12 +141,14 @@ mod tests {
     use nixl_telemetry_base::env::fixed_env;
 
     #[test]
-    fn the_instance_is_host_and_pid_unless_set() {
+    fn the_instance_is_the_default_unless_set() {
         let none = fixed_env(&[]);
         let pid = std::process::id();
-        assert_eq!(instance(&none, "node-1").unwrap(), format!("node-1:{pid}"));
+        let id = instance(&none, "node-1").unwrap();
+        assert_eq!(id, default_instance("node-1"));
+        assert!(id.starts_with(&format!("node-1:{pid}")), "{id}");
         let blank = fixed_env(&[(ENV_INSTANCE, "  ")]);
-        assert_eq!(instance(&blank, "n").unwrap(), format!("n:{pid}"));
+        assert_eq!(instance(&blank, "n").unwrap(), default_instance("n"));
         let set = fixed_env(&[(ENV_INSTANCE, " job-7/rank-0 ")]);
         assert_eq!(instance(&set, "n").unwrap(), "job-7/rank-0");
         let bad = fixed_env(&[(ENV_INSTANCE, "a\nb")]);
@@ -88,12 +157,47 @@ mod tests {
     }
 
     #[test]
-    fn a_configured_service_instance_id_wins() {
-        let mut r = vec![("service.name".to_owned(), "nixl".to_owned())];
-        with_instance(&mut r, "h:1");
-        assert_eq!(r[1], (INSTANCE_ATTRIBUTE.to_owned(), "h:1".to_owned()));
-        with_instance(&mut r, "h:2");
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[1].1, "h:1");
+    fn the_default_tells_apart_processes_of_one_pid_in_two_pid_namespaces() {
+        let boot = "6d62b451-75df-4bcd-bc9f-d8ddc4c7cae1";
+        // The host's namespace: a pid is unique there, the identity is as it always was.
+        assert_eq!(identity("n", 7, INIT_PID_NAMESPACE, boot, "100"), "n:7");
+        // Two containers of one pod: one host name, each process pid 1 of its namespace,
+        // started in the same clock tick.
+        let a = identity("pod", 1, "pid:[4026532174]", boot, "100");
+        let b = identity("pod", 1, "pid:[4026532175]", boot, "100");
+        assert_ne!(a, b);
+        for id in [&a, &b] {
+            let tag = id.strip_prefix("pod:1-").unwrap_or_else(|| panic!("{id}"));
+            assert!(
+                tag.len() == 8 && tag.chars().all(|c| c.is_ascii_hexdigit()),
+                "{id}"
+            );
+        }
+        // The same namespace on another host (another boot), or a pid reused later.
+        assert_ne!(
+            a,
+            identity("pod", 1, "pid:[4026532174]", "other-boot", "100")
+        );
+        assert_ne!(a, identity("pod", 1, "pid:[4026532174]", boot, "101"));
+        // No /proc: a tag all the same.
+        assert!(identity("n", 7, "", "", "").starts_with("n:7-"));
+        // The same process asks twice (every agent, every plug-in's copy): the same value.
+        assert_eq!(default_instance("h"), default_instance("h"));
+    }
+
+    #[test]
+    fn duplicate_and_out_of_order_refusals_say_the_identity_may_be_shared() {
+        for m in [
+            "out of order sample",
+            "duplicate sample for timestamp; overwrite not allowed",
+            "err-mimir-sample-out-of-order: the sample has been rejected",
+            "err-mimir-sample-duplicate-timestamp",
+            "Out-Of-Order sample",
+        ] {
+            assert!(shared_identity(m), "{m}");
+        }
+        for m in ["", "label name invalid", "too old sample", "HTTP 400"] {
+            assert!(!shared_identity(m), "{m}");
+        }
     }
 }

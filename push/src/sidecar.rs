@@ -31,7 +31,7 @@ use nixl_telemetry_series::WorkloadLabels;
 use crate::otlp::OtlpConfig;
 use crate::pusher::PushConfig;
 use crate::remote_write;
-use crate::rows::{instance, with_instance};
+use crate::rows::instance;
 use crate::target::{parse_headers, parse_url, read_ca_file, read_secret, Auth, Target};
 
 /// The names of the sidecar's push options, without the leading `--`: the command line defines
@@ -90,7 +90,8 @@ pub struct Options {
 /// Who the sidecar is: its identity and the job's workload labels.
 #[derive(Clone, Debug)]
 pub struct Sender {
-    /// `NIXL_TELEMETRY_PUSH_INSTANCE`, else `<host>:<pid>`.
+    /// `NIXL_TELEMETRY_PUSH_INSTANCE`, else the process's default identity
+    /// ([`crate::rows::instance`]).
     pub instance: String,
     /// The job's workload labels (`NIXL_TELEMETRY_LABELS`, `NIXL_TELEMETRY_LABELS_FROM`).
     pub workload: WorkloadLabels,
@@ -129,11 +130,7 @@ impl Options {
             None => None,
         };
         let otlp = match &self.otlp {
-            Some(url) => {
-                let mut config = self.otlp_config(url, settings, stale_ttl)?;
-                with_instance(&mut config.resource, &sender.instance);
-                Some(config)
-            }
+            Some(url) => Some(self.otlp_config(url, settings, host, stale_ttl)?),
             None => None,
         };
         Ok(Some(Sidecar {
@@ -163,10 +160,13 @@ impl Options {
         Ok(config)
     }
 
+    /// The OTLP push; its resource's `service.instance.id` is the sender's identity, read from
+    /// the same settings as [`Sender::instance`] (unless `OTEL_RESOURCE_ATTRIBUTES` names one).
     fn otlp_config(
         &self,
         url: &str,
         settings: Lookup,
+        host: &str,
         stale_ttl: Duration,
     ) -> Result<OtlpConfig, String> {
         let interval_var = settings::OTEL_METRIC_EXPORT_INTERVAL.name;
@@ -184,7 +184,7 @@ impl Options {
             (endpoint_var, Some(otlp_url(url)?)),
             (interval_var, Some(interval.to_string())),
         ];
-        let mut config = OtlpConfig::from_settings(&overlay(settings, &given))
+        let mut config = OtlpConfig::from_settings(&overlay(settings, &given), host)
             .map_err(|e| e.replace(endpoint_var, &dashed(flag::OTLP)))?;
         self.apply(&mut config.target)?;
         check_interval(&config.push, stale_ttl)?;

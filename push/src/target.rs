@@ -1,6 +1,12 @@
 //! The receiver of a push exporter: its URL, TLS roots, authentication, extra headers and
 //! timeout ([`Target`]), the parsers that build one from variables (each error names the
 //! variable), and the [`Client`] that posts one body and classifies the answer.
+//!
+//! The parsers are where a secret enters the process, so they register each with the log
+//! ([`add_secret`]: no log line shows it, whichever crate writes it, at any level): header
+//! values ([`parse_headers`]), the password and token files' contents ([`read_secret`]), a URL's
+//! user-info ([`parse_url`], which refuses one anyway), and the `Authorization` value made of
+//! them ([`Client::new`]). Their errors never repeat a secret either.
 
 use std::fmt;
 use std::io::Read;
@@ -9,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use nixl_telemetry_base::logging::add_secret;
 use nixl_telemetry_base::trusted_file::{
     read_trusted, MAX_CONFIG_FILE_BYTES, MAX_SECRET_FILE_BYTES,
 };
@@ -120,17 +127,38 @@ impl Target {
     }
 }
 
-/// Parses the receiver's URL from variable `var`: absolute, `http` or `https`, with a host.
+/// The user-info of URL text `value` (`user:password` in `scheme://user:password@host/...`),
+/// found as text so that a URL that does not parse has it too.
+fn user_info(value: &str) -> Option<&str> {
+    let rest = &value[value.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    authority.rfind('@').map(|at| &authority[..at])
+}
+
+/// Parses the receiver's URL from variable `var`: absolute, `http` or `https`, with a host, and
+/// no user or password (they would be sent where the URL is shown: give them to the
+/// authentication settings). A user-info is registered as a secret of the log all the same
+/// (its password, and itself), and errors show the URL without it.
 pub fn parse_url(var: &str, value: &str) -> Result<url::Url, String> {
-    let url = url::Url::parse(value).map_err(|e| format!("{var}='{value}' is not a URL: {e}"))?;
+    let shown = match user_info(value) {
+        Some(info) => {
+            add_secret(info);
+            if let Some((_, password)) = info.split_once(':') {
+                add_secret(password);
+            }
+            value.replacen(info, "<redacted>", 1)
+        }
+        None => value.to_owned(),
+    };
+    let url = url::Url::parse(value).map_err(|e| format!("{var}='{shown}' is not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
-            "{var}='{value}': the scheme must be http or https, not '{}'",
+            "{var}='{shown}': the scheme must be http or https, not '{}'",
             url.scheme()
         ));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{var}='{value}' has no host"));
+        return Err(format!("{var}='{shown}' has no host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!(
@@ -141,20 +169,50 @@ pub fn parse_url(var: &str, value: &str) -> Result<url::Url, String> {
     Ok(url)
 }
 
-/// Parses extra headers from variable `var`: `name=value` pairs separated by commas, the
-/// format of `OTEL_EXPORTER_OTLP_HEADERS`. With `percent_decode`, values are percent-decoded
-/// (as the OpenTelemetry specification says). Names must be HTTP tokens and values printable.
+/// Parses extra headers from variable `var` ([`parse_pairs`]: `name=value` pairs separated by
+/// commas, the format of `OTEL_EXPORTER_OTLP_HEADERS`) and registers every value, as given and
+/// decoded, as a secret of the log: a header may carry a key or a tenant, as `Authorization`
+/// does.
 pub fn parse_headers(
     var: &str,
     value: &str,
     percent_decode: bool,
 ) -> Result<Vec<(String, String)>, String> {
+    for pair in value.split(',') {
+        if let Some((_, v)) = pair.split_once('=') {
+            add_secret(v);
+        }
+    }
+    let headers = parse_pairs(var, value, percent_decode, "header")?;
+    for (_, v) in &headers {
+        add_secret(v);
+    }
+    Ok(headers)
+}
+
+/// Parses `name=value` pairs separated by commas from variable `var` (`what`: what a pair is,
+/// "header" or "attribute", for the errors). With `percent_decode`, values are percent-decoded
+/// (as the OpenTelemetry specification says). Names must be HTTP tokens and values printable.
+/// Errors never show a value (nor a pair that has no `=`: it may be one).
+pub fn parse_pairs(
+    var: &str,
+    value: &str,
+    percent_decode: bool,
+    what: &str,
+) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
-    for pair in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    let pairs: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    for (i, pair) in pairs.iter().enumerate() {
         let Some((name, v)) = pair.split_once('=') else {
             return Err(format!(
-                "{var}: '{pair}' is not name=value (headers are name=value pairs separated by \
-                 commas)"
+                "{var}: pair {} of {} is not name=value ({what}s are name=value pairs \
+                 separated by commas)",
+                i + 1,
+                pairs.len()
             ));
         };
         let name = name.trim();
@@ -167,11 +225,11 @@ pub fn parse_headers(
         }
         let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
         if name.is_empty() || !name.chars().all(token) {
-            return Err(format!("{var}: '{name}' is not a valid header name"));
+            return Err(format!("{var}: '{name}' is not a valid {what} name"));
         }
         if v.chars().any(|c| c.is_control() && c != '\t') {
             return Err(format!(
-                "{var}: the value of header '{name}' holds a control character"
+                "{var}: the value of {what} '{name}' holds a control character"
             ));
         }
         out.push((name.to_owned(), v));
@@ -180,7 +238,8 @@ pub fn parse_headers(
 }
 
 /// Reads a secret (a password or a token) from the file named by variable `var`: its content
-/// without the trailing newline. The error names the variable and the file, never the content.
+/// without the trailing newline, registered as a secret of the log. The error names the
+/// variable and the file, never the content.
 ///
 /// The file is trusted only as OpenSSH trusts its own (`nixl_telemetry_base::trusted_file`): a
 /// regular file of this user or root, writable by nobody else, in a directory likewise, not a
@@ -198,6 +257,7 @@ pub fn read_secret(var: &str, path: &str) -> Result<String, String> {
             "{var}='{path}' holds a control character (a secret is one line)"
         ));
     }
+    add_secret(&secret);
     Ok(secret)
 }
 
@@ -231,6 +291,9 @@ pub enum Outcome {
         key: String,
         /// The receiver's `Retry-After`, if it gave one.
         after: Option<Duration>,
+        /// The receiver's answer (429 or 5xx); `None` when there was none: it could not be
+        /// reached (refused, no route, TLS) or did not answer in time.
+        status: Option<u16>,
     },
     /// The receiver refused it and would refuse it again (another 4xx, or a 3xx).
     Rejected {
@@ -291,6 +354,12 @@ impl Client {
         };
         let agent = crate::http::agent(Some(Arc::new(tls)), None);
         let authorization = target.auth.as_ref().map(Auth::header);
+        if let Some(value) = &authorization {
+            // `Basic <base64>` shows no configured value as it is: mask it too, whole and the
+            // credential alone.
+            add_secret(value);
+            add_secret(value.split_once(' ').map_or(value.as_str(), |(_, c)| c));
+        }
         Ok(Client {
             target,
             agent,
@@ -345,6 +414,7 @@ impl Client {
                         reason: format!("HTTP {status}: {message}"),
                         key: format!("HTTP {status}"),
                         after,
+                        status: Some(status),
                     }
                 } else {
                     Outcome::Rejected { status, message }
@@ -356,6 +426,7 @@ impl Client {
                     .unwrap_or_else(|| crate::http::transport_error(&t)),
                 key: t.kind().to_string(),
                 after: None,
+                status: None,
             },
         }
     }
@@ -411,6 +482,47 @@ mod tests {
             let e = parse_url("V", bad).unwrap_err();
             assert!(e.starts_with("V"), "{e}");
         }
+    }
+
+    #[test]
+    fn every_secret_a_parser_sees_is_masked_in_logs_and_absent_from_its_errors() {
+        use nixl_telemetry_base::logging::mask_secrets;
+        let masked = |canary: &str| mask_secrets(&format!("<{canary}>")) == "<<redacted>>";
+        // Header values, as given and decoded, even when a later pair is bad.
+        let h = parse_headers("H", "api-key=hdr-canary-1,k=enc%2Dcanary%2D2", true).unwrap();
+        assert_eq!(h[1].1, "enc-canary-2");
+        assert!(masked("hdr-canary-1") && masked("enc%2Dcanary%2D2") && masked("enc-canary-2"));
+        let e = parse_headers("H", "a=early-canary-3,bare-canary-4", false).unwrap_err();
+        assert!(masked("early-canary-3"), "{e}");
+        assert!(!e.contains("canary"), "{e}");
+        // A URL's user-info, whether or not the URL parses; errors show it redacted.
+        for (url, secret) in [
+            ("http://u:url-canary-5@h:1/w", "url-canary-5"),
+            ("http://u:url-canary-6@h:99999/w", "url-canary-6"),
+            ("ftp://u:url-canary-7@h/w", "url-canary-7"),
+            ("http://url-canary-8@/w", "url-canary-8"),
+        ] {
+            let e = parse_url("V", url).unwrap_err();
+            assert!(masked(secret), "{url}");
+            assert!(!e.contains(secret), "{e}");
+        }
+        // A token file's content, and the Authorization value built of it.
+        let dir = std::env::temp_dir().join(format!("push-canary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "file-canary-9\n").unwrap();
+        let token = read_secret("T", file.to_str().unwrap()).unwrap();
+        assert!(masked("file-canary-9"));
+        let mut target = Target::new("http://h/w".parse().unwrap(), Duration::from_secs(1));
+        target.auth = Some(Auth::Basic {
+            user: "u".into(),
+            password: token,
+        });
+        let basic = base64::engine::general_purpose::STANDARD.encode("u:file-canary-9");
+        assert!(!masked(&basic));
+        Client::new(target).unwrap();
+        assert!(masked(&basic) && masked(&format!("Basic {basic}")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

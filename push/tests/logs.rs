@@ -61,6 +61,7 @@ fn push_with_secret_headers_child() {
             interval: Duration::from_millis(50),
             timeout: Duration::from_secs(10),
             final_timeout: Duration::from_secs(10),
+            final_setting: "NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS",
         },
     )
     .unwrap();

@@ -9,7 +9,7 @@ use nixl_telemetry_test_support::child;
 #[test]
 fn otel_settings_come_from_the_file_after_the_environment() {
     if std::env::var_os(child::CHILD_VAR).is_some() {
-        let c = OtlpConfig::from_settings(&process_settings).unwrap();
+        let c = OtlpConfig::from_settings(&process_settings, "h").unwrap();
         assert_eq!(
             c.target.url.as_str(),
             "http://collector.example:4318/v1/metrics"

@@ -1,6 +1,7 @@
 //! The push loop against a scripted receiver on 127.0.0.1: intervals, the last push at drop,
-//! refused pushes (no retries), Retry-After, backoff while the receiver is down, a receiver
-//! that never answers, and an encoder that panics. And the scale benchmark's smoke run
+//! refused pushes (no retries; a duplicate or out-of-order refusal says the identity may be
+//! shared), Retry-After, backoff while the receiver is down, a receiver that never answers,
+//! the last push bounded whatever the receiver does, and an encoder that panics. And the scale benchmark's smoke run
 //! (`examples/scale.rs`, two simulated nodes against a real Prometheus for two seconds), so that
 //! `scripts/bench-scale.sh` cannot break unnoticed.
 
@@ -31,7 +32,7 @@ fn install_logger() {
     static LOGGER: Once = Once::new();
     LOGGER.call_once(|| {
         let _ = log::set_logger(&TestLogger);
-        log::set_max_level(log::LevelFilter::Info);
+        log::set_max_level(log::LevelFilter::Debug);
     });
 }
 
@@ -103,6 +104,7 @@ fn start_with(name: &str, url: &str, interval_ms: u64, timeout_ms: u64, final_ms
             interval: Duration::from_millis(interval_ms),
             timeout: Duration::from_millis(timeout_ms),
             final_timeout: Duration::from_millis(final_ms),
+            final_setting: FINAL_SETTING,
         },
     )
     .unwrap();
@@ -114,6 +116,9 @@ fn start_with(name: &str, url: &str, interval_ms: u64, timeout_ms: u64, final_ms
 }
 
 const LONG: Duration = Duration::from_secs(30);
+
+/// The name these loops give their final-push bound.
+const FINAL_SETTING: &str = "TEST_FINAL_PUSH_MS";
 
 /// Waits (at most [`LONG`]) until `cond` holds: the receiver records a request before the
 /// pusher has read the answer and counted it.
@@ -179,10 +184,16 @@ fn a_refused_push_is_warned_once_counted_and_not_retried() {
     }
     let stats = s.pusher.stats();
     assert!(stats.failures >= 3 && stats.successes == 0, "{stats:?}");
+    // The refusal once, and once that another sender may share this identity.
     let w = warnings("refused");
-    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w.len(), 2, "{w:?}");
     assert!(
         w[0].contains("HTTP 400") && w[0].contains("out of order sample"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].contains("another process may be pushing under this sender's identity")
+            && w[1].contains("NIXL_TELEMETRY_PUSH_INSTANCE"),
         "{w:?}"
     );
     rx.answer(Answer::Status(204, String::new()));
@@ -250,12 +261,15 @@ fn a_receiver_that_never_answers_bounds_the_drop() {
     let s = start("never", &rx.url("/w"), 100, 500);
     rx.wait_for(1, LONG);
     // The drop returns although the push in flight never ends (the test would hang
-    // otherwise), and says the last push was left.
+    // otherwise), and says the bound cut the last push, and what is not delivered.
     drop(s.pusher);
     let w = warnings("never");
+    assert_eq!(w.len(), 1, "{w:?}");
     assert!(
-        w.iter()
-            .any(|m| m.contains("did not end") || m.contains("no time left")),
+        w[0].starts_with(&format!(
+            "never: {FINAL_SETTING}=500 cut the last push short"
+        )) && w[0].contains("its thread is left to end")
+            && w[0].contains("not delivered: what was recorded since the start"),
         "{w:?}"
     );
 }
@@ -319,6 +333,124 @@ fn a_receiver_that_hangs_gets_one_last_attempt_bounded_by_the_timeout() {
     assert!(waited < Duration::from_millis(FINAL_MS / 2), "{waited:?}");
 }
 
+/// The URL of a receiver that cannot be reached: `refused`, nothing listens on its port
+/// (connections are refused); else a listener that closes every connection it accepts, before
+/// any answer, counting them.
+fn unreachable(refused: bool) -> (String, Arc<AtomicU64>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicU64::new(0));
+    if refused {
+        drop(listener);
+    } else {
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+    }
+    (format!("http://127.0.0.1:{port}/w"), accepted)
+}
+
+/// The debug message of a retry of the last push, of exporter `name`.
+fn last_push_retries(name: &str) -> Vec<String> {
+    logged(log::Level::Debug, name)
+        .into_iter()
+        .filter(|m| m.contains("retrying the last push"))
+        .collect()
+}
+
+/// The warnings of exporter `name` that the final-push bound cut its last push.
+fn cut_warnings(name: &str) -> Vec<String> {
+    warnings(name)
+        .into_iter()
+        .filter(|m| m.contains("cut the last push short"))
+        .collect()
+}
+
+#[test]
+fn destroy_tries_an_unreachable_receiver_once_without_backoff_before_any_push() {
+    // A loop younger than its interval (an hour): no push has failed yet, yet the receiver
+    // gets one attempt, and no backoff is slept, however long the final-push bound.
+    for (name, refused) in [("unreachable-refused", true), ("unreachable-closed", false)] {
+        let (url, accepted) = unreachable(refused);
+        let s = start(name, &url, 3_600_000, FINAL_MS);
+        assert_eq!(s.pusher.stats().attempts, 0);
+        drop(s.pusher);
+        assert_eq!(pushes_at_stop(name), 1, "{name}");
+        assert_eq!(last_push_retries(name), Vec::<String>::new(), "{name}");
+        let w = warnings(name);
+        assert!(
+            w.iter()
+                .any(|m| m.contains("the last push got no answer; not retried at exit")),
+            "{w:?}"
+        );
+        if !refused {
+            assert_eq!(accepted.load(Ordering::SeqCst), 1, "{name}: one connection");
+        }
+    }
+}
+
+#[test]
+fn destroy_retries_only_a_receiver_that_answered_and_only_within_the_bound() {
+    // A receiver that answers 503 to every push: the last push is retried with backoff (it
+    // asked for it), until the bound leaves no time for the next retry, which the drop says.
+    let rx = Receiver::start(Answer::Status(503, "busy".into()));
+    let s = start("answered", &rx.url("/w"), 3_600_000, 1000);
+    drop(s.pusher);
+    assert!(rx.requests().len() >= 2, "{:?}", rx.requests().len());
+    assert!(!last_push_retries("answered").is_empty());
+    let w = cut_warnings("answered");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "answered: {FINAL_SETTING}=1000 cut the last push short"
+        )) && w[0].contains("no push was accepted"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn destroy_waits_for_a_silent_receiver_at_most_the_final_push_bound_and_says_so() {
+    // Before any push: the last push is the one attempt, cut by the bound (the push timeout is
+    // a minute).
+    let rx = Receiver::start(Answer::Never);
+    let s = start_with("silent-young", &rx.url("/w"), 3_600_000, 60_000, 300);
+    drop(s.pusher);
+    assert_eq!(rx.requests().len(), 1);
+    // One warning says so (the push's own failure may be warned too, by its thread, after the
+    // drop has returned).
+    let w = cut_warnings("silent-young");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "silent-young: {FINAL_SETTING}=300 cut the last push short"
+        )) && w[0]
+            .contains("not delivered: what was recorded since the start (no push was accepted"),
+        "{w:?}"
+    );
+    // After accepted pushes, the receiver falls silent with a push in flight: the drop waits
+    // for it at most the bound, and counts what is not delivered since the last accepted push.
+    let rx = Receiver::start(Answer::Status(204, String::new()));
+    let s = start_with("silent-later", &rx.url("/w"), 100, 60_000, 300);
+    eventually("an accepted push", || s.pusher.stats().successes >= 1);
+    rx.answer(Answer::Never);
+    let n = rx.requests().len();
+    rx.wait_for(n + 1, LONG);
+    drop(s.pusher);
+    let w = cut_warnings("silent-later");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(&format!(
+            "silent-later: {FINAL_SETTING}=300 cut the last push short"
+        )) && w[0].contains("its thread is left to end")
+            && w[0].contains("not delivered: what was recorded since the last accepted push, "),
+        "{w:?}"
+    );
+}
+
 /// An encoder with a bug: its first push panics, its second is the loop's own counters as it
 /// was given them, every later one panics. Each build is announced before it panics.
 struct Scripted {
@@ -360,6 +492,7 @@ fn a_panicking_encoder_is_reported_once_counted_and_does_not_hold_up_destroy() {
             interval: Duration::from_millis(50),
             timeout: Duration::from_secs(2),
             final_timeout: FINAL,
+            final_setting: FINAL_SETTING,
         },
         |_, _| {
             Box::new(Scripted {

@@ -173,7 +173,7 @@ fn a_pinned_self_signed_certificate_is_accepted_and_others_are_refused_with_advi
             server_crt.to_str().unwrap(),
         ),
     ]);
-    let otlp = OtlpConfig::from_settings(&env).unwrap();
+    let otlp = OtlpConfig::from_settings(&env, "h").unwrap();
     let outcome = push(otlp.target);
     assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
     assert_eq!(

@@ -9,7 +9,6 @@ use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlug
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
 use nixl_telemetry_push::otlp::{exponential_histograms, Otlp, OtlpConfig};
-use nixl_telemetry_push::rows::{instance, with_instance};
 use nixl_telemetry_push::AgentPush;
 use nixl_telemetry_series::hostname;
 
@@ -21,15 +20,12 @@ impl TelemetryPlugin for OtlpExporter {
     const VERSION: &'static CStr = c"0.1.0";
 
     fn create(params: &InitParams) -> Result<Self, CreateError> {
-        let mut config =
-            OtlpConfig::from_settings(&process_settings).map_err(CreateError::InvalidParam)?;
+        let host = hostname();
+        // Its resource's `service.instance.id` is the sender's identity (the push crate's).
+        let config = OtlpConfig::from_settings(&process_settings, &host)
+            .map_err(CreateError::InvalidParam)?;
         let exponential = exponential_histograms(&nixl_telemetry_base::env::environment)
             .map_err(CreateError::InvalidParam)?;
-        let host = hostname();
-        // `service.instance.id`: OTEL_RESOURCE_ATTRIBUTES's, else NIXL_TELEMETRY_PUSH_INSTANCE,
-        // else `<host>:<pid>` (what remote-write's `instance` label holds too).
-        let id = instance(&process_settings, &host).map_err(CreateError::InvalidParam)?;
-        with_instance(&mut config.resource, &id);
         let push = AgentPush::start(
             params.agent_name,
             &host,

@@ -188,7 +188,7 @@ fn bad_configurations_fail_creation_naming_the_variable_and_send_nothing() {
         ),
         (
             &[("NIXL_TELEMETRY_REMOTE_WRITE_HEADERS", "X-Org")],
-            "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS: 'X-Org' is not name=value",
+            "NIXL_TELEMETRY_REMOTE_WRITE_HEADERS: pair 1 of 1 is not name=value",
         ),
         (
             &[(

@@ -12,7 +12,7 @@
 //! | `OTEL_EXPORTER_OTLP_[METRICS_]COMPRESSION` | `none` | `gzip` or `none` |
 //! | `OTEL_EXPORTER_OTLP_[METRICS_]CERTIFICATE` | | PEM CA file for https (else the system's roots) |
 //! | `OTEL_SERVICE_NAME` | `nixl` | wins over `service.name` in `OTEL_RESOURCE_ATTRIBUTES` |
-//! | `OTEL_RESOURCE_ATTRIBUTES` | | `key=value,...`, values percent-decoded |
+//! | `OTEL_RESOURCE_ATTRIBUTES` | | `key=value,...`, values percent-decoded; `service.instance.id` defaults to the sender's identity ([`crate::rows::instance`]) |
 //! | `OTEL_METRIC_EXPORT_INTERVAL` | 60000 | milliseconds between pushes |
 //! | `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE` | `cumulative` | or `delta`, `lowmemory` |
 //! | `NIXL_TELEMETRY_OTLP_FINAL_PUSH_MS` | 5000 | bound of the last push |
@@ -24,7 +24,10 @@
 use std::time::Duration;
 
 use crate::pusher::PushConfig;
-use crate::target::{millis as setting_millis, parse_headers, parse_url, read_ca_file, Target};
+use crate::rows::{instance, INSTANCE_ATTRIBUTE};
+use crate::target::{
+    millis as setting_millis, parse_headers, parse_pairs, parse_url, read_ca_file, Target,
+};
 use nixl_telemetry_base::env::{parse_u64, Lookup};
 use nixl_telemetry_base::settings::{self, Setting};
 
@@ -62,14 +65,17 @@ pub struct OtlpConfig {
     /// How sums and histograms are reported.
     pub temporality: Temporality,
     /// Resource attributes from `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`, in order,
-    /// `service.name` first.
+    /// `service.name` first, then `service.instance.id` when they name none.
     pub resource: Vec<(String, String)>,
 }
 
 impl OtlpConfig {
-    /// Reads the `OTEL_*` variables and the NIXL setting through `settings` (the settings
-    /// lookup: the environment, then NIXL's configuration file).
-    pub fn from_settings(settings: Lookup) -> Result<OtlpConfig, String> {
+    /// Reads the `OTEL_*` variables and the NIXL settings through `settings` (the settings
+    /// lookup: the environment, then NIXL's configuration file), for a sender on `host`. The
+    /// resource's `service.instance.id` is `OTEL_RESOURCE_ATTRIBUTES`'s (it wins, as
+    /// OpenTelemetry says), else the sender's identity ([`crate::rows::instance`], which the
+    /// remote-write `instance` label holds too).
+    pub fn from_settings(settings: Lookup, host: &str) -> Result<OtlpConfig, String> {
         let get = |setting: &Setting| -> Result<Option<String>, String> {
             Ok(settings(setting.name)
                 .map_err(|e| e.message)?
@@ -128,8 +134,12 @@ impl OtlpConfig {
         };
         let mut resource = Vec::new();
         if let Some(v) = get(&settings::OTEL_RESOURCE_ATTRIBUTES)? {
-            resource = parse_headers(settings::OTEL_RESOURCE_ATTRIBUTES.name, &v, true)
-                .map_err(|e| e.replace("header", "attribute"))?;
+            resource = parse_pairs(
+                settings::OTEL_RESOURCE_ATTRIBUTES.name,
+                &v,
+                true,
+                "attribute",
+            )?;
         }
         let service = match get(&settings::OTEL_SERVICE_NAME)? {
             Some(name) => name,
@@ -141,6 +151,9 @@ impl OtlpConfig {
         };
         resource.retain(|(k, _)| k != "service.name");
         resource.insert(0, ("service.name".to_owned(), service));
+        if !resource.iter().any(|(k, _)| k == INSTANCE_ATTRIBUTE) {
+            resource.push((INSTANCE_ATTRIBUTE.to_owned(), instance(settings, host)?));
+        }
         let final_timeout =
             setting_millis(settings, ENV_FINAL_PUSH_MS, DEFAULT_FINAL_PUSH_MS, false)?;
         Ok(OtlpConfig {
@@ -149,6 +162,7 @@ impl OtlpConfig {
                 interval,
                 timeout: target.timeout,
                 final_timeout,
+                final_setting: ENV_FINAL_PUSH_MS,
             },
             target,
             gzip,
@@ -185,7 +199,7 @@ mod tests {
     use nixl_telemetry_base::env::fixed_env;
 
     fn config(pairs: &[(&str, &str)]) -> Result<OtlpConfig, String> {
-        OtlpConfig::from_settings(&fixed_env(pairs))
+        OtlpConfig::from_settings(&fixed_env(pairs), "h")
     }
 
     #[test]
@@ -197,7 +211,14 @@ mod tests {
         assert_eq!(c.push.final_timeout, Duration::from_secs(5));
         assert!(!c.gzip);
         assert_eq!(c.temporality, Temporality::Cumulative);
-        assert_eq!(c.resource, [("service.name".to_owned(), "nixl".to_owned())]);
+        let id = crate::rows::default_instance("h");
+        assert_eq!(
+            c.resource,
+            [
+                ("service.name".to_owned(), "nixl".to_owned()),
+                (INSTANCE_ATTRIBUTE.to_owned(), id)
+            ]
+        );
         assert!(c.target.headers.is_empty() && c.target.roots.is_none());
     }
 
@@ -238,24 +259,39 @@ mod tests {
 
     #[test]
     fn service_name_and_resource_attributes() {
-        let c = config(&[(
-            "OTEL_RESOURCE_ATTRIBUTES",
-            "service.name=from-attrs,deployment.environment=prod%2Ceu",
-        )])
+        let c = config(&[
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "service.name=from-attrs,deployment.environment=prod%2Ceu",
+            ),
+            ("NIXL_TELEMETRY_PUSH_INSTANCE", "job-7"),
+        ])
         .unwrap();
         assert_eq!(
             c.resource,
             [
                 ("service.name".to_owned(), "from-attrs".to_owned()),
-                ("deployment.environment".to_owned(), "prod,eu".to_owned())
+                ("deployment.environment".to_owned(), "prod,eu".to_owned()),
+                (INSTANCE_ATTRIBUTE.to_owned(), "job-7".to_owned())
             ]
         );
+        // OTEL_RESOURCE_ATTRIBUTES's `service.instance.id` wins over the sender's identity.
         let c = config(&[
-            ("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                "service.name=from-attrs,service.instance.id=otel-id",
+            ),
             ("OTEL_SERVICE_NAME", "svc"),
+            ("NIXL_TELEMETRY_PUSH_INSTANCE", "job-7"),
         ])
         .unwrap();
-        assert_eq!(c.resource, [("service.name".to_owned(), "svc".to_owned())]);
+        assert_eq!(
+            c.resource,
+            [
+                ("service.name".to_owned(), "svc".to_owned()),
+                (INSTANCE_ATTRIBUTE.to_owned(), "otel-id".to_owned())
+            ]
+        );
     }
 
     #[test]
