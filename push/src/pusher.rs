@@ -159,6 +159,12 @@ impl PushStats {
         }
     }
 
+    /// Pushes failed since the receiver last accepted one (or since the start): 0 while
+    /// pushes succeed (a health check).
+    pub fn failures_in_a_row(&self) -> u64 {
+        self.failed_since_success.load(Ordering::Relaxed)
+    }
+
     /// What a push that is not delivered leaves out, for the log: the state recorded since the
     /// last accepted push (how long ago, and how many pushes failed since), or since the start.
     pub fn undelivered(&self) -> String {
@@ -209,6 +215,7 @@ pub struct Pusher {
     /// Set by the loop when `final_timeout` cut its last push.
     cut: Arc<AtomicBool>,
     name: String,
+    interval: Duration,
 }
 
 impl std::fmt::Debug for Pusher {
@@ -232,6 +239,7 @@ impl Pusher {
         let final_timeout = config.final_timeout;
         let final_setting = config.final_setting;
         let name = config.name.clone();
+        let interval = config.interval;
         let worker = Worker::spawn_task(
             &format!("nixl-push-{name}"),
             format!("{name}: the push loop"),
@@ -255,6 +263,7 @@ impl Pusher {
             final_setting,
             cut,
             name,
+            interval,
         })
     }
 
@@ -272,6 +281,11 @@ impl Pusher {
     /// The loop's name (`remote_write`, `otlp`).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The time between pushes.
+    pub fn interval(&self) -> Duration {
+        self.interval
     }
 }
 
