@@ -129,7 +129,10 @@ fn flush_into_ring(c: &mut Criterion) {
         Config {
             buffer_size: 4096,
             run_interval: Duration::from_secs(3600),
-            exporter: ExporterChoice::Buffer(dir.path().to_owned()),
+            exporter: ExporterChoice::Buffer(
+                dir.path().to_owned(),
+                nixl_telemetry_core::ring::layout::V4,
+            ),
             enabled_metrics: MetricMask::ALL,
         },
     )

@@ -10,7 +10,7 @@ static_assert(sizeof(nixl_telemetry_event_t) == 16, "ring record is 16 bytes");
 static_assert(offsetof(nixl_telemetry_event_t, value) == 8, "value at offset 8");
 static_assert(sizeof(nixl_telemetry_stats_t) == 6 * sizeof(uint64_t), "six u64 counters");
 static_assert(sizeof(nixl_telemetry_status_t) == 4, "status is int32_t");
-static_assert(NIXL_TELEMETRY_EVENT_TYPE_COUNT == 21, "21 event types");
+static_assert(NIXL_TELEMETRY_EVENT_TYPE_COUNT == 22, "22 event types");
 
 static void test_linkage(void) {
     /* The shared build must have libnixl_telemetry.so mapped, the static build must not. */
@@ -32,7 +32,7 @@ static void test_linkage(void) {
 }
 
 static void test_constants_and_names(void) {
-    static const char *const names[21] = {
+    static const char *const names[22] = {
         "agent_tx_bytes",
         "agent_rx_bytes",
         "agent_tx_requests_num",
@@ -54,8 +54,9 @@ static void test_constants_and_names(void) {
         "agent_err_canceled",
         "agent_err_no_telemetry",
         "agent_telemetry_events_dropped",
+        "agent_err_xfer_stalled",
     };
-    for (uint32_t i = 0; i < 21; i++) {
+    for (uint32_t i = 0; i < 22; i++) {
         const char *n = nixl_telemetry_event_name(i);
         CHECK(n != NULL);
         if (strcmp(n, names[i]) != 0) {
@@ -64,7 +65,7 @@ static void test_constants_and_names(void) {
         CHECK(strcmp(n, names[i]) == 0);
         CHECK(nixl_telemetry_event_name(i) == n); /* static storage, stable pointer */
     }
-    CHECK(nixl_telemetry_event_name(21) == NULL);
+    CHECK(nixl_telemetry_event_name(22) == NULL);
     CHECK(nixl_telemetry_event_name(NIXL_TELEMETRY_EVENT_TYPE_COUNT) == NULL);
     CHECK(nixl_telemetry_event_name(UINT32_MAX) == NULL);
 
@@ -74,6 +75,9 @@ static void test_constants_and_names(void) {
     CHECK(NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED == 8);
     CHECK(NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY == 19);
     CHECK(NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED == 20);
+    CHECK(NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED == 21);
+    CHECK(NIXL_TELEMETRY_ERR_XFER_STALLED == -13);
+    CHECK(NIXL_TELEMETRY_RING_VERSION_4 == 4 && NIXL_TELEMETRY_RING_VERSION_5 == 5);
     CHECK(NIXL_TELEMETRY_SUCCESS == 0 && NIXL_TELEMETRY_EMPTY == 1);
     CHECK(NIXL_TELEMETRY_ERR_NOT_POSTED == -1 && NIXL_TELEMETRY_ERR_NO_TELEMETRY == -12);
     CHECK(NIXL_TELEMETRY_ERR_BIND_FAILED == -100 && NIXL_TELEMETRY_ERR_DROPPED == -101);

@@ -37,16 +37,16 @@ static void test_buffer_round_trip(void) {
     CHECK_LAST_ERROR_HAS("already being written");
 
     /* Invalid arguments on a live handle. */
-    CHECK_STATUS(nixl_telemetry_update_data(t, 21, 1), NIXL_TELEMETRY_ERR_INVALID_PARAM);
-    CHECK_LAST_ERROR_HAS("21");
+    CHECK_STATUS(nixl_telemetry_update_data(t, 22, 1), NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    CHECK_LAST_ERROR_HAS("22");
     CHECK_STATUS(nixl_telemetry_update_data(t, UINT32_MAX, 1), NIXL_TELEMETRY_ERR_INVALID_PARAM);
-    static const int32_t bad_status[] = {0, 1, -13, 2, -100, INT32_MIN, INT32_MAX};
+    static const int32_t bad_status[] = {0, 1, -14, 2, -100, INT32_MIN, INT32_MAX};
     for (size_t i = 0; i < sizeof bad_status / sizeof bad_status[0]; i++) {
         CHECK_STATUS(nixl_telemetry_update_error(t, bad_status[i]),
                      NIXL_TELEMETRY_ERR_INVALID_PARAM);
     }
-    CHECK_STATUS(nixl_telemetry_update_error(t, -13), NIXL_TELEMETRY_ERR_INVALID_PARAM);
-    CHECK_LAST_ERROR_HAS("-13");
+    CHECK_STATUS(nixl_telemetry_update_error(t, -14), NIXL_TELEMETRY_ERR_INVALID_PARAM);
+    CHECK_LAST_ERROR_HAS("-14");
 
     /* The recorded sequence. */
     CHECK_STATUS(nixl_telemetry_update_data(t, NIXL_TELEMETRY_EVENT_AGENT_TX_BYTES, 100),
@@ -76,7 +76,7 @@ static void test_buffer_round_trip(void) {
 
     CHECK_STATUS(nixl_telemetry_flush(t), NIXL_TELEMETRY_SUCCESS);
     /* Successful calls did not clear the earlier message. */
-    CHECK_LAST_ERROR_HAS("-13");
+    CHECK_LAST_ERROR_HAS("-14");
     CHECK_U64(nixl_telemetry_ring_len(r), 14);
     {
         static const uint32_t types[] = {0, 1, 2, 4, 5, 10, 7, 6, 0, 2, 7, 6, 1, 3};
@@ -98,14 +98,18 @@ static void test_buffer_round_trip(void) {
     EXPECT_EVENTS(r, NULL, NULL, 0);
     CHECK_U64(get_stats(t).flushes, 2);
 
-    /* Every event type through update_data, every error status through update_error. */
+    /* Every event type through update_data, every error status through update_error. A stalled
+     * transfer (event 21, status -13) is recorded as agent_err_unknown (15):
+     * NIXL_TELEMETRY_XFER_STALLED_EVENT is unset. */
     {
-        uint32_t types[21 + 12];
-        uint64_t values[21 + 12];
+        uint32_t types[22 + 13];
+        uint64_t values[22 + 13];
         size_t n = 0;
         for (uint32_t i = 0; i < NIXL_TELEMETRY_EVENT_TYPE_COUNT; i++) {
             CHECK_STATUS(nixl_telemetry_update_data(t, i, 1000 + i), NIXL_TELEMETRY_SUCCESS);
-            types[n] = i;
+            types[n] = i == NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED
+                           ? NIXL_TELEMETRY_EVENT_AGENT_ERR_UNKNOWN
+                           : i;
             values[n++] = 1000 + i;
         }
         for (int32_t status = -1; status >= -12; status--) {
@@ -113,6 +117,10 @@ static void test_buffer_round_trip(void) {
             types[n] = (uint32_t)(7 - status); /* -1 -> 8 (agent_err_not_posted) ... -12 -> 19 */
             values[n++] = 1;
         }
+        CHECK_STATUS(nixl_telemetry_update_error(t, NIXL_TELEMETRY_ERR_XFER_STALLED),
+                     NIXL_TELEMETRY_SUCCESS);
+        types[n] = NIXL_TELEMETRY_EVENT_AGENT_ERR_UNKNOWN;
+        values[n++] = 1;
         CHECK_STATUS(nixl_telemetry_flush(t), NIXL_TELEMETRY_SUCCESS);
         CHECK_U64(nixl_telemetry_ring_len(r), n);
         EXPECT_EVENTS(r, types, values, n);
@@ -127,8 +135,8 @@ static void test_buffer_round_trip(void) {
         EXPECT_EVENTS(r, types, values, 4);
     }
     s = get_stats(t);
-    CHECK_U64(s.events_accepted, 14 + 33 + 4);
-    CHECK_U64(s.events_exported, 14 + 33 + 4);
+    CHECK_U64(s.events_accepted, 14 + 35 + 4);
+    CHECK_U64(s.events_exported, 14 + 35 + 4);
     CHECK_U64(s.events_lost, 0);
 
     nixl_telemetry_ring_close(r);

@@ -55,6 +55,16 @@ status_mapping() {
     CHECK(nixlTelemetryEventTypeForStatus(NIXL_SUCCESS) ==
           nixl_telemetry_event_type_t::AGENT_ERR_UNKNOWN);
     CHECK(standinLog::count(standinLog::ERROR, "nixlTelemetryEventTypeForStatus") == 1);
+    // NIXL_ERR_XFER_STALLED (-13, NIXL's open pull request #2047): AGENT_ERR_UNKNOWN unless
+    // NIXL_TELEMETRY_XFER_STALLED_EVENT is true.
+    const auto stalled = static_cast<nixl_status_t>(NIXL_TELEMETRY_ERR_XFER_STALLED);
+    CHECK(nixlTelemetryEventTypeForStatus(stalled) ==
+          nixl_telemetry_event_type_t::AGENT_ERR_UNKNOWN);
+    setenv("NIXL_TELEMETRY_XFER_STALLED_EVENT", "true", 1);
+    CHECK(nixlTelemetryEventTypeForStatus(stalled) ==
+          nixl_telemetry_event_type_t::AGENT_ERR_XFER_STALLED);
+    unsetenv("NIXL_TELEMETRY_XFER_STALLED_EVENT");
+    CHECK(standinLog::count(standinLog::ERROR, "nixlTelemetryEventTypeForStatus") == 1);
 }
 
 static void

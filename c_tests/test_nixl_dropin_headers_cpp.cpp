@@ -23,7 +23,7 @@
 
 static_assert(TELEMETRY_VERSION == 4, "the ring layout version");
 static_assert(sizeof(nixlTelemetryEvent) == 16, "NIXL's event record is 16 bytes");
-static_assert(nixl_telemetry_event_type_count == 21, "21 event types");
+static_assert(nixl_telemetry_event_type_count == 22, "22 event types");
 static_assert(nixlEnumStrings::telemetryEventTypeStr(
                   nixl_telemetry_event_type_t::AGENT_XFER_TIME) == "agent_xfer_time",
               "the names are constexpr, as in NIXL");
@@ -40,8 +40,9 @@ names_agree_with_the_library() {
             continue;
         }
         CHECK(name == nixl_telemetry_event_name(t));
-        const bool error = t >= NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED &&
-                           t <= NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY;
+        const bool error = (t >= NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED &&
+                            t <= NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY) ||
+                           t == NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED;
         CHECK((label != nullptr) == error);
         CHECK((series.counterName != nullptr) == !error);
         if (error) {

@@ -78,8 +78,20 @@
 // `agent_telemetry_events_dropped`: staging-queue drops since the previous flush.
 #define NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED 20
 
-// Number of event types.
-#define NIXL_TELEMETRY_EVENT_TYPE_COUNT 21
+// `agent_err_xfer_stalled`: a transfer reported stalled (`NIXL_ERR_XFER_STALLED`, -13), from
+// NIXL's open pull request #2047; recorded only when `NIXL_TELEMETRY_XFER_STALLED_EVENT` is
+// true.
+#define NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED 21
+
+// Number of event types (NIXL's merged ones, 0..20, and `agent_err_xfer_stalled`).
+#define NIXL_TELEMETRY_EVENT_TYPE_COUNT 22
+
+// The ring layout NIXL writes and reads (`TELEMETRY_VERSION` 4): a 40-byte header.
+#define NIXL_TELEMETRY_RING_VERSION_4 4
+
+// The ring layout of NIXL's open pull request #2018 (`TELEMETRY_VERSION` 5): a 512-byte header
+// whose reader's position is 256 bytes from the writer's.
+#define NIXL_TELEMETRY_RING_VERSION_5 5
 
 // Log level passed to a log callback (and by plug-ins to `host_log`): error.
 #define NIXL_TELEMETRY_LOG_ERROR 1
@@ -167,7 +179,7 @@ typedef void (*nixl_telemetry_log_fn_t)(int32_t level, const char *message, void
 // This is also the 16-byte record of the shared-memory ring (`u32` type, 4 bytes of padding,
 // `u64` value), and `nixl_telemetry_event_t` in C.
 typedef struct {
-  // Numeric event type (0..20); other values are possible in foreign files.
+  // Numeric event type (0..21); other values are possible in foreign files.
   uint32_t event_type;
   // The reading: bytes, a count, or microseconds, depending on the type.
   uint64_t value;
@@ -215,6 +227,11 @@ typedef struct {
 // NIXL_ERR_NO_TELEMETRY: telemetry (or FPM tracing) is not requested or is misconfigured; no
 // handle was created.
 #define NIXL_TELEMETRY_ERR_NO_TELEMETRY -12
+
+// NIXL_ERR_XFER_STALLED, from NIXL's open pull request #2047 (a transfer past its stall
+// deadline): never returned by this library, recorded by `nixl_telemetry_update_error` as
+// `agent_err_xfer_stalled` or `agent_err_unknown` (`NIXL_TELEMETRY_XFER_STALLED_EVENT`).
+#define NIXL_TELEMETRY_ERR_XFER_STALLED -13
 
 // A scrape port held by another process: benign; run without a telemetry sink.
 #define NIXL_TELEMETRY_ERR_BIND_FAILED -100
@@ -285,18 +302,22 @@ nixl_telemetry_status_t nixl_telemetry_create_with_options(const char *agent_nam
 // `t` is NULL or a handle from `nixl_telemetry_create` not yet destroyed.
 void nixl_telemetry_destroy(nixl_telemetry_t *t);
 
-// Records one event of type `event_type` (0..20) with `value`. Returns SUCCESS when staged or
-// when the metric is deactivated by `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the
-// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type,
-// `ERR_FORKED` on a handle created before this process was forked (as every function taking
-// the handle but `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
+// Records one event of type `event_type` (0..21; 21, `agent_err_xfer_stalled`, is recorded as
+// `agent_err_unknown` unless `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true) with `value`.
+// Returns SUCCESS when staged or when the metric is deactivated by
+// `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the staging queue is full (the drop is
+// counted), `ERR_INVALID_PARAM` for NULL or an unknown type, `ERR_FORKED` on a handle created
+// before this process was forked (as every function taking the handle but
+// `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
 //
 // # Safety
 // `t` is NULL or a live handle.
 nixl_telemetry_status_t nixl_telemetry_update_data(nixl_telemetry_t *t, uint32_t event_type, uint64_t value);
 
-// Records one occurrence of the error `nixl_status` (a negative `nixl_status_t`, -1..-12).
-// Other values return `ERR_INVALID_PARAM` (never an abort).
+// Records one occurrence of the error `nixl_status` (a negative `nixl_status_t`, -1..-12, or
+// -13, `NIXL_TELEMETRY_ERR_XFER_STALLED`, recorded as `agent_err_xfer_stalled` when
+// `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true, else as `agent_err_unknown`). Other values
+// return `ERR_INVALID_PARAM` (never an abort).
 //
 // # Safety
 // `t` is NULL or a live handle.
@@ -410,6 +431,13 @@ nixl_telemetry_status_t nixl_telemetry_ring_lost(const nixl_telemetry_ring_t *r,
 // # Safety
 // `r` is NULL or a live reader.
 uint64_t nixl_telemetry_ring_capacity(const nixl_telemetry_ring_t *r);
+
+// The ring's layout version: 4 (NIXL's) or 5 (the 512-byte header of NIXL's open pull request
+// #2018), as read when it was opened (0 for NULL).
+//
+// # Safety
+// `r` is NULL or a live reader.
+int32_t nixl_telemetry_ring_version(const nixl_telemetry_ring_t *r);
 
 // Number of unread events in the ring (0 for NULL).
 //

@@ -89,7 +89,11 @@ public:
 #endif
 
 #ifndef NIXL_SRC_CORE_TELEMETRY_TELEMETRY_EVENT_H
-/** NIXL's event types (telemetry_event.h): the NIXL_TELEMETRY_EVENT_* values of the C header. */
+/**
+ * NIXL's event types (telemetry_event.h): the NIXL_TELEMETRY_EVENT_* values of the C header,
+ * with AGENT_ERR_XFER_STALLED = 21 of NIXL's open pull request #2047 appended (NIXL's merged
+ * enum ends at AGENT_TELEMETRY_EVENTS_DROPPED; every value they share is the same).
+ */
 enum class nixl_telemetry_event_type_t : uint32_t {
     AGENT_TX_BYTES = 0,
     AGENT_RX_BYTES = 1,
@@ -112,12 +116,15 @@ enum class nixl_telemetry_event_type_t : uint32_t {
     AGENT_ERR_CANCELED = 18,
     AGENT_ERR_NO_TELEMETRY = 19,
     AGENT_TELEMETRY_EVENTS_DROPPED = 20,
+    AGENT_ERR_XFER_STALLED = 21,
 };
 
 /**
  * The error event of a negative nixl_status_t (-1 -> AGENT_ERR_NOT_POSTED ... -12 ->
- * AGENT_ERR_NO_TELEMETRY), with NIXL's signature. Defined in libnixl_telemetry. NIXL aborts
- * for any other status; this library logs an error and returns AGENT_ERR_UNKNOWN.
+ * AGENT_ERR_NO_TELEMETRY; -13, NIXL_ERR_XFER_STALLED of NIXL's open pull request #2047 ->
+ * AGENT_ERR_XFER_STALLED when NIXL_TELEMETRY_XFER_STALLED_EVENT is true, else
+ * AGENT_ERR_UNKNOWN), with NIXL's signature. Defined in libnixl_telemetry. NIXL aborts for any
+ * other status; this library logs an error and returns AGENT_ERR_UNKNOWN.
  */
 [[nodiscard]] nixl_telemetry_event_type_t
 nixlTelemetryEventTypeForStatus(nixl_status_t s);

@@ -90,7 +90,8 @@ typedef struct {
 typedef struct {
   // Payloads accepted by record calls (including those later dropped).
   uint64_t recorded;
-  // Rows written to disk.
+  // Rows written into segments (not counting those of an open segment found deleted or
+  // replaced, which move to `rows_lost`).
   uint64_t written;
   // Payloads dropped because the queue (8192) was full; the oldest go first.
   uint64_t dropped;
@@ -106,7 +107,8 @@ typedef struct {
   // Sampled mode: payloads replaced by a newer one before a tick, or suppressed because
   // their counter was already written.
   uint64_t coalesced;
-  // Rows lost with the batches that failed.
+  // Rows lost with the batches that failed, or with an open segment someone deleted or
+  // replaced.
   uint64_t rows_lost;
 } nixl_telemetry_fpm_trace_stats_t;
 

@@ -11,6 +11,7 @@ use crate::event::{Event, EventType};
 use crate::exporter::{flush_len, Exporter, LossCause};
 use crate::filter::MetricMask;
 use crate::fork::Generation;
+use crate::settings::process_settings;
 use crate::staging::{FastPath, StagingQueue};
 use crate::sync::LockUnpoisoned;
 use crate::worker::Worker;
@@ -82,6 +83,9 @@ pub struct Collector {
     inner: Arc<Inner>,
     /// A copy of `inner.mask` one load away from the handle, for the hot-path gates.
     mask: MetricMask,
+    /// Whether `agent_err_xfer_stalled` is recorded as itself (`NIXL_TELEMETRY_XFER_STALLED_EVENT`)
+    /// or as `agent_err_unknown` ([`EventType::recorded_as`]).
+    xfer_stalled_event: bool,
     /// The fork generation of the process that created the collector.
     generation: Generation,
     /// The staging queue's fast path, one load away from the handle (`inner` keeps the queue
@@ -173,12 +177,13 @@ impl Collector {
     }
 
     /// Creates the collector for `agent` around an already created exporter (`config.exporter`
-    /// is ignored).
+    /// is ignored). Reads `NIXL_TELEMETRY_XFER_STALLED_EVENT` from the process's settings.
     pub fn with_exporter(
         agent: &str,
         config: Config,
         exporter: Box<dyn Exporter>,
     ) -> Result<Collector> {
+        let xfer_stalled_event = crate::event::xfer_stalled_event(&process_settings)?;
         let exporter_name = exporter.name().to_owned();
         let generation = Generation::current();
         let queue = StagingQueue::new(config.buffer_size)?;
@@ -211,6 +216,7 @@ impl Collector {
         .map_err(|e| Error::io("cannot start the telemetry flush thread", &e))?;
         Ok(Collector {
             mask: config.enabled_metrics,
+            xfer_stalled_event,
             generation,
             fast_path: inner.queue.fast_path(),
             inner,
@@ -241,9 +247,11 @@ impl Collector {
         self.inner.mask
     }
 
-    /// Records one event (hot path: no allocation, no global lock).
+    /// Records one event (hot path: no allocation, no global lock); `agent_err_xfer_stalled` as
+    /// `agent_err_unknown` unless `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true.
     #[inline]
     pub fn update_data(&self, event_type: EventType, value: u64) -> Recorded {
+        let event_type = event_type.recorded_as(self.xfer_stalled_event);
         if !self.mask.contains(event_type) {
             return Recorded::Deactivated;
         }
@@ -254,13 +262,14 @@ impl Collector {
         }
     }
 
-    /// Records one error occurrence for a negative `nixl_status_t` (-1..-12); other statuses
-    /// are refused with `InvalidParam`.
+    /// Records one error occurrence for a negative `nixl_status_t` (-1..-13, -13 as
+    /// [`Collector::update_data`] records `agent_err_xfer_stalled`); other statuses are refused
+    /// with `InvalidParam`.
     pub fn update_error(&self, nixl_status: i32) -> Result<Recorded> {
         match EventType::from_nixl_status(nixl_status) {
             Some(t) => Ok(self.update_data(t, 1)),
             None => Err(Error::invalid(format!(
-                "nixl status {nixl_status} is not an error status (expected -1..-12)"
+                "nixl status {nixl_status} is not an error status (expected -1..-13)"
             ))),
         }
     }
@@ -483,7 +492,7 @@ mod tests {
         Config {
             buffer_size: size,
             run_interval: Duration::from_millis(interval_ms),
-            exporter: ExporterChoice::Buffer(dir.to_owned()),
+            exporter: ExporterChoice::Buffer(dir.to_owned(), crate::ring::layout::V4),
             enabled_metrics: MetricMask::ALL,
         }
     }

@@ -302,7 +302,10 @@ pub(crate) mod tests {
         let c = options.config(&env).unwrap();
         assert_eq!(c.buffer_size, 128);
         assert_eq!(c.run_interval, Duration::from_millis(7));
-        assert_eq!(c.exporter, ExporterChoice::Buffer("/tmp/opts".into()));
+        assert_eq!(
+            c.exporter,
+            ExporterChoice::Buffer("/tmp/opts".into(), crate::ring::layout::V4)
+        );
         assert_eq!(Options::default().config(&env).unwrap().buffer_size, 64);
         let empty = Options {
             exporter: Some(String::new()),

@@ -3,8 +3,9 @@
 //!
 //! A [`Collector`] per agent records per-operation events into a bounded staging queue
 //! ([`staging`]); a background thread flushes them into one exporter ([`exporter`]): the
-//! shared-memory ring (`BUFFER`, byte-compatible with NIXL's version-4 file, read back with
-//! [`RingReader`]), the collect-only `NOP`, gzip JSONL segments (`TRACE`), or a plug-in loaded
+//! shared-memory ring (`BUFFER`, byte-compatible with NIXL's version-4 file or the version 5 of
+//! NIXL's open pull request #2018, read back with [`RingReader`]), the collect-only `NOP`, gzip
+//! JSONL segments (`TRACE`), or a plug-in loaded
 //! by name ([`plugin`]; Prometheus and DOCA ship as plug-ins, built on the
 //! `nixl-telemetry-series` crate: the series, their text encoding and the scrape server live
 //! there, not here).

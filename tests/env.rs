@@ -9,13 +9,15 @@ use nixl_telemetry_core::{Collector, EventType, Status};
 
 static ENV: Mutex<()> = Mutex::new(());
 
-const VARS: [&str; 6] = [
+const VARS: [&str; 8] = [
     "NIXL_TELEMETRY_ENABLE",
     "NIXL_TELEMETRY_BUFFER_SIZE",
     "NIXL_TELEMETRY_RUN_INTERVAL",
     "NIXL_TELEMETRY_EXPORTER",
     "NIXL_TELEMETRY_DIR",
     "NIXL_TELEMETRY_ENABLED_METRICS",
+    "NIXL_TELEMETRY_RING_VERSION",
+    "NIXL_TELEMETRY_XFER_STALLED_EVENT",
 ];
 
 /// Runs `f` with exactly `vars` set among the telemetry variables.
@@ -96,6 +98,17 @@ fn every_bad_value_names_its_variable() {
             "BUFFER",
             Some(("NIXL_TELEMETRY_DIR", "")),
         ),
+        (
+            "NIXL_TELEMETRY_RING_VERSION",
+            "3",
+            Some(("NIXL_TELEMETRY_DIR", d)),
+        ),
+        (
+            "NIXL_TELEMETRY_RING_VERSION",
+            "v5",
+            Some(("NIXL_TELEMETRY_DIR", d)),
+        ),
+        ("NIXL_TELEMETRY_XFER_STALLED_EVENT", "maybe", None),
     ] {
         let mut vars = vec![(var, value)];
         vars.extend(extra);
@@ -156,6 +169,48 @@ fn buffer_rings_are_private_and_names_are_checked() {
     );
     assert_eq!(c.exporter_name(), "NOP");
     assert!(!dir.path().join("agent-2").exists());
+}
+
+/// `NIXL_TELEMETRY_RING_VERSION` chooses the layout BUFFER writes (4 unless set), and
+/// `NIXL_TELEMETRY_XFER_STALLED_EVENT` what a stalled transfer (-13, or event 21 given directly)
+/// is recorded as: `agent_err_unknown` unless it is true.
+#[test]
+fn the_ring_version_and_the_stalled_event_follow_their_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let stalled = EventType::AgentErrXferStalled;
+    for (version, on, header, recorded) in [
+        (None, None, 40, EventType::AgentErrUnknown),
+        (Some("5"), None, 512, EventType::AgentErrUnknown),
+        (Some("4"), Some("true"), 40, stalled),
+        (Some("5"), Some("yes"), 512, stalled),
+        (Some("5"), Some("false"), 512, EventType::AgentErrUnknown),
+    ] {
+        let mut vars = vec![
+            ("NIXL_TELEMETRY_DIR", d),
+            ("NIXL_TELEMETRY_BUFFER_SIZE", "16"),
+        ];
+        vars.extend(version.map(|v| ("NIXL_TELEMETRY_RING_VERSION", v)));
+        vars.extend(on.map(|v| ("NIXL_TELEMETRY_XFER_STALLED_EVENT", v)));
+        let c = with_env(&vars, || Collector::from_env("agent", true).unwrap());
+        c.update_error(-13).unwrap();
+        c.update_data(stalled, 1);
+        c.update_error(-8).unwrap();
+        c.close();
+        let path = dir.path().join("agent");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), header + 16 * 16);
+        let mut ring = nixl_telemetry_core::RingReader::open(&path).unwrap();
+        assert_eq!(ring.header().version, if header == 40 { 4 } else { 5 });
+        let types: Vec<u32> = ring.by_ref().map(|e| e.event_type).collect();
+        let (r, unknown) = (recorded as u32, EventType::AgentErrUnknown as u32);
+        assert_eq!(types, [r, r, unknown], "{version:?} {on:?}");
+    }
+    // Statuses beyond -13 are still refused.
+    let c = with_env(&[], || Collector::from_env("a", true).unwrap());
+    assert_eq!(
+        c.update_error(-14).unwrap_err().status,
+        Status::InvalidParam
+    );
 }
 
 /// NIXL does not create `NIXL_TELEMETRY_DIR` and neither do we (a mistyped directory must not

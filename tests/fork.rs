@@ -13,7 +13,7 @@ fn buffer(dir: &std::path::Path, interval: Duration) -> Config {
     Config {
         buffer_size: 1024,
         run_interval: interval,
-        exporter: ExporterChoice::Buffer(dir.to_owned()),
+        exporter: ExporterChoice::Buffer(dir.to_owned(), nixl_telemetry_core::ring::layout::V4),
         enabled_metrics: MetricMask::ALL,
     }
 }

@@ -10,6 +10,7 @@ use std::io::Write;
 use nixl_telemetry_base::env::fixed_env;
 use nixl_telemetry_core::exporter::{ExporterChoice, TraceExporterConfig};
 use nixl_telemetry_core::fpm::{FpmPayload, FpmPolicy, ValidPayload};
+use nixl_telemetry_core::ring::layout;
 use nixl_telemetry_core::segments::SegmentReader;
 use nixl_telemetry_core::{Config, Event, EventType, MetricMask, RingReader, RingWriter};
 use nixl_telemetry_test_support::fuzz;
@@ -18,9 +19,9 @@ use nixl_telemetry_test_support::fuzz;
 fn fuzz_the_ring_reader_on_corrupt_files() {
     let dir = tempfile::tempdir().unwrap();
     let mut seeds = Vec::new();
-    for capacity in [8, 64] {
+    for (capacity, layout) in [8, 64].into_iter().zip(layout::LAYOUTS) {
         let name = format!("seed{capacity}");
-        let ring = RingWriter::create(dir.path(), &name, capacity).unwrap();
+        let ring = RingWriter::create_with(dir.path(), &name, capacity, layout).unwrap();
         ring.push_batch(
             &(0..5)
                 .map(|v| Event::new(EventType::AgentTxBytes, v))
@@ -43,6 +44,10 @@ fn fuzz_the_ring_reader_on_corrupt_files() {
             std::fs::read(&path).unwrap_or_else(|e| panic!("NIXL fixture {}: {e}", path.display())),
         );
     }
+    // Our version-5 file (NIXL has written none), from the repository.
+    let ours = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nixl-telemetry-ring-v5-cap16-wrapped.bin");
+    seeds.push(std::fs::read(&ours).unwrap_or_else(|e| panic!("{}: {e}", ours.display())));
     let path = dir.path().join("fuzzed");
     fuzz::run("ring_reader", &seeds, |bytes| {
         std::fs::write(&path, bytes).unwrap();

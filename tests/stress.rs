@@ -52,14 +52,23 @@ fn eight_producers_conserve_events_and_keep_batches_whole() {
     let config = Config {
         buffer_size: 256,
         run_interval: Duration::from_millis(1),
-        exporter: ExporterChoice::Buffer(dir.path().to_owned()),
+        exporter: ExporterChoice::Buffer(
+            dir.path().to_owned(),
+            nixl_telemetry_core::ring::layout::V4,
+        ),
         enabled_metrics: MetricMask::ALL,
     };
     // A ring much larger than what a flush carries (the queue's 256 events and a block of 256
     // for each of the other 7 threads: 2048), read concurrently, so the ring never overflows
     // however long the reader is descheduled on a loaded machine (32 flushes), and every
     // accepted event must arrive (ring losses are tested elsewhere).
-    let ring_exporter = BufferExporter::create(dir.path(), "stress", 1 << 16).unwrap();
+    let ring_exporter = BufferExporter::create(
+        dir.path(),
+        "stress",
+        1 << 16,
+        nixl_telemetry_core::ring::layout::V4,
+    )
+    .unwrap();
     let collector =
         Arc::new(Collector::with_exporter("stress", config, Box::new(ring_exporter)).unwrap());
     let mut ring = RingReader::open(dir.path().join("stress")).unwrap();
@@ -120,7 +129,10 @@ fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_c
     let config = Config {
         buffer_size: 4096,
         run_interval: Duration::from_millis(1),
-        exporter: ExporterChoice::Buffer(dir.path().to_owned()),
+        exporter: ExporterChoice::Buffer(
+            dir.path().to_owned(),
+            nixl_telemetry_core::ring::layout::V4,
+        ),
         enabled_metrics: MetricMask::ALL,
     };
     let collector = Arc::new(Collector::new("overflow", config).unwrap());

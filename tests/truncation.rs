@@ -160,7 +160,7 @@ fn buffer_collector(dir: &std::path::Path) -> Collector {
     let config = Config {
         buffer_size: 1024,
         run_interval: Duration::from_secs(3600),
-        exporter: ExporterChoice::Buffer(dir.to_owned()),
+        exporter: ExporterChoice::Buffer(dir.to_owned(), nixl_telemetry_core::ring::layout::V4),
         enabled_metrics: MetricMask::ALL,
     };
     Collector::new("agent", config).unwrap()

@@ -1,4 +1,5 @@
-//! Every number the C headers carry, defined once: status codes, event types and log levels.
+//! Every number the C headers carry, defined once: status codes, event types, ring layout
+//! versions and log levels.
 //!
 //! This module is a leaf (it uses nothing of the crate), so the model types below the C ABI can
 //! depend on it: [`crate::Status`], [`crate::EventType`] and the logging levels take their
@@ -41,6 +42,10 @@ pub const NIXL_TELEMETRY_ERR_CANCELED: nixl_telemetry_status_t = -11;
 /// NIXL_ERR_NO_TELEMETRY: telemetry (or FPM tracing) is not requested or is misconfigured; no
 /// handle was created.
 pub const NIXL_TELEMETRY_ERR_NO_TELEMETRY: nixl_telemetry_status_t = -12;
+/// NIXL_ERR_XFER_STALLED, from NIXL's open pull request #2047 (a transfer past its stall
+/// deadline): never returned by this library, recorded by `nixl_telemetry_update_error` as
+/// `agent_err_xfer_stalled` or `agent_err_unknown` (`NIXL_TELEMETRY_XFER_STALLED_EVENT`).
+pub const NIXL_TELEMETRY_ERR_XFER_STALLED: nixl_telemetry_status_t = -13;
 /// A scrape port held by another process: benign; run without a telemetry sink.
 pub const NIXL_TELEMETRY_ERR_BIND_FAILED: nixl_telemetry_status_t = -100;
 /// The staging queue was full: the event (or the whole transfer batch) was dropped and counted.
@@ -99,8 +104,18 @@ pub const NIXL_TELEMETRY_EVENT_AGENT_ERR_CANCELED: u32 = 18;
 pub const NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY: u32 = 19;
 /// `agent_telemetry_events_dropped`: staging-queue drops since the previous flush.
 pub const NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED: u32 = 20;
-/// Number of event types.
-pub const NIXL_TELEMETRY_EVENT_TYPE_COUNT: u32 = 21;
+/// `agent_err_xfer_stalled`: a transfer reported stalled (`NIXL_ERR_XFER_STALLED`, -13), from
+/// NIXL's open pull request #2047; recorded only when `NIXL_TELEMETRY_XFER_STALLED_EVENT` is
+/// true.
+pub const NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED: u32 = 21;
+/// Number of event types (NIXL's merged ones, 0..20, and `agent_err_xfer_stalled`).
+pub const NIXL_TELEMETRY_EVENT_TYPE_COUNT: u32 = 22;
+
+/// The ring layout NIXL writes and reads (`TELEMETRY_VERSION` 4): a 40-byte header.
+pub const NIXL_TELEMETRY_RING_VERSION_4: i32 = 4;
+/// The ring layout of NIXL's open pull request #2018 (`TELEMETRY_VERSION` 5): a 512-byte header
+/// whose reader's position is 256 bytes from the writer's.
+pub const NIXL_TELEMETRY_RING_VERSION_5: i32 = 5;
 
 /// Log level passed to a log callback (and by plug-ins to `host_log`): error.
 pub const NIXL_TELEMETRY_LOG_ERROR: i32 = 1;

@@ -1,11 +1,23 @@
-//! The NIXL event model: the 21 event types with their file-format values and names, the
-//! `nixl_status_t` -> error-event mapping, and the shared metric descriptor from which every
-//! series-exposing exporter derives its counters, gauges and histograms.
+//! The NIXL event model: the 22 event types with their file-format values and names (NIXL's 21
+//! and `agent_err_xfer_stalled` of its open pull request #2047), the `nixl_status_t` ->
+//! error-event mapping, and the shared metric descriptor from which every series-exposing
+//! exporter derives its counters, gauges and histograms.
 
 use std::ffi::CStr;
 use std::fmt;
 
 use crate::constants as c;
+use crate::env::{read_bool, Lookup};
+use crate::error::Result;
+use crate::settings::XFER_STALLED_EVENT;
+
+/// `NIXL_TELEMETRY_XFER_STALLED_EVENT` through `env` (unset: false): whether a stalled transfer
+/// (`NIXL_ERR_XFER_STALLED`, -13) is recorded as `agent_err_xfer_stalled`
+/// ([`EventType::recorded_as`]), and so whether exporters show its `status="xfer_stalled"`
+/// series. An error for a value that is not a boolean word.
+pub fn xfer_stalled_event(env: Lookup) -> Result<bool> {
+    Ok(read_bool(env, XFER_STALLED_EVENT.name)?.unwrap_or(XFER_STALLED_EVENT.default_bool()))
+}
 
 /// One telemetry record: an event type and a single per-operation reading.
 ///
@@ -14,7 +26,7 @@ use crate::constants as c;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Event {
-    /// Numeric event type (0..20); other values are possible in foreign files.
+    /// Numeric event type (0..21); other values are possible in foreign files.
     pub event_type: u32,
     /// The reading: bytes, a count, or microseconds, depending on the type.
     pub value: u64,
@@ -50,7 +62,7 @@ impl Event {
         }
     }
 
-    /// The type, if it is one of the 21 known ones.
+    /// The type, if it is one of the 22 known ones.
     pub fn kind(&self) -> Option<EventType> {
         EventType::from_u32(self.event_type)
     }
@@ -66,7 +78,7 @@ impl Event {
 
 macro_rules! event_types {
     ($( $variant:ident = $value:ident, $name:literal; )*) => {
-        /// The 21 NIXL telemetry event types; the numeric values are part of the ring format.
+        /// The 22 telemetry event types; the numeric values are part of the ring format.
         #[repr(u32)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum EventType {
@@ -124,12 +136,14 @@ event_types! {
     AgentErrCanceled = NIXL_TELEMETRY_EVENT_AGENT_ERR_CANCELED, "agent_err_canceled";
     AgentErrNoTelemetry = NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY, "agent_err_no_telemetry";
     AgentTelemetryEventsDropped = NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED, "agent_telemetry_events_dropped";
+    AgentErrXferStalled = NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED, "agent_err_xfer_stalled";
 }
 
-/// Number of event types (the last one, `agent_telemetry_events_dropped`, is 20).
+/// Number of event types (the last one, `agent_err_xfer_stalled`, is 21).
 pub const EVENT_TYPE_COUNT: usize = c::NIXL_TELEMETRY_EVENT_TYPE_COUNT as usize;
 
-/// First and last error event values (`agent_err_not_posted` .. `agent_err_no_telemetry`).
+/// First and last of the contiguous error events (`agent_err_not_posted` ..
+/// `agent_err_no_telemetry`); `agent_err_xfer_stalled` follows the dropped-events report.
 const FIRST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NOT_POSTED;
 const LAST_ERROR_EVENT: u32 = c::NIXL_TELEMETRY_EVENT_AGENT_ERR_NO_TELEMETRY;
 
@@ -183,19 +197,32 @@ impl EventType {
     }
 
     /// The error event for a negative `nixl_status_t` (-1 -> `agent_err_not_posted` ...
-    /// -12 -> `agent_err_no_telemetry`); `None` for success, in-progress or unknown codes.
+    /// -12 -> `agent_err_no_telemetry`, and -13, `NIXL_ERR_XFER_STALLED`, ->
+    /// `agent_err_xfer_stalled`, as NIXL's pull request #2047 maps it); `None` for success,
+    /// in-progress or unknown codes. What is recorded for -13 is [`EventType::recorded_as`].
     pub fn from_nixl_status(status: i32) -> Option<EventType> {
-        if (-12..=-1).contains(&status) {
-            EventType::from_u32((7 - status) as u32)
-        } else {
-            None
+        match status {
+            -12..=-1 => EventType::from_u32((7 - status) as u32),
+            c::NIXL_TELEMETRY_ERR_XFER_STALLED => Some(EventType::AgentErrXferStalled),
+            _ => None,
         }
     }
 
-    /// True for the twelve `agent_err_*` events.
+    /// The type recorded for this one: itself, but `agent_err_xfer_stalled` is recorded as
+    /// `agent_err_unknown` unless `xfer_stalled_event` (`NIXL_TELEMETRY_XFER_STALLED_EVENT`)
+    /// is true, as NIXL's merged sources, which have no event 21, would count the error.
+    pub const fn recorded_as(self, xfer_stalled_event: bool) -> EventType {
+        match self {
+            EventType::AgentErrXferStalled if !xfer_stalled_event => EventType::AgentErrUnknown,
+            t => t,
+        }
+    }
+
+    /// True for the thirteen `agent_err_*` events.
     pub const fn is_error(self) -> bool {
         let v = self as u32;
-        v >= FIRST_ERROR_EVENT && v <= LAST_ERROR_EVENT
+        (v >= FIRST_ERROR_EVENT && v <= LAST_ERROR_EVENT)
+            || v == c::NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED
     }
 
     /// The `status` label of an error event (`not_posted`, ...), `None` for other events.
@@ -249,7 +276,7 @@ const fn series(name: &'static str, help: &'static str) -> Series {
     Series { name, help }
 }
 
-/// The error family shared by the twelve `agent_err_*` events, labelled by `status`.
+/// The error family shared by the thirteen `agent_err_*` events, labelled by `status`.
 pub const ERRORS_SERIES: Series = series("agent_errors_total", "Cumulative error count by status");
 
 const ERROR_DESCRIPTOR: MetricDescriptor = MetricDescriptor {
@@ -366,6 +393,7 @@ pub static METRIC_DESCRIPTORS: [MetricDescriptor; EVENT_TYPE_COUNT] = [
         gauge: None,
         histogram: None,
     },
+    ERROR_DESCRIPTOR,
 ];
 
 #[cfg(test)]
@@ -374,7 +402,7 @@ mod tests {
 
     #[test]
     fn values_and_names_match_nixl() {
-        assert_eq!(EventType::ALL.len(), 21);
+        assert_eq!(EventType::ALL.len(), 22);
         for (i, t) in EventType::ALL.iter().enumerate() {
             assert_eq!(*t as usize, i);
             assert_eq!(EventType::from_u32(i as u32), Some(*t));
@@ -387,7 +415,12 @@ mod tests {
             EventType::AgentTelemetryEventsDropped.name(),
             "agent_telemetry_events_dropped"
         );
-        assert_eq!(EventType::from_u32(21), None);
+        assert_eq!(EventType::AgentErrXferStalled as u32, 21);
+        assert_eq!(
+            EventType::AgentErrXferStalled.name(),
+            "agent_err_xfer_stalled"
+        );
+        assert_eq!(EventType::from_u32(22), None);
         assert_eq!(
             Event {
                 event_type: 77,
@@ -399,7 +432,7 @@ mod tests {
     }
 
     #[test]
-    fn status_mapping_covers_minus_one_to_minus_twelve() {
+    fn status_mapping_covers_minus_one_to_minus_thirteen() {
         let labels: Vec<&str> = (1..=12)
             .map(|s| {
                 let t = EventType::from_nixl_status(-s).unwrap();
@@ -424,10 +457,25 @@ mod tests {
                 "no_telemetry"
             ]
         );
-        for bad in [0, 1, -13, i32::MIN, i32::MAX] {
+        let stalled = EventType::from_nixl_status(-13).unwrap();
+        assert_eq!(stalled, EventType::AgentErrXferStalled);
+        assert_eq!(stalled.status_label(), Some("xfer_stalled"));
+        assert!(stalled.is_error());
+        assert!(!EventType::AgentTelemetryEventsDropped.is_error());
+        for bad in [0, 1, -14, i32::MIN, i32::MAX] {
             assert_eq!(EventType::from_nixl_status(bad), None);
         }
         assert_eq!(EventType::AgentTxBytes.status_label(), None);
+    }
+
+    #[test]
+    fn a_stalled_transfer_is_recorded_as_unknown_unless_asked() {
+        let stalled = EventType::AgentErrXferStalled;
+        assert_eq!(stalled.recorded_as(false), EventType::AgentErrUnknown);
+        assert_eq!(stalled.recorded_as(true), stalled);
+        for t in EventType::ALL.into_iter().filter(|t| *t != stalled) {
+            assert_eq!((t.recorded_as(false), t.recorded_as(true)), (t, t));
+        }
     }
 
     #[test]

@@ -7,10 +7,13 @@
 //! (Itanium ABI mangling, as GCC and Clang use on Linux).
 
 use crate::boundary;
-use nixl_telemetry_base::event::EventType;
+use nixl_telemetry_base::event::{xfer_stalled_event, EventType};
+use nixl_telemetry_base::settings::process_settings;
 
 /// `nixl_telemetry_event_type_t nixlTelemetryEventTypeForStatus(nixl_status_t s)`: the error
-/// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19). Both enums are passed as their
+/// event of a negative `nixl_status_t` (-1 -> 8 ... -12 -> 19), as the library records it: -13
+/// (`NIXL_ERR_XFER_STALLED`, NIXL's open pull request #2047) -> 21 when
+/// `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true, else 15. Both enums are passed as their
 /// underlying integers (`nixl_status_t` is an `int`-sized unscoped enum, the event type a
 /// `uint32_t` scoped enum). NIXL aborts for any other status; this one logs an error and
 /// returns `AGENT_ERR_UNKNOWN` (15), so a stray status never takes the process down.
@@ -22,11 +25,13 @@ pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
             || {
                 log::error!(
                     "nixlTelemetryEventTypeForStatus expects a negative nixl_status_t error \
-                     code (-1..-12), got {status}; counting it as agent_err_unknown"
+                     code (-1..-13), got {status}; counting it as agent_err_unknown"
                 );
                 UNKNOWN
             },
-            |t| t as u32,
+            // An invalid value of the setting fails every collector's creation, with its
+            // message; here it counts as the default.
+            |t| t.recorded_as(xfer_stalled_event(&process_settings).unwrap_or_default()) as u32,
         )
     })
 }
@@ -58,6 +63,9 @@ mod tests {
         }
         assert_eq!(nixl_telemetry_cxx_event_type_for_status(0), 15);
         assert_eq!(nixl_telemetry_cxx_event_type_for_status(1), 15);
+        // NIXL_ERR_XFER_STALLED as the library records it while the setting is unset (the
+        // setting's other value: c_tests/test_nixl_dropin_cpp.cpp).
         assert_eq!(nixl_telemetry_cxx_event_type_for_status(-13), 15);
+        assert_eq!(nixl_telemetry_cxx_event_type_for_status(-14), 15);
     }
 }

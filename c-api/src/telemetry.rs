@@ -148,11 +148,13 @@ pub unsafe extern "C" fn nixl_telemetry_destroy(t: *mut nixl_telemetry_t) {
     })
 }
 
-/// Records one event of type `event_type` (0..20) with `value`. Returns SUCCESS when staged or
-/// when the metric is deactivated by `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the
-/// staging queue is full (the drop is counted), `ERR_INVALID_PARAM` for NULL or an unknown type,
-/// `ERR_FORKED` on a handle created before this process was forked (as every function taking
-/// the handle but `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
+/// Records one event of type `event_type` (0..21; 21, `agent_err_xfer_stalled`, is recorded as
+/// `agent_err_unknown` unless `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true) with `value`.
+/// Returns SUCCESS when staged or when the metric is deactivated by
+/// `NIXL_TELEMETRY_ENABLED_METRICS`, `ERR_DROPPED` when the staging queue is full (the drop is
+/// counted), `ERR_INVALID_PARAM` for NULL or an unknown type, `ERR_FORKED` on a handle created
+/// before this process was forked (as every function taking the handle but
+/// `nixl_telemetry_destroy`: see `nixl_telemetry_t`).
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
@@ -168,15 +170,18 @@ pub unsafe extern "C" fn nixl_telemetry_update_data(
         let collector = unsafe { collector(FUNCTION, t) }?;
         let kind = EventType::from_u32(event_type).ok_or_else(|| {
             Error::invalid(format!(
-                "{FUNCTION}: unknown event type {event_type} (valid: 0..20)"
+                "{FUNCTION}: unknown event type {event_type} (valid: 0..{})",
+                EventType::ALL.len() - 1
             ))
         })?;
         Ok(recorded_status(collector.update_data(kind, value)))
     })
 }
 
-/// Records one occurrence of the error `nixl_status` (a negative `nixl_status_t`, -1..-12).
-/// Other values return `ERR_INVALID_PARAM` (never an abort).
+/// Records one occurrence of the error `nixl_status` (a negative `nixl_status_t`, -1..-12, or
+/// -13, `NIXL_TELEMETRY_ERR_XFER_STALLED`, recorded as `agent_err_xfer_stalled` when
+/// `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true, else as `agent_err_unknown`). Other values
+/// return `ERR_INVALID_PARAM` (never an abort).
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
@@ -519,6 +524,19 @@ pub unsafe extern "C" fn nixl_telemetry_ring_capacity(r: *const nixl_telemetry_r
     })
 }
 
+/// The ring's layout version: 4 (NIXL's) or 5 (the 512-byte header of NIXL's open pull request
+/// #2018), as read when it was opened (0 for NULL).
+///
+/// # Safety
+/// `r` is NULL or a live reader.
+#[no_mangle]
+pub unsafe extern "C" fn nixl_telemetry_ring_version(r: *const nixl_telemetry_ring_t) -> i32 {
+    boundary::catch("nixl_telemetry_ring_version", 0, || {
+        // SAFETY: the caller's contract: NULL or a live reader.
+        unsafe { r.as_ref() }.map_or(0, |r| r.reader.layout().version)
+    })
+}
+
 /// Number of unread events in the ring (0 for NULL).
 ///
 /// # Safety
@@ -586,6 +604,14 @@ mod tests {
             assert_eq!(t as u32, (7 + s) as u32);
         }
         assert_eq!(
+            EventType::from_nixl_status(NIXL_TELEMETRY_ERR_XFER_STALLED),
+            Some(EventType::AgentErrXferStalled)
+        );
+        assert_eq!(
+            NIXL_TELEMETRY_EVENT_AGENT_ERR_XFER_STALLED,
+            EventType::AgentErrXferStalled as u32
+        );
+        assert_eq!(
             NIXL_TELEMETRY_EVENT_AGENT_TELEMETRY_EVENTS_DROPPED,
             EventType::AgentTelemetryEventsDropped as u32
         );
@@ -603,7 +629,7 @@ mod tests {
             let name = unsafe { CStr::from_ptr(p) };
             assert_eq!(name.to_str().unwrap(), t.name());
         }
-        assert!(nixl_telemetry_event_name(21).is_null());
+        assert!(nixl_telemetry_event_name(22).is_null());
     }
 
     #[test]
@@ -637,6 +663,7 @@ mod tests {
                 NIXL_TELEMETRY_ERR_INVALID_PARAM
             );
             assert_eq!(nixl_telemetry_ring_capacity(std::ptr::null()), 0);
+            assert_eq!(nixl_telemetry_ring_version(std::ptr::null()), 0);
             nixl_telemetry_destroy(std::ptr::null_mut());
             nixl_telemetry_ring_close(std::ptr::null_mut());
             let mut tiny = [0x55 as c_char; 1];

@@ -1,4 +1,5 @@
-//! The example ring readers run as processes on rings written by this library:
+//! The example ring readers run as processes on rings written by this library, of both layouts
+//! (version 4, NIXL's, and version 5 of NIXL's open pull request #2018):
 //!
 //! * the C++ reader (`examples/cpp`, built here with CMake against the cargo-built
 //!   `libnixl_telemetry.so`): exact output while events arrive in two bursts, Ctrl+C, `--help`,
@@ -18,11 +19,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nixl_telemetry_core::ring::layout::{Layout, LAYOUTS};
 use nixl_telemetry_core::{Event, RingReader, RingWriter};
 use nixl_telemetry_test_support::workspace_root;
 
-/// NIXL's event names by numeric type, written out here independently of the library.
-const NAMES: [&str; 21] = [
+/// NIXL's event names by numeric type (with its open pull request #2047's stalled transfer),
+/// written out here independently of the library.
+const NAMES: [&str; 22] = [
     "agent_tx_bytes",
     "agent_rx_bytes",
     "agent_tx_requests_num",
@@ -44,6 +47,7 @@ const NAMES: [&str; 21] = [
     "agent_err_canceled",
     "agent_err_no_telemetry",
     "agent_telemetry_events_dropped",
+    "agent_err_xfer_stalled",
 ];
 
 const RULE: &str = "===========================";
@@ -111,7 +115,7 @@ fn expected_pairs(events: &[Event]) -> Vec<(String, u64)> {
 
 /// Every event type once with its own value, edge values, and unknown types (77, u32::MAX).
 fn known_sequence() -> Vec<Event> {
-    let mut events: Vec<Event> = (0..21u32)
+    let mut events: Vec<Event> = (0..22u32)
         .map(|t| Event {
             event_type: t,
             value: 1000 * (u64::from(t) + 1) + 7,
@@ -160,9 +164,9 @@ impl SplitMix {
             .map(|_| {
                 let r = self.next();
                 let event_type = match r % 64 {
-                    0 => 21 + (self.next() % 1000) as u32,
+                    0 => 22 + (self.next() % 1000) as u32,
                     1 => u32::MAX,
-                    _ => ((r >> 8) % 21) as u32,
+                    _ => ((r >> 8) % 22) as u32,
                 };
                 let shift = self.next() % 64;
                 Event {
@@ -410,8 +414,14 @@ fn opening_lines(path: &Path) -> String {
 
 #[test]
 fn cpp_reader_prints_every_event_live_and_stops_on_ctrl_c() {
+    for layout in LAYOUTS {
+        cpp_reader_prints_every_event_of(layout);
+    }
+}
+
+fn cpp_reader_prints_every_event_of(layout: Layout) {
     let dir = tempfile::tempdir().unwrap();
-    let ring = RingWriter::create(dir.path(), "agent-cpp", 64).unwrap();
+    let ring = RingWriter::create_with(dir.path(), "agent-cpp", 64, layout).unwrap();
     let events = known_sequence();
     let (first, second) = events.split_at(10);
     assert_eq!(ring.push_batch(first), first.len());
@@ -419,8 +429,9 @@ fn cpp_reader_prints_every_event_live_and_stops_on_ctrl_c() {
 
     let mut live = Live::spawn(cpp_command().arg(&path));
     let header = format!(
-        "{}Successfully opened telemetry buffer (version: 4)\nBuffer capacity: 64 events\n",
-        opening_lines(&path)
+        "{}Successfully opened telemetry buffer (version: {})\nBuffer capacity: 64 events\n",
+        opening_lines(&path),
+        layout.version
     );
     live.wait_for_stdout(&format!("{header}{}", blocks(first)));
     // The second burst arrives while the reader polls the empty ring.
@@ -442,30 +453,38 @@ fn cpp_reader_prints_every_event_live_and_stops_on_ctrl_c() {
 
 #[test]
 fn python_reader_prints_the_same_event_blocks() {
-    let dir = tempfile::tempdir().unwrap();
-    let ring = RingWriter::create(dir.path(), "agent-py", 64).unwrap();
-    let events = known_sequence();
-    assert_eq!(ring.push_batch(&events), events.len());
+    for layout in LAYOUTS {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = RingWriter::create_with(dir.path(), "agent-py", 64, layout).unwrap();
+        let events = known_sequence();
+        assert_eq!(ring.push_batch(&events), events.len());
 
-    let (status, stdout, stderr) = run(python_command()
-        .arg("--telemetry_path")
-        .arg(ring.path())
-        .arg("--once"));
-    assert_eq!(status.code(), Some(0), "{status}; stderr:\n{stderr}");
-    assert_eq!(stdout, blocks(&events));
-    assert!(
-        stderr.contains(&format!("Total events read: {}", events.len())),
-        "{stderr}"
-    );
-    assert!(stderr.contains("Final buffer size: 0 events"), "{stderr}");
-    assert!(ring.is_empty(), "the reader consumed the events");
+        let (status, stdout, stderr) = run(python_command()
+            .arg("--telemetry_path")
+            .arg(ring.path())
+            .arg("--once"));
+        assert_eq!(status.code(), Some(0), "{status}; stderr:\n{stderr}");
+        assert_eq!(stdout, blocks(&events));
+        for line in [
+            format!(
+                "Successfully opened telemetry buffer (version: {})",
+                layout.version
+            ),
+            format!("Total events read: {}", events.len()),
+            "Final buffer size: 0 events".to_owned(),
+        ] {
+            assert!(stderr.contains(&line), "{line}: {stderr}");
+        }
+        assert!(ring.is_empty(), "the reader consumed the events");
+    }
 }
 
-/// Fills the 4 padding bytes of every record with 0xFF: readers must ignore them.
-fn dirty_padding(path: &Path, capacity: usize) {
+/// Fills the 4 padding bytes of every record of a ring of `layout` with 0xFF: readers must
+/// ignore them.
+fn dirty_padding(path: &Path, layout: Layout, capacity: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     for i in 0..capacity {
-        let at = 40 + 16 * i + 4;
+        let at = layout.header_size + 16 * i + 4;
         bytes[at..at + 4].fill(0xFF);
     }
     std::fs::write(path, bytes).unwrap();
@@ -473,9 +492,15 @@ fn dirty_padding(path: &Path, capacity: usize) {
 
 #[test]
 fn python_reader_and_ring_reader_agree_on_a_wrapped_random_ring() {
+    for layout in LAYOUTS {
+        readers_agree_on_a_wrapped_random_ring(layout);
+    }
+}
+
+fn readers_agree_on_a_wrapped_random_ring(layout: Layout) {
     const CAPACITY: usize = 4096;
     let dir = tempfile::tempdir().unwrap();
-    let ring = RingWriter::create(dir.path(), "agent-random", CAPACITY).unwrap();
+    let ring = RingWriter::create_with(dir.path(), "agent-random", CAPACITY, layout).unwrap();
     let mut rng = SplitMix(0x5EED_1234_ABCD_0042);
 
     // Advance the positions near the end of the ring, so that the next batch wraps around.
@@ -491,13 +516,13 @@ fn python_reader_and_ring_reader_agree_on_a_wrapped_random_ring() {
         header.write_pos < header.read_pos,
         "the unread events wrap around the end: {header:?}"
     );
-    assert!(events.iter().any(|e| e.event_type >= 21));
+    assert!(events.iter().any(|e| e.event_type >= 22));
 
     let rust_copy = dir.path().join("copy-rust");
     let python_copy = dir.path().join("copy-python");
     for copy in [&rust_copy, &python_copy] {
         std::fs::copy(ring.path(), copy).unwrap();
-        dirty_padding(copy, CAPACITY);
+        dirty_padding(copy, layout, CAPACITY);
     }
 
     let from_rust: Vec<Event> = RingReader::open(&rust_copy).unwrap().collect();
@@ -570,7 +595,11 @@ fn cpp_reader_refuses_missing_wrong_version_and_truncated_files() {
     std::fs::write(&truncated, &short).unwrap();
 
     for (path, contents, needle) in [
-        (&wrong_version, &v3, "version mismatch: expected 4, got 3"),
+        (
+            &wrong_version,
+            &v3,
+            "version mismatch: expected 4 or 5, got 3",
+        ),
         (&truncated, &short, "truncated"),
     ] {
         let (status, stdout, stderr) = run(cpp_command().arg(path));

@@ -1,6 +1,7 @@
 /*
  * Test stand-in for NIXL's telemetry_event.h (same include guard): the event-type enum and the
- * declaration of nixlTelemetryEventTypeForStatus, as NIXL declares them.
+ * declaration of nixlTelemetryEventTypeForStatus, as NIXL declares them with its open pull
+ * request #2047 (AGENT_ERR_XFER_STALLED = 21 appended).
  */
 #ifndef NIXL_SRC_CORE_TELEMETRY_TELEMETRY_EVENT_H
 #define NIXL_SRC_CORE_TELEMETRY_TELEMETRY_EVENT_H
@@ -31,6 +32,7 @@ enum class nixl_telemetry_event_type_t : uint32_t {
     AGENT_ERR_CANCELED = 18,
     AGENT_ERR_NO_TELEMETRY = 19,
     AGENT_TELEMETRY_EVENTS_DROPPED = 20,
+    AGENT_ERR_XFER_STALLED = 21,
 };
 
 /* Marks that the stand-in, not nixl_telemetry.hpp, declared the enum. */

@@ -51,7 +51,9 @@ pub fn run(args: &ConfigArgs) -> CliResult {
     if args.check {
         let config = options.check()?;
         let exporter = match &config.exporter {
-            ExporterChoice::Buffer(dir) => format!("BUFFER (rings in {})", dir.display()),
+            ExporterChoice::Buffer(dir, layout) => {
+                format!("BUFFER (rings of {layout} in {})", dir.display())
+            }
             ExporterChoice::Nop => "NOP".to_owned(),
             ExporterChoice::Plugin(name) => format!("the plug-in {name}"),
             ExporterChoice::Trace(trace) => format!("TRACE (prefix {})", trace.path.display()),

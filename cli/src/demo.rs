@@ -258,7 +258,10 @@ fn frame(args: &DemoArgs, rows: Vec<Row>, started: Instant) -> Frame {
 }
 
 fn run_ring(args: &DemoArgs, dir: &Path, keep: bool) -> CliResult {
-    let agent = Agent::start(args, ExporterChoice::Buffer(dir.to_owned()))?;
+    let agent = Agent::start(
+        args,
+        ExporterChoice::Buffer(dir.to_owned(), nixl_telemetry_core::ring::layout::V4),
+    )?;
     let path = dir.join(&args.agent);
     let mut ring = RingReader::open(&path)?;
     // A kept ring is read without consuming it, so that it still holds the events afterwards.

@@ -13,7 +13,7 @@ pub struct EventFilter {
 }
 
 impl EventFilter {
-    /// Validates `globs`: each must be a well-formed POSIX glob matching at least one of the 21
+    /// Validates `globs`: each must be a well-formed POSIX glob matching at least one of the 22
     /// event names (which are lower case).
     pub fn new(globs: &[String]) -> Result<EventFilter, CliError> {
         for glob in globs {
@@ -24,8 +24,9 @@ impl EventFilter {
             }
             if !EventType::ALL.iter().any(|t| fnmatch(glob, t.name())) {
                 return Err(CliError::Usage(format!(
-                    "--filter '{glob}' matches none of the 21 event names ({}); names are lower \
+                    "--filter '{glob}' matches none of the {} event names ({}); names are lower \
                      case, and a glob uses *, ? and [...]",
+                    EventType::ALL.len(),
                     EventType::ALL.map(EventType::name).join(", ")
                 )));
             }
@@ -87,7 +88,7 @@ mod tests {
 
     #[test]
     fn typos_bad_globs_and_wrong_case_are_usage_errors() {
-        assert!(usage(&["agent_tx_byte"]).contains("matches none of the 21 event names"));
+        assert!(usage(&["agent_tx_byte"]).contains("matches none of the 22 event names"));
         assert!(usage(&["AGENT_ERR_*"]).contains("lower case"));
         assert!(usage(&["["]).contains("never closed"));
         assert!(usage(&["agent_[tx_bytes"]).contains("never closed"));

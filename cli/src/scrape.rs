@@ -339,6 +339,7 @@ mod tests {
 agent_tx_bytes_total{agent_name=\"a\",hostname=\"h\"} 10
 agent_tx_bytes_total{agent_name=\"b\",hostname=\"h\"} 20
 agent_errors_total{agent_name=\"a\",hostname=\"h\",status=\"backend\"} 3
+agent_errors_total{agent_name=\"a\",hostname=\"h\",status=\"xfer_stalled\"} 2
 agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"10\"} 1
 agent_xfer_time_us_bucket{agent_name=\"a\",hostname=\"h\",le=\"+Inf\"} 4
 agent_xfer_time_us_sum{agent_name=\"a\",hostname=\"h\"} 99
@@ -352,6 +353,7 @@ other_metric{job=\"x\"} 5
         ]];
         assert_eq!(a.counters[EventType::AgentTxBytes as usize], 10.0);
         assert_eq!(a.counters[EventType::AgentErrBackend as usize], 3.0);
+        assert_eq!(a.counters[EventType::AgentErrXferStalled as usize], 2.0);
         assert_eq!(a.xfer_buckets, [(10.0, 1.0), (f64::INFINITY, 4.0)]);
     }
 }

@@ -31,7 +31,7 @@ pub struct StatsArgs {
     #[arg(long, hide = true)]
     json: bool,
     /// Only count events whose name matches this POSIX glob (repeatable); a glob matching
-    /// none of the 21 event names is a usage error (exit status 2).
+    /// none of the 22 event names is a usage error (exit status 2).
     #[arg(long = "filter", value_name = "GLOB")]
     filters: Vec<String>,
 }

@@ -182,9 +182,17 @@ fn check_accepts_a_valid_configuration() {
     );
     assert_eq!(
         home.stdout(&["--check"], &[]),
-        "ok: a collector would use BUFFER (rings in /nonexistent/rings), 4096 events, a flush \
-         every 100 ms\n"
+        "ok: a collector would use BUFFER (rings of version 4 in /nonexistent/rings), 4096 \
+         events, a flush every 100 ms\n"
     );
+    // The ring's layout, from the file too (NIXL's open pull request #2018's).
+    home.write(
+        ".nixl.cfg",
+        "NIXL_TELEMETRY_DIR = '/nonexistent/rings'\nNIXL_TELEMETRY_RING_VERSION = 5\n",
+    );
+    assert!(home.stdout(&["--check"], &[]).starts_with(
+        "ok: a collector would use BUFFER (rings of version 5 in /nonexistent/rings)"
+    ));
     // Nothing was created.
     assert!(!Path::new("/nonexistent").exists());
 }

@@ -50,7 +50,10 @@ fn read_reports_what_the_ring_lost_and_skips_its_loss_file_in_a_directory() {
         nixl_telemetry_core::Config {
             buffer_size: 8,
             run_interval: std::time::Duration::from_secs(3600),
-            exporter: nixl_telemetry_core::ExporterChoice::Buffer(dir.path().to_owned()),
+            exporter: nixl_telemetry_core::ExporterChoice::Buffer(
+                dir.path().to_owned(),
+                nixl_telemetry_core::ring::layout::V4,
+            ),
             enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
         },
     )
@@ -114,7 +117,10 @@ fn a_loss_count_planted_by_another_user_is_not_reported() {
         nixl_telemetry_core::Config {
             buffer_size: 8,
             run_interval: std::time::Duration::from_secs(3600),
-            exporter: nixl_telemetry_core::ExporterChoice::Buffer(dir.clone()),
+            exporter: nixl_telemetry_core::ExporterChoice::Buffer(
+                dir.clone(),
+                nixl_telemetry_core::ring::layout::V4,
+            ),
             enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
         },
     )

@@ -28,7 +28,10 @@ fn bad_files_give_one_clear_line_and_exit_1() {
     let cases: [(PathBuf, &str); 4] = [
         (dir.path().join("missing"), "does not exist"),
         (small, "too small"),
-        (wrong_version.clone(), "version mismatch: expected 4, got 3"),
+        (
+            wrong_version.clone(),
+            "version mismatch: expected 4 or 5, got 3",
+        ),
         (text_file, "version mismatch"),
     ];
     for (path, needle) in cases {
@@ -129,4 +132,42 @@ fn peek_and_stats_consume_nothing() {
     let text = stdout_of(&["read".as_ref(), path.as_os_str()]);
     assert!(text.contains("Total events read: 3"), "{text}");
     assert_eq!(ring.len(), 0);
+}
+
+/// Our version-5 ring (NIXL's open pull request #2018; NIXL has written none, so the fixture is
+/// ours): `read` says its version and names every event, the stalled transfer (21) included, and
+/// `stats` counts them without consuming.
+#[test]
+fn read_and_stats_read_a_version_5_ring_and_know_the_stalled_transfer() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "nixl-telemetry-ring-v5-cap16-wrapped.bin";
+    let path = dir.path().join(name);
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(name),
+        &path,
+    )
+    .unwrap();
+    let stats = stdout_of(&["stats".as_ref(), "--json".as_ref(), path.as_os_str()]);
+    let v: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(v["total_events"], 12, "{stats}");
+    let names: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"agent_err_xfer_stalled"), "{names:?}");
+    let text = stdout_of(&["read".as_ref(), path.as_os_str()]);
+    assert!(
+        text.contains("Successfully opened telemetry buffer (version: 5)\nBuffer capacity: 16"),
+        "{text}"
+    );
+    assert_eq!(text.matches("=== NIXL Telemetry Event ===").count(), 12);
+    assert!(
+        text.contains("Event: agent_err_xfer_stalled\nValue: 1021\n"),
+        "{text}"
+    );
+    assert!(text.contains("Total events read: 12"), "{text}");
 }

@@ -7,8 +7,9 @@
 //
 // It consumes the events (advancing read_pos in the file, as every ring reader does), polls
 // every 500 ms while the ring is empty, and on Ctrl+C (SIGINT) prints the totals and exits 0.
-// Any library error is one "Error: <message>" line on stderr and exit status 1; a file of
-// another version is refused and left untouched.
+// Any library error is one "Error: <message>" line on stderr and exit status 1. It reads both
+// ring layouts the library reads (version 4, NIXL's, and version 5 of NIXL's open pull request
+// #2018) and prints the one it found; a file of another version is refused and left untouched.
 
 #include <nixl_telemetry.h>
 
@@ -26,9 +27,6 @@
 #include <system_error>
 
 namespace {
-
-// The only ring version nixl_telemetry_ring_open accepts: any other one is refused.
-constexpr int kTelemetryVersion = 4;
 
 // Sleep between two polls of an empty ring, as NIXL's readers do.
 constexpr long kPollIntervalNs = 500L * 1000L * 1000L;
@@ -87,6 +85,7 @@ class Ring {
   }
 
   uint64_t capacity() const { return nixl_telemetry_ring_capacity(ring_); }
+  int32_t version() const { return nixl_telemetry_ring_version(ring_); }
   uint64_t size() const { return nixl_telemetry_ring_len(ring_); }
 
  private:
@@ -148,7 +147,7 @@ int run(const std::string &path) {
             << "Press Ctrl+C to stop reading telemetry..." << std::endl;
 
   Ring ring(path);
-  std::cout << "Successfully opened telemetry buffer (version: " << kTelemetryVersion << ")\n"
+  std::cout << "Successfully opened telemetry buffer (version: " << ring.version() << ")\n"
             << "Buffer capacity: " << ring.capacity() << " events" << std::endl;
 
   uint64_t total = 0;

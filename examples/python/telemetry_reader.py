@@ -2,8 +2,9 @@
 """NIXL telemetry ring reader (drop-in replacement for NIXL's Python reader).
 
 Reads the shared-memory ring file written by NIXL's BUFFER telemetry
-exporter (TELEMETRY_VERSION 4, little-endian x86-64 layout) and prints each
-event as it is consumed.
+exporter (TELEMETRY_VERSION 4, little-endian x86-64 layout), or of the
+version 5 of NIXL's open pull request #2018, and prints each event as it is
+consumed.
 
 Usage::
 
@@ -33,11 +34,15 @@ Output:
 Without ``--once`` the reader polls every 0.5 s when the ring is empty and
 stops on SIGINT (Ctrl+C), printing the totals and exiting 0.
 
-Ring file layout (all little-endian):
-    header, 40 bytes:
+Ring file layouts (all little-endian), told apart by ``version`` at @16:
+    version 4 (NIXL's), header of 40 bytes:
         @0  u64 write_pos     @8  u64 read_pos
         @16 i32 version       @20 i32 expected_version
         @24 u64 capacity      @32 u64 mask
+    version 5 (NIXL's open pull request #2018), header of 512 bytes:
+        @0  u64 write_pos     @8  u64 capacity
+        @16 i32 version       @20 i32 expected_version
+        @24 u64 mask          @256 u64 read_pos  (the rest is zero)
     then ``capacity`` records of 16 bytes:
         @0 u32 event_type, @4 4 padding bytes (ignored), @8 u64 value
 
@@ -50,6 +55,7 @@ and :func:`main` (which returns the exit code).
 """
 
 import argparse
+import collections
 import logging
 import mmap
 import os
@@ -58,19 +64,32 @@ import struct
 import sys
 import time
 
+#: Where one layout version keeps its header words; records start at ``header_size``.
+Layout = collections.namedtuple(
+    "Layout", "version header_size read_pos_off capacity_off mask_off"
+)
+
+#: The layouts this reader reads, by their version word: NIXL's (4), and the
+#: 512-byte header of NIXL's open pull request #2018 (5).
+LAYOUTS = {
+    4: Layout(version=4, header_size=40, read_pos_off=8, capacity_off=24, mask_off=32),
+    5: Layout(version=5, header_size=512, read_pos_off=256, capacity_off=8, mask_off=24),
+}
+
+#: The layout NIXL writes.
 TELEMETRY_VERSION = 4
 
-HEADER_SIZE = 40
+#: The smallest header (version 4's): a shorter file is no ring.
+MIN_HEADER_SIZE = min(layout.header_size for layout in LAYOUTS.values())
 EVENT_SIZE = 16
 
-_HEADER = struct.Struct("<QQiiQQ")  # write, read, version, expected, cap, mask
 _EVENT = struct.Struct("<I4xQ")  # type, 4 ignored padding bytes, value
 _POS = struct.Struct("<Q")
+_VERSION = struct.Struct("<i")
 
 _WRITE_POS_OFF = 0
-_READ_POS_OFF = 8
+_VERSION_OFF = 16
 
-assert _HEADER.size == HEADER_SIZE
 assert _EVENT.size == EVENT_SIZE
 
 POLL_INTERVAL = 0.5
@@ -97,6 +116,7 @@ EVENT_NAMES = (
     "agent_err_canceled",
     "agent_err_no_telemetry",
     "agent_telemetry_events_dropped",
+    "agent_err_xfer_stalled",
 )
 
 LOGGER_NAME = "nixl_telemetry_reader"
@@ -111,15 +131,17 @@ def event_name(event_type):
 
 
 class TelemetryError(Exception):
-    """The ring file cannot be opened or is not a valid version-4 ring."""
+    """The ring file cannot be opened or is not a valid ring of a known layout."""
 
 
 class TelemetryRing:
-    """Consumer side of a NIXL telemetry ring file.
+    """Consumer side of a NIXL telemetry ring file, of either layout.
 
     The header is validated before any index is trusted; the file itself is
-    never written except for ``read_pos`` (8 bytes at offset 8) by
-    :meth:`pop`.  Raises :class:`TelemetryError` on any problem.
+    never written except for ``read_pos`` (8 bytes at offset 8, or 256 in
+    version 5) by :meth:`pop`.  Positions are read from the file at every call
+    (nothing is cached), so opening a ring in use starts at its ``read_pos``.
+    Raises :class:`TelemetryError` on any problem.
     """
 
     def __init__(self, path):
@@ -152,24 +174,31 @@ class TelemetryRing:
             file_size = os.fstat(self._fd).st_size
         except OSError as exc:
             raise TelemetryError("Cannot stat %s: %s" % (path, exc.strerror)) from None
-        if file_size < HEADER_SIZE:
+        if file_size < MIN_HEADER_SIZE:
             raise TelemetryError(
                 "File %s is too small for a telemetry header: %d bytes, need at least %d"
-                % (path, file_size, HEADER_SIZE)
+                % (path, file_size, MIN_HEADER_SIZE)
             )
 
-        try:
-            raw = os.pread(self._fd, HEADER_SIZE, 0)
-        except OSError as exc:
-            raise TelemetryError("Cannot read %s: %s" % (path, exc.strerror)) from None
-        if len(raw) < HEADER_SIZE:
-            raise TelemetryError("Short read of the telemetry header in %s" % path)
-        write_pos, read_pos, version, _expected, capacity, mask = _HEADER.unpack(raw)
-
-        if version != TELEMETRY_VERSION:
+        raw = self._pread(MIN_HEADER_SIZE)
+        version = _VERSION.unpack_from(raw, _VERSION_OFF)[0]
+        layout = LAYOUTS.get(version)
+        if layout is None:
             raise TelemetryError(
-                "Version mismatch: expected %d, got %d" % (TELEMETRY_VERSION, version)
+                "Version mismatch: expected %s, got %d"
+                % (" or ".join(str(v) for v in sorted(LAYOUTS)), version)
             )
+        if file_size < layout.header_size:
+            raise TelemetryError(
+                "File %s is too small for a version-%d telemetry header: %d bytes, "
+                "need at least %d" % (path, version, file_size, layout.header_size)
+            )
+        raw = self._pread(layout.header_size)
+        write_pos = _POS.unpack_from(raw, _WRITE_POS_OFF)[0]
+        read_pos = _POS.unpack_from(raw, layout.read_pos_off)[0]
+        capacity = _POS.unpack_from(raw, layout.capacity_off)[0]
+        mask = _POS.unpack_from(raw, layout.mask_off)[0]
+
         if capacity == 0 or capacity & (capacity - 1):
             raise TelemetryError(
                 "Invalid buffer capacity %d in %s: must be a non-zero power of two"
@@ -180,7 +209,7 @@ class TelemetryRing:
                 "Invalid buffer mask %d in %s: expected %d for capacity %d"
                 % (mask, path, capacity - 1, capacity)
             )
-        needed = HEADER_SIZE + EVENT_SIZE * capacity
+        needed = layout.header_size + EVENT_SIZE * capacity
         if file_size < needed:
             raise TelemetryError(
                 "Truncated telemetry file %s: %d bytes, capacity %d needs %d"
@@ -195,10 +224,21 @@ class TelemetryRing:
         except (OSError, ValueError) as exc:
             raise TelemetryError("Cannot map %s: %s" % (path, exc)) from None
 
+        self.layout = layout
         self.version = version
         self.capacity = capacity
         self.mask = mask
         self.file_size = file_size
+
+    def _pread(self, size):
+        """The first ``size`` bytes of the file (the caller checked its size)."""
+        try:
+            raw = os.pread(self._fd, size, 0)
+        except OSError as exc:
+            raise TelemetryError("Cannot read %s: %s" % (self.path, exc.strerror)) from None
+        if len(raw) < size:
+            raise TelemetryError("Short read of the telemetry header in %s" % self.path)
+        return raw
 
     def _check_positions(self, write_pos, read_pos, capacity):
         if write_pos >= capacity or read_pos >= capacity:
@@ -211,7 +251,7 @@ class TelemetryRing:
         if self._map is None:
             raise TelemetryError("Telemetry ring %s is closed" % self.path)
         write_pos = _POS.unpack_from(self._map, _WRITE_POS_OFF)[0]
-        read_pos = _POS.unpack_from(self._map, _READ_POS_OFF)[0]
+        read_pos = _POS.unpack_from(self._map, self.layout.read_pos_off)[0]
         self._check_positions(write_pos, read_pos, self.capacity)
         return write_pos, read_pos
 
@@ -229,9 +269,9 @@ class TelemetryRing:
         if read_pos == write_pos:
             return None
         event_type, value = _EVENT.unpack_from(
-            self._map, HEADER_SIZE + read_pos * EVENT_SIZE
+            self._map, self.layout.header_size + read_pos * EVENT_SIZE
         )
-        _POS.pack_into(self._map, _READ_POS_OFF, (read_pos + 1) & self.mask)
+        _POS.pack_into(self._map, self.layout.read_pos_off, (read_pos + 1) & self.mask)
         return event_type, value
 
     def close(self):

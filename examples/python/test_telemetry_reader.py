@@ -1,12 +1,13 @@
-"""Tests for telemetry_reader.py (NIXL telemetry ring reader, version 4).
+"""Tests for telemetry_reader.py (NIXL telemetry ring reader, versions 4 and 5).
 
 Run from the repository root with ``python3 -m pytest examples/python -q``.
 
-The NIXL-written fixtures are read-only and shared: every test copies them
-to ``tmp_path`` before reading, because reading advances ``read_pos``.
-They are found via ``$NIXL_TELEMETRY_FIXTURES`` or ``<repo>/../shared/fixtures``; when
+The ring fixtures are read-only: every test copies them to ``tmp_path`` before
+reading, because reading advances ``read_pos``. NIXL's own files are found via
+``$NIXL_TELEMETRY_FIXTURES`` or the repository's copies in ``tests/fixtures``; when
 ``$NIXL_TELEMETRY_FIXTURES`` is set (scripts/test.sh sets it), missing fixtures fail the tests
-instead of skipping them.
+instead of skipping them. The version-5 file is ours (NIXL has not merged that layout, so no
+NIXL-written one exists) and always comes from ``tests/fixtures``.
 """
 
 import json
@@ -29,11 +30,11 @@ import telemetry_reader as tr  # noqa: E402
 
 SCRIPT = HERE / "telemetry_reader.py"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(
-    os.environ.get("NIXL_TELEMETRY_FIXTURES")
-    or REPO_ROOT.parent / "shared" / "fixtures"
-)
+OURS = REPO_ROOT / "tests" / "fixtures"
+FIXTURES = Path(os.environ.get("NIXL_TELEMETRY_FIXTURES") or OURS)
 EXPECTED_JSON = FIXTURES / "nixl-rings.expected.json"
+#: Our version-5 file and its expectations (same format, plus "version").
+OURS_JSON = OURS / "nixl-telemetry-rings.expected.json"
 
 #: Named by ``$NIXL_TELEMETRY_FIXTURES``: the fixtures must be there (no skip).
 FIXTURES_REQUIRED = bool(os.environ.get("NIXL_TELEMETRY_FIXTURES"))
@@ -52,11 +53,12 @@ SEPARATOR = "=" * 27
 
 def make_ring(path, capacity, events=(), read_pos=0, version=4, mask=None,
               expected_version=4, padding=b"\xde\xad\xbe\xef", write_pos=None,
-              truncate_to=None):
+              truncate_to=None, layout=tr.LAYOUTS[4]):
     """Write a ring file like NIXL's writer: events pushed from read_pos on.
 
     ``events`` is a list of (type, value).  Padding bytes of every slot are
-    filled with garbage so the reader is checked to ignore them.
+    filled with garbage so the reader is checked to ignore them.  The header
+    is ``layout``'s, whatever ``version`` it says.
     """
     if mask is None:
         mask = capacity - 1
@@ -69,22 +71,34 @@ def make_ring(path, capacity, events=(), read_pos=0, version=4, mask=None,
         pos = (pos + 1) & mask
     if write_pos is None:
         write_pos = pos
-    header = struct.pack("<QQiiQQ", write_pos, read_pos, version,
-                         expected_version, capacity, mask)
-    data = header + bytes(slots)
+    header = bytearray(layout.header_size)
+    struct.pack_into("<Q", header, 0, write_pos)
+    struct.pack_into("<Q", header, layout.read_pos_off, read_pos)
+    struct.pack_into("<ii", header, 16, version, expected_version)
+    struct.pack_into("<Q", header, layout.capacity_off, capacity)
+    struct.pack_into("<Q", header, layout.mask_off, mask)
+    data = bytes(header) + bytes(slots)
     if truncate_to is not None:
         data = data[:truncate_to]
     Path(path).write_bytes(data)
     return Path(path)
 
 
+def layout_of(raw):
+    """The layout of a ring file's bytes, from its version word."""
+    return tr.LAYOUTS[struct.unpack_from("<i", raw, 16)[0]]
+
+
 def push(path, etype, value):
     """Producer-side push into an existing ring file (for the live test)."""
     with open(path, "r+b") as f:
-        hdr = f.read(40)
-        write_pos, read_pos, _v, _e, capacity, mask = struct.unpack("<QQiiQQ", hdr)
+        hdr = f.read(512)
+        layout = layout_of(hdr)
+        write_pos = struct.unpack_from("<Q", hdr, 0)[0]
+        read_pos = struct.unpack_from("<Q", hdr, layout.read_pos_off)[0]
+        mask = struct.unpack_from("<Q", hdr, layout.mask_off)[0]
         assert ((write_pos + 1) & mask) != read_pos, "ring full"
-        f.seek(40 + 16 * write_pos)
+        f.seek(layout.header_size + 16 * write_pos)
         f.write(struct.pack("<I4xQ", etype, value))
         f.flush()
         f.seek(0)
@@ -92,8 +106,10 @@ def push(path, etype, value):
 
 
 def header_positions(path):
-    write_pos, read_pos = struct.unpack_from("<QQ", Path(path).read_bytes(), 0)
-    return write_pos, read_pos
+    raw = Path(path).read_bytes()
+    layout = layout_of(raw)
+    return (struct.unpack_from("<Q", raw, 0)[0],
+            struct.unpack_from("<Q", raw, layout.read_pos_off)[0])
 
 
 def drain(ring):
@@ -117,15 +133,24 @@ def run_cli(*args, timeout=30):
     )
 
 
+def fixture_dirs():
+    """Every ring fixture: name -> (directory, expectations); NIXL's, then ours."""
+    found = {}
+    if EXPECTED_JSON.is_file() or FIXTURES_REQUIRED:
+        for name, exp in json.loads(EXPECTED_JSON.read_text()).items():
+            found[name] = (FIXTURES, exp)
+    for name, exp in json.loads(OURS_JSON.read_text()).items():
+        found[name] = (OURS, exp)
+    return found
+
+
 def expected_fixtures():
-    if not EXPECTED_JSON.is_file() and not FIXTURES_REQUIRED:
-        return {}
-    return json.loads(EXPECTED_JSON.read_text())
+    return {name: exp for name, (_dir, exp) in fixture_dirs().items()}
 
 
 def copy_fixture(name, tmp_path):
     dst = tmp_path / name
-    shutil.copyfile(FIXTURES / name, dst)
+    shutil.copyfile(fixture_dirs()[name][0] / name, dst)
     os.chmod(dst, 0o644)
     return dst
 
@@ -138,7 +163,7 @@ def assert_single_error_line(stderr, needle):
 
 
 # --------------------------------------------------------------------------
-# NIXL-written fixtures
+# NIXL-written fixtures, and our version-5 one
 
 
 @needs_fixtures
@@ -147,7 +172,7 @@ def test_fixture_events_exact(name, tmp_path):
     exp = expected_fixtures()[name]
     path = copy_fixture(name, tmp_path)
     with tr.TelemetryRing(path) as ring:
-        assert ring.version == 4
+        assert ring.version == exp.get("version", 4)
         assert ring.capacity == exp["capacity"]
         assert header_positions(path) == (exp["write_pos"], exp["read_pos"])
         assert ring.size() == len(exp["events"])
@@ -161,8 +186,9 @@ def test_fixture_events_exact(name, tmp_path):
 
 
 @needs_fixtures
-def test_fixture_wrapped_read_pos_advances_in_file(tmp_path):
-    name = "nixl-ring-v4-cap16-wrapped.bin"
+@pytest.mark.parametrize("name,read_pos_off", [("nixl-ring-v4-cap16-wrapped.bin", 8),
+                                               ("nixl-telemetry-ring-v5-cap16-wrapped.bin", 256)])
+def test_fixture_wrapped_read_pos_advances_in_file(name, read_pos_off, tmp_path):
     if name not in expected_fixtures():
         if FIXTURES_REQUIRED:
             pytest.fail("%s is not listed in %s" % (name, EXPECTED_JSON))
@@ -177,8 +203,9 @@ def test_fixture_wrapped_read_pos_advances_in_file(tmp_path):
             assert ring.pop() is not None
             assert header_positions(path) == (write_pos, (read_pos + i + 1) % cap)
     after = path.read_bytes()
-    # only read_pos (bytes 8..16) was touched
-    assert after[:8] == original[:8] and after[16:] == original[16:]
+    # only read_pos (8 bytes at read_pos_off) was touched
+    end = read_pos_off + 8
+    assert after[:read_pos_off] == original[:read_pos_off] and after[end:] == original[end:]
 
 
 @needs_fixtures
@@ -189,6 +216,7 @@ def test_fixture_cli_once(name, tmp_path):
     res = run_cli("--telemetry_path", path, "--once")
     assert res.returncode == 0, res.stderr
     assert res.stdout == "".join(event_block(e["name"], e["value"]) for e in exp["events"])
+    assert "(version: %d)" % exp.get("version", 4) in res.stderr
     assert "Buffer capacity: %d events" % exp["capacity"] in res.stderr
     assert "Current events in buffer: %d" % len(exp["events"]) in res.stderr
     assert "Total events read: %d" % len(exp["events"]) in res.stderr
@@ -197,9 +225,9 @@ def test_fixture_cli_once(name, tmp_path):
 
 @needs_fixtures
 def test_fixtures_are_untouched():
-    # The shared originals must never be written by the tests.
-    for name, exp in expected_fixtures().items():
-        assert header_positions(FIXTURES / name) == (exp["write_pos"], exp["read_pos"])
+    # The originals must never be written by the tests.
+    for name, (directory, exp) in fixture_dirs().items():
+        assert header_positions(directory / name) == (exp["write_pos"], exp["read_pos"])
 
 
 # --------------------------------------------------------------------------
@@ -240,24 +268,46 @@ def test_reader_sees_events_pushed_after_open(tmp_path):
         assert ring.pop() is None
 
 
+def test_own_version_5_ring_wraps_and_ignores_padding(tmp_path):
+    events = [(0, 4096), (21, 1), (6, 123), (20, 7), (99, 5)]
+    path = make_ring(tmp_path / "r.bin", 8, events, read_pos=5, version=5,
+                     expected_version=5, layout=tr.LAYOUTS[5])
+    with tr.TelemetryRing(path) as ring:
+        assert (ring.version, ring.capacity, ring.size()) == (5, 8, 5)
+        assert drain(ring) == events
+        assert ring.pop() is None
+    assert header_positions(path) == (2, 2)
+    # Only read_pos, at 256, moved.
+    raw = path.read_bytes()
+    assert struct.unpack_from("<QQ", raw, 0) == (2, 8)
+
+
+def test_a_version_5_file_with_only_a_version_4_header_is_too_small(tmp_path):
+    path = make_ring(tmp_path / "r.bin", 8, version=5)  # 40 + 128 bytes
+    res = run_cli("--telemetry_path", path, "--once")
+    assert res.returncode == 1
+    assert_single_error_line(res.stderr, "too small for a version-5 telemetry header")
+
+
 def test_event_names():
     assert tr.event_name(0) == "agent_tx_bytes"
     assert tr.event_name(5) == "agent_memory_deregistered"
     assert tr.event_name(7) == "agent_xfer_post_time"
     assert tr.event_name(17) == "agent_err_remote_disconnect"
     assert tr.event_name(20) == "agent_telemetry_events_dropped"
-    assert tr.event_name(21) == "unknown_event_21"
+    assert tr.event_name(21) == "agent_err_xfer_stalled"
+    assert tr.event_name(22) == "unknown_event_22"
     assert tr.event_name(4294967295) == "unknown_event_4294967295"
 
 
 def test_cli_once_own_ring_exact_stdout(tmp_path):
-    events = [(0, 1), (4, 65536), (21, 3)]
+    events = [(0, 1), (4, 65536), (22, 3)]
     path = make_ring(tmp_path / "r.bin", 4, events, read_pos=3)
     res = run_cli("--telemetry_path", path, "--once")
     assert res.returncode == 0, res.stderr
     assert res.stdout == (event_block("agent_tx_bytes", 1)
                           + event_block("agent_memory_registered", 65536)
-                          + event_block("unknown_event_21", 3))
+                          + event_block("unknown_event_22", 3))
     for line in ("Telemetry path: %s" % path,
                  "Opening telemetry buffer: %s" % path,
                  "Auto-detected buffer size: 4",
@@ -305,16 +355,16 @@ def test_wrong_version_leaves_file_unchanged(tmp_path):
     res = run_cli("--telemetry_path", path, "--once")
     assert res.returncode == 1
     assert res.stdout == ""
-    assert_single_error_line(res.stderr, "Error: Version mismatch: expected 4, got 3")
+    assert_single_error_line(res.stderr, "Error: Version mismatch: expected 4 or 5, got 3")
     assert path.exists()
     assert path.read_bytes() == before
     assert path.stat().st_mtime_ns == mtime
 
 
 def test_wrong_version_api(tmp_path):
-    path = make_ring(tmp_path / "r.bin", 8, version=5)
+    path = make_ring(tmp_path / "r.bin", 8, version=6)
     before = path.read_bytes()
-    with pytest.raises(tr.TelemetryError, match="Version mismatch: expected 4, got 5"):
+    with pytest.raises(tr.TelemetryError, match="Version mismatch: expected 4 or 5, got 6"):
         tr.TelemetryRing(path)
     assert path.read_bytes() == before
 
@@ -481,8 +531,10 @@ def test_sigint_on_empty_ring(tmp_path):
     assert "Traceback" not in err
 
 
-def test_follow_mode_reads_new_events(tmp_path):
-    path = make_ring(tmp_path / "r.bin", 4, [(0, 1)])
+@pytest.mark.parametrize("version", [4, 5])
+def test_follow_mode_reads_new_events(tmp_path, version):
+    path = make_ring(tmp_path / "r.bin", 4, [(0, 1)], version=version,
+                     expected_version=version, layout=tr.LAYOUTS[version])
     r = Running(path)
     try:
         r.wait_for("stdout", event_block("agent_tx_bytes", 1))

@@ -6,8 +6,9 @@
  *
  * It declares what NIXL's header declares, with the same names, types and values, written for
  * this library: the variable names, TELEMETRY_VERSION (the ring layout, 4), the event-type
- * enum (token for token as in NIXL's header and in nixl_telemetry.hpp's fallback, so all three
- * are one definition), the type count and mask, nixlTelemetryEventTypeForStatus (defined in
+ * enum (token for token as in nixl_telemetry.hpp's fallback, and as in NIXL's header with its
+ * open pull request #2047, AGENT_ERR_XFER_STALLED = 21 appended; NIXL's merged enum ends one
+ * earlier), the type count and mask, nixlTelemetryEventTypeForStatus (defined in
  * libnixl_telemetry), the error and metric type lists, the exporters' series descriptor and
  * nixlEnumStrings, and the 16-byte event record nixlTelemetryEvent. Requires NIXL's
  * nixl_types.h.
@@ -27,7 +28,11 @@ constexpr char TELEMETRY_BUFFER_SIZE_VAR[] = "NIXL_TELEMETRY_BUFFER_SIZE";
 constexpr char TELEMETRY_RUN_INTERVAL_VAR[] = "NIXL_TELEMETRY_RUN_INTERVAL";
 constexpr char TELEMETRY_ENABLED_METRICS_VAR[] = "NIXL_TELEMETRY_ENABLED_METRICS";
 
-/** The layout version of the BUFFER ring file (this library writes and reads version 4). */
+/**
+ * The layout version of the BUFFER ring file NIXL writes (this library writes it by default, and
+ * version 5 of NIXL's open pull request #2018 when NIXL_TELEMETRY_RING_VERSION says so; it reads
+ * both).
+ */
 constexpr inline int TELEMETRY_VERSION = 4;
 
 enum class nixl_telemetry_event_type_t : uint32_t {
@@ -52,14 +57,15 @@ enum class nixl_telemetry_event_type_t : uint32_t {
     AGENT_ERR_CANCELED = 18,
     AGENT_ERR_NO_TELEMETRY = 19,
     AGENT_TELEMETRY_EVENTS_DROPPED = 20,
+    AGENT_ERR_XFER_STALLED = 21,
 };
 
-/** The number of event types (the dropped-events report is the last). */
+/** The number of event types (the stalled transfer, appended after the dropped-events report, is
+ * the last). */
 inline constexpr std::size_t nixl_telemetry_event_type_count = NIXL_TELEMETRY_EVENT_TYPE_COUNT;
 
 static_assert(nixl_telemetry_event_type_count ==
-                  static_cast<std::size_t>(
-                      nixl_telemetry_event_type_t::AGENT_TELEMETRY_EVENTS_DROPPED) +
+                  static_cast<std::size_t>(nixl_telemetry_event_type_t::AGENT_ERR_XFER_STALLED) +
                       1,
               "the event-type enum and the C header's NIXL_TELEMETRY_EVENT_TYPE_COUNT differ");
 
@@ -70,7 +76,13 @@ using nixl_telemetry_metric_mask_t = std::array<bool, nixl_telemetry_event_type_
 [[nodiscard]] nixl_telemetry_event_type_t
 nixlTelemetryEventTypeForStatus(nixl_status_t s);
 
-/** The twelve error events, in the order of their statuses (-1 ... -12). */
+/**
+ * The twelve error events of NIXL's merged sources, in the order of their statuses (-1 ... -12):
+ * what NIXL's exporters make series of. AGENT_ERR_XFER_STALLED is left out, as NIXL's merged
+ * prometheus_mp store (its slots end at AGENT_TELEMETRY_EVENTS_DROPPED, a static_assert checks
+ * these lists against them) has no slot for it; this library records a stalled transfer as
+ * AGENT_ERR_UNKNOWN unless NIXL_TELEMETRY_XFER_STALLED_EVENT is true.
+ */
 inline constexpr std::array<nixl_telemetry_event_type_t, 12> telemetry_error_event_types = [] {
     std::array<nixl_telemetry_event_type_t, 12> types{};
     for (std::size_t i = 0; i < types.size(); ++i) {
@@ -93,9 +105,9 @@ inline constexpr std::array<nixl_telemetry_event_type_t, 9> telemetry_metric_eve
     nixl_telemetry_event_type_t::AGENT_TELEMETRY_EVENTS_DROPPED,
 };
 
-static_assert(telemetry_error_event_types.size() + telemetry_metric_event_types.size() ==
+static_assert(telemetry_error_event_types.size() + telemetry_metric_event_types.size() + 1 ==
                   nixl_telemetry_event_type_count,
-              "every event type is an error or a metric");
+              "every event type but AGENT_ERR_XFER_STALLED is one of NIXL's errors or metrics");
 
 /** The errors' one counter family, labelled by status. */
 inline constexpr const char *telemetry_error_family_name = "agent_errors_total";
@@ -206,6 +218,7 @@ inline constexpr eventNames byType[NIXL_TELEMETRY_EVENT_TYPE_COUNT] = {
       nullptr,
       nullptr,
       nullptr}},
+    {"agent_err_xfer_stalled", "xfer_stalled", {}},
 };
 } // namespace nixlTelemetryDropin
 

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use nixl_telemetry_base::event::xfer_stalled_event;
 use nixl_telemetry_base::plugin::author::CreateError;
 use nixl_telemetry_base::settings::process_settings;
 use nixl_telemetry_base::Event;
@@ -24,7 +25,7 @@ pub struct AgentPush {
 
 impl AgentPush {
     /// Creates the series of `agent` on `host` (`NIXL_TELEMETRY_HISTOGRAM_BUCKETS_US`, the rank
-    /// variable and the workload labels are read here) and starts pushing them to `target` with
+    /// variable, the workload labels and `NIXL_TELEMETRY_XFER_STALLED_EVENT` are read here) and starts pushing them to `target` with
     /// the payload `payload` makes of the labelled snapshots and of the labels of the sender's
     /// own counters. `host_label`: whether the series carry `hostname` and the sender's
     /// identity ([`crate::rows::instance`]) as labels (remote-write; OTLP has them as the
@@ -42,9 +43,12 @@ impl AgentPush {
         let buckets = Buckets::from_env().map_err(|e| CreateError::InvalidParam(e.message))?;
         let rank = rank_label(&process_settings).map_err(CreateError::InvalidParam)?;
         let workload = WorkloadLabels::from_env().map_err(CreateError::InvalidParam)?;
+        let stalled = xfer_stalled_event(&process_settings)
+            .map_err(|e| CreateError::InvalidParam(e.message))?;
         let series = Arc::new(
             AgentSeries::new(agent, host, buckets)
                 .with_labels(workload)
+                .with_xfer_stalled(stalled)
                 .with_native_histograms(native_histograms, DEFAULT_SCHEMA, DEFAULT_MAX_BUCKETS),
         );
         let client = Client::new(target).map_err(CreateError::InvalidParam)?;

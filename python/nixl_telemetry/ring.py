@@ -1,5 +1,6 @@
 """Reading NIXL telemetry rings: the shared-memory files of the ``BUFFER`` exporter
-(``$NIXL_TELEMETRY_DIR/<agent name>``), written by this library or by NIXL itself."""
+(``$NIXL_TELEMETRY_DIR/<agent name>``), written by this library or by NIXL itself, of either
+layout: version 4 (NIXL's) or version 5 (NIXL's open pull request #2018)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from nixl_telemetry.errors import InvalidArgumentError
 __all__ = ["EVENT_NAMES", "Event", "RingReader"]
 
 #: NIXL's event names, indexed by numeric event type (``EVENT_NAMES[0] == "agent_tx_bytes"``,
-#: ... ``EVENT_NAMES[20] == "agent_telemetry_events_dropped"``).
+#: ... ``EVENT_NAMES[20] == "agent_telemetry_events_dropped"``, and
+#: ``EVENT_NAMES[21] == "agent_err_xfer_stalled"``, of NIXL's open pull request #2047).
 EVENT_NAMES: tuple[str, ...] = _native.EVENT_NAMES
 
 
@@ -22,7 +24,7 @@ class Event(NamedTuple):
     Attributes:
         name: NIXL's event name (``agent_tx_bytes``, ``agent_err_backend``, ...), or
             ``unknown_event_<type>`` for a type this version does not know.
-        type: the numeric event type (0..20 for the known ones).
+        type: the numeric event type (0..21 for the known ones).
         value: the reading: bytes, a count or microseconds, depending on the type.
     """
 
@@ -42,7 +44,7 @@ class RingReader:
 
     Opening checks the whole file before trusting any of it, and refuses a file that is missing
     (:class:`~nixl_telemetry.NotFoundError`), shorter than its header says
-    (:class:`~nixl_telemetry.RingTruncatedError`), of another layout version
+    (:class:`~nixl_telemetry.RingTruncatedError`), of a layout version other than 4 and 5
     (:class:`~nixl_telemetry.RingVersionError`, the file is left untouched) or otherwise not a
     ring (:class:`~nixl_telemetry.RingFormatError`).
 
@@ -77,6 +79,12 @@ class RingReader:
     def capacity(self) -> int:
         """The number of records in the ring (a power of two; one fewer is usable)."""
         return self._ring.capacity()
+
+    @property
+    def version(self) -> int:
+        """The ring's layout version: 4 (NIXL's) or 5 (the 512-byte header of NIXL's open pull
+        request #2018)."""
+        return self._ring.version()
 
     @property
     def lost_events(self) -> int | None:

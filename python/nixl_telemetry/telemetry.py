@@ -90,7 +90,9 @@ class Telemetry(Handle):
 
     def update_error(self, status: int) -> Recorded:
         """Records one error for a negative ``nixl_status_t`` (-1 ``NIXL_ERR_NOT_POSTED`` ..
-        -12 ``NIXL_ERR_NO_TELEMETRY``) as its ``agent_err_*`` event."""
+        -12 ``NIXL_ERR_NO_TELEMETRY``, and -13 ``NIXL_ERR_XFER_STALLED`` of NIXL's open pull
+        request #2047) as its ``agent_err_*`` event; a stalled transfer is recorded as
+        ``agent_err_unknown`` unless ``NIXL_TELEMETRY_XFER_STALLED_EVENT`` is true."""
         return _RECORDED[self._agent.update_error(status)]
 
     def flush(self) -> None:

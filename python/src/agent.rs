@@ -68,7 +68,7 @@ fn code(recorded: Recorded) -> u8 {
     }
 }
 
-/// An event given by name (`"agent_tx_bytes"`) or by numeric type (0..20).
+/// An event given by name (`"agent_tx_bytes"`) or by numeric type (0..21).
 fn event_type(event: &Bound<'_, PyAny>) -> PyResult<EventType> {
     if let Ok(name) = event.cast::<PyString>() {
         let name = name.to_str()?;
@@ -135,7 +135,7 @@ impl Agent {
             .unwrap_or(DISABLED))
     }
 
-    /// Records one error of a negative `nixl_status_t` (-1..-12); returns the `Recorded` index.
+    /// Records one error of a negative `nixl_status_t` (-1..-13); returns the `Recorded` index.
     fn update_error(&self, status: &Bound<'_, PyAny>) -> PyResult<u8> {
         let nixl_status = status
             .extract::<i32>()
@@ -143,7 +143,7 @@ impl Agent {
             .filter(|s| EventType::from_nixl_status(*s).is_some())
             .ok_or_else(|| {
                 errors::invalid(format!(
-                    "status must be a NIXL error status in -12..-1, got {}",
+                    "status must be a NIXL error status in -13..-1, got {}",
                     status
                         .repr()
                         .map_or_else(|_| "?".to_owned(), |r| r.to_string())

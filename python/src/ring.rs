@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use nixl_telemetry_core::ring::layout;
+use nixl_telemetry_core::ring::layout::{self, Layout};
 use nixl_telemetry_core::{Error, RingReader, Status};
 use pyo3::prelude::*;
 
@@ -51,6 +51,11 @@ impl Ring {
     /// Number of records in the ring (one fewer is usable).
     fn capacity(&self) -> PyResult<u64> {
         self.with_open(|o| Ok(o.reader.capacity()))
+    }
+
+    /// The ring's layout version: 4 (NIXL's) or 5 (NIXL's open pull request #2018).
+    fn version(&self) -> PyResult<i32> {
+        self.with_open(|o| Ok(o.reader.layout().version))
     }
 
     /// Events the ring's writer could not put into this ring since it created it, or None when
@@ -128,12 +133,12 @@ fn u64_at(bytes: &[u8], offset: usize) -> u64 {
     u64::from_ne_bytes(word)
 }
 
-/// What is wrong with a file the library refused as not a ring of this layout.
+/// What is wrong with a file the library refused as not a ring of a known layout.
 #[derive(Debug, PartialEq, Eq)]
 enum Damage {
     /// Shorter than its header, or than the records its header announces.
     Truncated,
-    /// A header of another layout version.
+    /// A header of a layout version the library does not read.
     Version,
 }
 
@@ -150,21 +155,28 @@ fn refused(path: &Path, err: Error) -> PyErr {
     }
 }
 
-/// Applies the library's checks in its order (header size, version, geometry, data size) and
-/// names the damage when it is a short file or a foreign version; None for anything else.
+/// Applies the library's checks in its order (header size, version, the version's header size,
+/// geometry, data size) and names the damage when it is a short file or a foreign version; None
+/// for anything else.
 fn inspect(path: &Path) -> Option<Damage> {
     let mut file = File::open(path).ok()?;
     let size = file.metadata().ok().filter(|m| m.is_file())?.len();
-    let mut header = [0u8; layout::HEADER_SIZE];
-    if file.read_exact(&mut header).is_err() {
+    let mut header = [0u8; layout::MAX_HEADER_SIZE];
+    let Ok(read) = file.read(&mut header) else {
+        return Some(Damage::Truncated);
+    };
+    if read < layout::MIN_HEADER_SIZE {
         return Some(Damage::Truncated);
     }
-    if u32_at(&header, layout::VERSION_OFFSET) as i32 != layout::VERSION {
+    let Some(shape) = Layout::of_version(u32_at(&header, layout::VERSION_OFFSET) as i32) else {
         return Some(Damage::Version);
+    };
+    if read < shape.header_size {
+        return Some(Damage::Truncated);
     }
-    let capacity = u64_at(&header, layout::CAPACITY_OFFSET);
+    let capacity = u64_at(&header, shape.capacity_offset);
     let geometry_ok =
-        capacity.is_power_of_two() && u64_at(&header, layout::MASK_OFFSET) == capacity - 1;
-    let short = layout::file_size(capacity).is_none_or(|needed| needed > size);
+        capacity.is_power_of_two() && u64_at(&header, shape.mask_offset) == capacity - 1;
+    let short = shape.file_size(capacity).is_none_or(|needed| needed > size);
     (geometry_ok && short).then_some(Damage::Truncated)
 }

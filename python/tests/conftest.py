@@ -38,6 +38,10 @@ sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _SOURCE_
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(os.environ.get("NIXL_TELEMETRY_FIXTURES") or REPO_ROOT / "tests" / "fixtures")
 EXPECTED = FIXTURES / "nixl-rings.expected.json"
+#: Our own ring files (the version-5 layout, which NIXL has not merged: no NIXL-written file
+#: exists), always from the repository.
+OURS = REPO_ROOT / "tests" / "fixtures"
+OURS_EXPECTED = OURS / "nixl-telemetry-rings.expected.json"
 
 
 @pytest.fixture(scope="session")
@@ -50,13 +54,20 @@ def nixl_rings() -> dict[str, Any]:
     return json.loads(EXPECTED.read_text())
 
 
+@pytest.fixture(scope="session")
+def our_rings() -> dict[str, Any]:
+    """Our own ring fixtures' expected contents (``nixl-telemetry-rings.expected.json``)."""
+    return json.loads(OURS_EXPECTED.read_text())
+
+
 @pytest.fixture
-def fixture_copy(tmp_path: Path, nixl_rings: dict[str, Any]):
-    """``fixture_copy(name)``: a private copy of a NIXL ring fixture (reading moves read_pos)."""
+def fixture_copy(tmp_path: Path, nixl_rings: dict[str, Any], our_rings: dict[str, Any]):
+    """``fixture_copy(name)``: a private copy of a ring fixture, NIXL's or ours (reading moves
+    read_pos)."""
 
     def copy(name: str) -> Path:
         target = tmp_path / name
-        shutil.copyfile(FIXTURES / name, target)
+        shutil.copyfile((OURS if name in our_rings else FIXTURES) / name, target)
         return target
 
     return copy

@@ -20,11 +20,23 @@ TESTS_DIR = Path(__file__).resolve().parent
 #: mask; native endian.
 HEADER = struct.Struct("=QQiiQQ")
 
+#: Where version 5 (NIXL's open pull request #2018, a 512-byte header) keeps its words:
+#: write_pos @0, capacity @8, version @16, expected_version @20, mask @24, read_pos @256.
+HEADER_V5_SIZE = 512
+
 
 def ring_header(path: Path) -> dict[str, int]:
-    """The header fields of the ring file at ``path``."""
+    """The header fields of the ring file at ``path``, of either layout."""
+    data = path.read_bytes()
+    (version,) = struct.unpack_from("=i", data, 16)
+    if version == 5:
+        write_pos, capacity, version, expected, mask = struct.unpack_from("=QQiiQ", data, 0)
+        (read_pos,) = struct.unpack_from("=Q", data, 256)
+        values = (write_pos, read_pos, version, expected, capacity, mask)
+    else:
+        values = HEADER.unpack(data[: HEADER.size])
     names = ("write_pos", "read_pos", "version", "expected_version", "capacity", "mask")
-    return dict(zip(names, HEADER.unpack(path.read_bytes()[: HEADER.size])))
+    return dict(zip(names, values))
 
 
 class CRingReader:

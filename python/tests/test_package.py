@@ -89,8 +89,9 @@ def test_exceptions_carry_the_message_and_status(name):
 
 def test_event_names_agree_with_nixls_and_the_standalone_reader(nixl_rings):
     names = nixl_telemetry.EVENT_NAMES
-    assert len(names) == 21 and names[0] == "agent_tx_bytes"
+    assert len(names) == 22 and names[0] == "agent_tx_bytes"
     assert names[20] == "agent_telemetry_events_dropped"
+    assert names[21] == "agent_err_xfer_stalled"
     for fixture in nixl_rings.values():
         for event in fixture["events"]:
             assert names[event["type"]] == event["name"]

@@ -1,5 +1,6 @@
-"""RingReader and Event: NIXL's own rings read exactly, refused files, peeking, following a
-live ring, and agreement with the C library across a ring wrap."""
+"""RingReader and Event: NIXL's own rings (and our version-5 one) read exactly, refused files,
+peeking, following a live ring, and agreement with the C library across a ring wrap, in both
+layouts."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ FIXTURE_NAMES = [
     "nixl-ring-v4-cap16-wrapped.bin",
     "nixl-ring-v4-cap4096-empty.bin",
     "nixl-ring-v4-cap8-full.bin",
+    # Ours: NIXL has not merged the version-5 layout, so no NIXL-written file exists.
+    "nixl-telemetry-ring-v5-cap16-wrapped.bin",
 ]
 
 
@@ -35,10 +38,11 @@ def as_dicts(events: list[Event]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_reads_rings_written_by_nixl_exactly(name, fixture_copy, nixl_rings):
-    expected = nixl_rings[name]
+def test_reads_rings_written_by_nixl_exactly(name, fixture_copy, nixl_rings, our_rings):
+    expected = {**nixl_rings, **our_rings}[name]
     path = fixture_copy(name)
     with RingReader(path) as reader:
+        assert reader.version == expected.get("version", 4)
         assert reader.capacity == expected["capacity"]
         assert len(reader) == len(expected["events"])
         assert as_dicts(reader.peek()) == expected["events"]
@@ -91,9 +95,14 @@ def test_missing_file_is_not_found(tmp_path):
     assert error.status == -4
 
 
-@pytest.mark.parametrize("size", [0, 20, 39, 100, 40 + 16 * 16 - 1])
-def test_truncated_files_are_refused(size, fixture_copy):
-    path = fixture_copy("nixl-ring-v4-cap16-wrapped.bin")
+@pytest.mark.parametrize(
+    "name,size",
+    [("nixl-ring-v4-cap16-wrapped.bin", size) for size in (0, 20, 39, 100, 40 + 16 * 16 - 1)]
+    # Version 5: shorter than its 512-byte header, or than its records.
+    + [("nixl-telemetry-ring-v5-cap16-wrapped.bin", size) for size in (100, 511, 512 + 255)],
+)
+def test_truncated_files_are_refused(name, size, fixture_copy):
+    path = fixture_copy(name)
     path.write_bytes(path.read_bytes()[:size])
     with pytest.raises(RingTruncatedError) as raised:
         RingReader(path)
@@ -109,7 +118,7 @@ def test_a_foreign_version_is_refused_and_left_untouched(fixture_copy):
     path.write_bytes(bytes(data))
     with pytest.raises(RingVersionError) as raised:
         RingReader(path)
-    assert "version mismatch: expected 4, got 3" in str(raised.value)
+    assert "version mismatch: expected 4 or 5, got 3" in str(raised.value)
     assert path.read_bytes() == bytes(data)
 
 
@@ -159,12 +168,15 @@ def test_follows_a_ring_being_written(ring_env):
         ]
 
 
+@pytest.mark.parametrize("version", ["4", "5"])
 def test_agrees_with_the_c_library_on_7000_events_across_a_wrap(
-    ring_env, monkeypatch, c_ring_reader
+    ring_env, monkeypatch, c_ring_reader, version
 ):
     monkeypatch.setenv("NIXL_TELEMETRY_BUFFER_SIZE", "4096")
-    # Every event type, values from 0 to 2**64 - 1.
-    events = [(i % 21, (i * 0x9E3779B97F4A7C15) % 2**64) for i in range(7000)]
+    monkeypatch.setenv("NIXL_TELEMETRY_RING_VERSION", version)
+    # Every event type, the stalled transfer recorded as itself, values from 0 to 2**64 - 1.
+    monkeypatch.setenv("NIXL_TELEMETRY_XFER_STALLED_EVENT", "true")
+    events = [(i % 22, (i * 0x9E3779B97F4A7C15) % 2**64) for i in range(7000)]
     ring = ring_env / "wrap"
     snapshot = ring_env / "snapshot"
     with Telemetry("wrap") as telemetry, RingReader(ring) as reader:
@@ -177,7 +189,9 @@ def test_agrees_with_the_c_library_on_7000_events_across_a_wrap(
             from_c = c_ring_reader.drain(snapshot)
             ours = [(e.type, e.value) for e in reader]
             assert ours == from_c == batch
+        assert reader.version == int(version)
         header = ring_header(ring)
+        assert header["version"] == int(version)
         assert header["write_pos"] == header["read_pos"] == 7000 % 4096
         assert telemetry.stats()["events_lost"] == 0
 

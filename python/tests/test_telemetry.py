@@ -92,7 +92,7 @@ def test_invalid_arguments_raise_even_when_disabled(ring_env):
     for telemetry in (enabled, disabled):
         bad_calls = [
             lambda: telemetry.update("agent_tx_byte", 1),
-            lambda: telemetry.update(21, 1),
+            lambda: telemetry.update(22, 1),
             lambda: telemetry.update(-1, 1),
             lambda: telemetry.update(None, 1),  # type: ignore[arg-type]
             lambda: telemetry.update("agent_tx_bytes", -1),
@@ -101,7 +101,7 @@ def test_invalid_arguments_raise_even_when_disabled(ring_env):
             lambda: telemetry.add_xfer_stats(-5, True, 1, 1),
             lambda: telemetry.add_xfer_stats(5, True, "1", 1),  # type: ignore[arg-type]
             lambda: telemetry.update_error(0),
-            lambda: telemetry.update_error(-13),
+            lambda: telemetry.update_error(-14),
             lambda: telemetry.update_error(1),
             lambda: telemetry.update_error("backend"),  # type: ignore[arg-type]
         ]
@@ -180,7 +180,21 @@ def test_event_types_by_number_and_name(ring_env):
             telemetry.update(name, 100 + event_type)
         telemetry.flush()
         events = drain(ring_env / "all")
-    assert events == [e for t in range(21) for e in ((t, t), (t, 100 + t))]
+    # agent_err_xfer_stalled (21) is recorded as agent_err_unknown (15): the setting is unset.
+    recorded = [15 if t == 21 else t for t in range(22)]
+    assert events == [e for t in range(22) for e in ((recorded[t], t), (recorded[t], 100 + t))]
+
+
+@pytest.mark.parametrize("setting,recorded", [(None, 15), ("true", 21), ("false", 15)])
+def test_a_stalled_transfer_is_recorded_as_the_setting_says(ring_env, monkeypatch, setting, recorded):
+    if setting is not None:
+        monkeypatch.setenv("NIXL_TELEMETRY_XFER_STALLED_EVENT", setting)
+    with Telemetry("stalled") as telemetry:
+        assert telemetry.update_error(-13) is Recorded.ACCEPTED
+        assert telemetry.update("agent_err_xfer_stalled", 1) is Recorded.ACCEPTED
+        telemetry.flush()
+        events = drain(ring_env / "stalled")
+    assert events == [(recorded, 1), (recorded, 1)]
 
 
 def test_threads_record_concurrently(monkeypatch):

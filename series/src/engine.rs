@@ -77,6 +77,8 @@ pub struct AgentSeries {
     hostname: Arc<str>,
     labels: WorkloadLabels,
     buckets: Buckets,
+    /// Whether `status="xfer_stalled"` is exposed ([`AgentSnapshot::xfer_stalled`]).
+    xfer_stalled: bool,
     /// Cumulative sums by event type (errors: their own slot, exposed under `status`).
     counters: [AtomicU64; EVENT_TYPE_COUNT],
     /// Last values by event type (exposed only where the descriptor has a gauge).
@@ -110,6 +112,7 @@ impl AgentSeries {
             agent_name: Arc::from(agent_name),
             hostname: Arc::from(hostname),
             labels: WorkloadLabels::none(),
+            xfer_stalled: false,
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             gauges: std::array::from_fn(|_| AtomicU64::new(0)),
             histograms: [Histogram::new(len), Histogram::new(len)],
@@ -154,6 +157,14 @@ impl AgentSeries {
     /// `hostname`).
     pub fn with_labels(mut self, labels: WorkloadLabels) -> AgentSeries {
         self.labels = labels;
+        self
+    }
+
+    /// The same series exposing `agent_errors_total{status="xfer_stalled"}` when `on`: for a
+    /// process that records stalled transfers as their own event
+    /// (`NIXL_TELEMETRY_XFER_STALLED_EVENT`, [`nixl_telemetry_base::event::xfer_stalled_event`]).
+    pub fn with_xfer_stalled(mut self, on: bool) -> AgentSeries {
+        self.xfer_stalled = on;
         self
     }
 
@@ -282,6 +293,7 @@ impl AgentSeries {
             agent_name: self.agent_name.clone(),
             hostname: self.hostname.clone(),
             labels: self.labels.clone(),
+            xfer_stalled: self.xfer_stalled,
             counters: [0; EVENT_TYPE_COUNT],
             gauges: [0; EVENT_TYPE_COUNT],
             histograms: std::array::from_fn(|_| HistogramSnapshot {
@@ -378,6 +390,11 @@ pub struct AgentSnapshot {
     pub hostname: Arc<str>,
     /// The workload labels (none unless configured).
     pub labels: WorkloadLabels,
+    /// Whether the source counts stalled transfers as their own event, so that
+    /// `agent_errors_total{status="xfer_stalled"}` is exposed ([`crate::error_statuses`]): a
+    /// live series of a process that records them so (`NIXL_TELEMETRY_XFER_STALLED_EVENT`);
+    /// never a NIXL store, which has no slot for them.
+    pub xfer_stalled: bool,
     /// Cumulative sums by event type.
     pub counters: [u64; EVENT_TYPE_COUNT],
     /// Last values by event type.
@@ -409,9 +426,9 @@ impl AgentSnapshot {
         Some(&self.native.as_ref()?[native_slot(t)?])
     }
 
-    /// `agent_errors_total{status=<status>}`.
+    /// `agent_errors_total{status=<status>}`, if exposed.
     pub fn errors(&self, status: &str) -> Option<u64> {
-        crate::error_statuses()
+        crate::error_statuses(self)
             .find(|(_, s)| *s == status)
             .map(|(t, _)| self.counter(t))
     }
@@ -508,7 +525,7 @@ mod tests {
         ];
         assert_eq!(s.apply(&batch), 1);
         assert!(!s.observe(Event {
-            event_type: 21,
+            event_type: 22,
             value: 1
         }));
         assert!(s.observe(Event::new(AgentTxBytes, 4)));
@@ -529,7 +546,7 @@ mod tests {
     fn large_and_small_batches_give_the_same_series() {
         let events: Vec<Event> = (0..500u64)
             .map(|i| Event {
-                event_type: (i * 7 % 22) as u32, // includes the unknown type 21
+                event_type: (i * 7 % 23) as u32, // includes the unknown type 22
                 value: i * 13 % 3000,
             })
             .collect();
@@ -537,7 +554,7 @@ mod tests {
         let pieces = series();
         assert_eq!(
             whole.apply(&events),
-            events.len() - events.iter().filter(|e| e.event_type == 21).count()
+            events.len() - events.iter().filter(|e| e.event_type == 22).count()
         );
         for chunk in events.chunks(3) {
             pieces.apply(chunk);

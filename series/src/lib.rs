@@ -97,7 +97,7 @@ pub enum FamilySource {
     Gauge(EventType),
     /// The histogram of this event type (one of [`HISTOGRAM_EVENTS`]).
     Histogram(EventType),
-    /// The twelve error events, one sample per `status`.
+    /// The error events, one sample per `status` ([`error_statuses`]).
     Errors,
 }
 
@@ -163,8 +163,8 @@ pub fn families() -> &'static [Family] {
 }
 
 /// Calls `f(suffix, extra_label, value)` for every sample of `family` in `agent`, in
-/// exposition order: one sample for a counter or gauge; one per `status` (extra label
-/// `status`) for `agent_errors_total`; for a histogram the cumulative `_bucket` samples (extra
+/// exposition order: one sample for a counter or gauge; one per `status` of
+/// [`error_statuses`] (extra label `status`) for `agent_errors_total`; for a histogram the cumulative `_bucket` samples (extra
 /// label `le`, shortest form, ending with `+Inf`), then `_sum` and `_count`. Every encoder of
 /// series (text format, remote-write) walks the samples through this.
 pub fn for_each_sample(
@@ -176,7 +176,7 @@ pub fn for_each_sample(
         FamilySource::Counter(t) => f("", None, agent.counters[t as usize]),
         FamilySource::Gauge(t) => f("", None, agent.gauges[t as usize]),
         FamilySource::Errors => {
-            for (t, status) in error_statuses() {
+            for (t, status) in error_statuses(agent) {
                 f("", Some(("status", status)), agent.counters[t as usize]);
             }
         }
@@ -201,7 +201,7 @@ pub fn for_each_value(family: &Family, agent: &Snapshot, mut f: impl FnMut(u64))
         FamilySource::Counter(t) => f(agent.counters[t as usize]),
         FamilySource::Gauge(t) => f(agent.gauges[t as usize]),
         FamilySource::Errors => {
-            for (t, _) in error_statuses() {
+            for (t, _) in error_statuses(agent) {
                 f(agent.counters[t as usize]);
             }
         }
@@ -214,10 +214,13 @@ pub fn for_each_value(family: &Family, agent: &Snapshot, mut f: impl FnMut(u64))
     }
 }
 
-/// The twelve `status` label values of `agent_errors_total`, in event order (listed once, as
-/// every encoder walks them for every agent).
-pub fn error_statuses() -> impl Iterator<Item = (EventType, &'static str)> {
+/// The `status` label values of `agent`'s `agent_errors_total`, in event order: NIXL's twelve,
+/// then `xfer_stalled` when the agent's source counts stalled transfers as their own event
+/// ([`AgentSnapshot::xfer_stalled`]; otherwise they are in `unknown`, as NIXL's merged sources
+/// would count them). Listed once, as every encoder walks them for every agent.
+pub fn error_statuses(agent: &Snapshot) -> impl Iterator<Item = (EventType, &'static str)> {
     static STATUSES: OnceLock<Vec<(EventType, &'static str)>> = OnceLock::new();
+    let shown = agent.xfer_stalled;
     STATUSES
         .get_or_init(|| {
             EventType::ALL
@@ -227,6 +230,7 @@ pub fn error_statuses() -> impl Iterator<Item = (EventType, &'static str)> {
         })
         .iter()
         .copied()
+        .filter(move |(t, _)| shown || *t != EventType::AgentErrXferStalled)
 }
 
 /// This machine's host name (the `hostname` label), `unknown` when it cannot be read.
@@ -307,7 +311,33 @@ mod tests {
         );
         assert_eq!(families().len(), 18);
         assert_eq!(families().last().unwrap().source, FamilySource::Errors);
-        assert_eq!(error_statuses().count(), 12);
         assert!(!hostname().is_empty());
+    }
+
+    #[test]
+    fn xfer_stalled_is_a_status_only_where_it_is_counted_apart() {
+        let stalled = nixl_telemetry_base::Event::new(EventType::AgentErrXferStalled, 1);
+        for on in [false, true] {
+            let s =
+                crate::AgentSeries::new("a", "h", crate::Buckets::default()).with_xfer_stalled(on);
+            s.apply(&[stalled, stalled]);
+            let snapshot = s.snapshot();
+            let statuses: Vec<&str> = error_statuses(&snapshot).map(|(_, s)| s).collect();
+            assert_eq!(statuses.len(), 12 + on as usize);
+            assert_eq!(statuses[..2], ["not_posted", "invalid_param"]);
+            assert_eq!(statuses.contains(&"xfer_stalled"), on);
+            assert_eq!(snapshot.errors("xfer_stalled"), on.then_some(2));
+            let errors = families().last().unwrap();
+            let mut samples = Vec::new();
+            for_each_sample(errors, &snapshot, |_, label, v| {
+                samples.push((label.map(|(_, status)| status.to_owned()), v))
+            });
+            assert_eq!(samples.len(), statuses.len());
+            let last = if on { "xfer_stalled" } else { "no_telemetry" };
+            assert_eq!(
+                samples.last().unwrap(),
+                &(Some(last.to_owned()), on as u64 * 2)
+            );
+        }
     }
 }

@@ -245,7 +245,7 @@ pub fn families_of_rows(rows: &[Row]) -> Vec<MetricFamily> {
                 FamilySource::Counter(t) => f.metric.push(plain(agent.counters[t as usize])),
                 FamilySource::Gauge(t) => f.metric.push(plain(agent.gauges[t as usize])),
                 FamilySource::Errors => {
-                    for (t, status) in crate::error_statuses() {
+                    for (t, status) in crate::error_statuses(agent) {
                         let mut m = plain(agent.counters[t as usize]);
                         m.label.push(LabelPair {
                             name: "status".into(),

@@ -28,11 +28,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::env::{parse_u64, Lookup};
+use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::exporter::{flush_len, Exporter, FlushOutcome, LossCause, Reason};
+use crate::ring::layout::{Layout, LAYOUTS};
 use crate::ring::loss_file::LossFile;
 use crate::ring::RingWriter;
+use crate::settings::RING_VERSION;
+
+/// The layout BUFFER writes, from `NIXL_TELEMETRY_RING_VERSION` (unset: NIXL's, version 4): an
+/// error for a version no reader of this library reads.
+pub fn ring_layout(env: Lookup) -> Result<Layout> {
+    let version = match env(RING_VERSION.name)? {
+        Some(v) => parse_u64(RING_VERSION.name, &v)?,
+        None => RING_VERSION.default_u64(),
+    };
+    i32::try_from(version)
+        .ok()
+        .and_then(Layout::of_version)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{}={version} is not a ring layout: use {} (NIXL's, or the 512-byte header of \
+                 its open pull request #2018)",
+                RING_VERSION.name,
+                LAYOUTS.map(|l| l.version.to_string()).join(" or "),
+            ))
+        })
+}
 
 /// The shared-memory ring exporter, writing `NIXL_TELEMETRY_DIR/<agent name>`.
 pub struct BufferExporter {
@@ -40,6 +63,7 @@ pub struct BufferExporter {
     dir: PathBuf,
     agent: String,
     capacity: usize,
+    layout: Layout,
     /// The reason given for a flush larger than the ring, rendered once.
     oversize_reason: Arc<str>,
     /// Why the last flush lost events, `None` when it lost none (see
@@ -78,13 +102,19 @@ enum Loss {
 }
 
 impl BufferExporter {
-    /// Creates the ring for `agent` in `dir` with `capacity` records.
-    pub fn create(dir: &Path, agent: &str, capacity: usize) -> Result<BufferExporter> {
+    /// Creates the ring for `agent` in `dir` with `capacity` records, of `layout`.
+    pub fn create(
+        dir: &Path,
+        agent: &str,
+        capacity: usize,
+        layout: Layout,
+    ) -> Result<BufferExporter> {
         let mut exporter = BufferExporter {
-            ring: Some(RingWriter::create(dir, agent, capacity)?),
+            ring: Some(RingWriter::create_with(dir, agent, capacity, layout)?),
             dir: dir.to_owned(),
             agent: agent.to_owned(),
             capacity,
+            layout,
             oversize_reason: format!(
                 "the ring was empty, but one flush had more events than its {} usable slots: \
                  raise NIXL_TELEMETRY_BUFFER_SIZE or flush more often",
@@ -166,7 +196,7 @@ impl BufferExporter {
                 );
             }
         }
-        match RingWriter::create(&self.dir, &self.agent, self.capacity) {
+        match RingWriter::create_with(&self.dir, &self.agent, self.capacity, self.layout) {
             Ok(ring) => {
                 self.ring = Some(ring);
                 self.last_read_pos = 0;

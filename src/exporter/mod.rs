@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::env::Lookup;
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::ring::layout::Layout;
 
 pub mod buffer;
 pub mod nop;
@@ -158,8 +159,9 @@ pub fn export_joined<E: Exporter + ?Sized>(
 /// Where the collector sends its events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExporterChoice {
-    /// The shared-memory ring in this directory.
-    Buffer(PathBuf),
+    /// The shared-memory ring in this directory, of this layout (`NIXL_TELEMETRY_RING_VERSION`,
+    /// [`buffer::ring_layout`]).
+    Buffer(PathBuf, Layout),
     /// Collect only; nothing is written.
     Nop,
     /// A plug-in exporter by (case-sensitive) name.
@@ -177,7 +179,10 @@ impl ExporterChoice {
         // An empty value is unset (`crate::env::unset_if_empty`), whatever the lookup.
         let dir = dir.filter(|d| !d.is_empty());
         let buffer = |dir: Option<String>| match dir {
-            Some(d) => Ok(ExporterChoice::Buffer(PathBuf::from(d))),
+            Some(d) => Ok(ExporterChoice::Buffer(
+                PathBuf::from(d),
+                buffer::ring_layout(env)?,
+            )),
             None => Err(Error::invalid(format!(
                 "{ENV_EXPORTER}=BUFFER needs {ENV_DIR} (the directory for telemetry ring files)"
             ))),
@@ -206,7 +211,9 @@ impl ExporterChoice {
     pub fn create(&self, agent: &str, capacity: usize) -> Result<Box<dyn Exporter>> {
         Ok(match self {
             ExporterChoice::Nop => Box::new(NopExporter),
-            ExporterChoice::Buffer(dir) => Box::new(BufferExporter::create(dir, agent, capacity)?),
+            ExporterChoice::Buffer(dir, layout) => {
+                Box::new(BufferExporter::create(dir, agent, capacity, *layout)?)
+            }
             ExporterChoice::Plugin(name) => {
                 Box::new(PluginExporter::create(name, agent, capacity)?)
             }
@@ -219,17 +226,38 @@ impl ExporterChoice {
 mod tests {
     use super::*;
     use crate::env::fixed_env;
+    use crate::ring::layout::{V4, V5};
 
     #[test]
     fn exporter_choice_follows_the_rule() {
         let pick = |p: &[(&str, &str)]| ExporterChoice::from_lookup(&fixed_env(p));
-        assert_eq!(
-            pick(&[(ENV_DIR, "/tmp/t")]),
-            Ok(ExporterChoice::Buffer("/tmp/t".into()))
-        );
+        let ring = |dir: &str, layout| Ok(ExporterChoice::Buffer(dir.into(), layout));
+        assert_eq!(pick(&[(ENV_DIR, "/tmp/t")]), ring("/tmp/t", V4));
         assert_eq!(
             pick(&[(ENV_DIR, "/tmp/t"), (ENV_EXPORTER, "")]),
-            Ok(ExporterChoice::Buffer("/tmp/t".into()))
+            ring("/tmp/t", V4)
+        );
+        // The ring's layout, read only for BUFFER.
+        let version = crate::settings::RING_VERSION.name;
+        assert_eq!(
+            pick(&[(ENV_DIR, "/tmp/t"), (version, "5")]),
+            ring("/tmp/t", V5)
+        );
+        assert_eq!(
+            pick(&[(ENV_DIR, "/tmp/t"), (version, "4")]),
+            ring("/tmp/t", V4)
+        );
+        let e = pick(&[(ENV_DIR, "/tmp/t"), (version, "3")]).unwrap_err();
+        assert!(
+            e.message
+                .contains("NIXL_TELEMETRY_RING_VERSION=3 is not a ring layout: use 4 or 5"),
+            "{}",
+            e.message
+        );
+        assert!(pick(&[(ENV_DIR, "/tmp/t"), (version, "five")]).is_err());
+        assert_eq!(
+            pick(&[(ENV_EXPORTER, "NOP"), (version, "3")]),
+            Ok(ExporterChoice::Nop)
         );
         assert_eq!(
             pick(&[(ENV_DIR, "/tmp/t"), (ENV_EXPORTER, "NOP")]),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use memmap2::MmapRaw;
 
-use super::layout;
+use super::layout::{self, Layout};
 use nixl_telemetry_base::fault_guard::FaultGuard;
 
 /// A mapped ring file with validated geometry, guarded against the file shrinking under it
@@ -17,17 +17,20 @@ pub(super) struct Mapped {
     pub(super) map: MmapRaw,
     /// `capacity - 1`.
     pub(super) mask: u64,
+    /// Where the header words and the records are.
+    pub(super) layout: Layout,
 }
 
 impl Mapped {
-    /// Guards `map`, a validated ring of `mask + 1` records (putting the guard's handler back
-    /// on top first if the host replaced it).
-    pub(super) fn new(map: MmapRaw, mask: u64) -> Mapped {
+    /// Guards `map`, a validated ring of `layout` with `mask + 1` records (putting the guard's
+    /// handler back on top first if the host replaced it).
+    pub(super) fn new(map: MmapRaw, mask: u64, layout: Layout) -> Mapped {
         nixl_telemetry_base::fault_guard::reassert();
         Mapped {
             guard: FaultGuard::new(map.as_ptr(), map.len()),
             map,
             mask,
+            layout,
         }
     }
 
@@ -47,11 +50,21 @@ impl Mapped {
 
     /// The header's u64 word at `offset`.
     pub(super) fn word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset + 8 <= layout::HEADER_SIZE && offset.is_multiple_of(8));
-        // SAFETY: the map is page-aligned and at least HEADER_SIZE bytes long; `offset` is a
+        debug_assert!(offset + 8 <= self.layout.header_size && offset.is_multiple_of(8));
+        // SAFETY: the map is page-aligned and covers the layout's header; `offset` is a
         // multiple of 8 inside the header. Other processes only access these words atomically
         // (or with aligned 8-byte loads and stores), so an atomic view is sound.
         unsafe { &*(self.map.as_mut_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    /// The header's `write_pos`.
+    pub(super) fn write_pos(&self) -> &AtomicU64 {
+        self.word(layout::WRITE_POS_OFFSET)
+    }
+
+    /// The header's `read_pos`.
+    pub(super) fn read_pos(&self) -> &AtomicU64 {
+        self.word(self.layout.read_pos_offset)
     }
 
     /// The header's `version`.
@@ -63,18 +76,18 @@ impl Mapped {
     /// The record of position `index` (masked).
     pub(super) fn slot(&self, index: u64) -> *mut u8 {
         let index = (index & self.mask) as usize;
-        // SAFETY: index <= mask < capacity and the map covers HEADER_SIZE + capacity records.
+        // SAFETY: index <= mask < capacity and the map covers the header and capacity records.
         unsafe {
             self.map
                 .as_mut_ptr()
-                .add(layout::HEADER_SIZE + index * layout::RECORD_SIZE)
+                .add(self.layout.header_size + index * layout::RECORD_SIZE)
         }
     }
 
     /// `(write_pos, read_pos)`, masked, with acquire loads.
     pub(super) fn positions(&self) -> (u64, u64) {
-        let w = self.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & self.mask;
-        let r = self.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & self.mask;
+        let w = self.write_pos().load(Ordering::Acquire) & self.mask;
+        let r = self.read_pos().load(Ordering::Acquire) & self.mask;
         (w, r)
     }
 }

@@ -1,5 +1,6 @@
 //! The shared-memory cyclic buffer (BUFFER exporter's file), byte-compatible with NIXL's
-//! version-4 `sharedRingBuffer`: a 40-byte header then `capacity` 16-byte event records.
+//! version-4 `sharedRingBuffer` (a 40-byte header then `capacity` 16-byte event records) and with
+//! the version 5 of NIXL's open pull request #2018 (a 512-byte header).
 //!
 //! One producer (our flush thread) and one consumer (a reader, possibly another process or
 //! NIXL's own C++/Python reader) share the file. Positions are stored masked; the ring is full
@@ -7,7 +8,7 @@
 //! writes the records before a release store of `write_pos`; the consumer reads a record before
 //! a release store of `read_pos`.
 //!
-//! - [`layout`]: the version-4 header and record layout, the one place for its constants.
+//! - [`layout`]: the two header layouts and the record, the one place for their constants.
 //! - `writer`: [`RingWriter`], creating the file and appending events.
 //! - `reader`: [`RingReader`], validating the file, popping and peeking events.
 //! - `mapped`: the mapping both share, typed views of its header words and records, guarded

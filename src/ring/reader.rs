@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use super::layout;
+use super::layout::{
+    Layout, LAYOUTS, MAX_HEADER_SIZE, MIN_HEADER_SIZE, RECORD_TYPE_OFFSET, RECORD_VALUE_OFFSET,
+    VERSION_OFFSET, WRITE_POS_OFFSET,
+};
 use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
@@ -60,11 +63,14 @@ pub struct Peeked {
 }
 
 impl RingReader {
-    /// Opens the ring file at `path` read-write (popping writes `read_pos`). Refuses, with a
-    /// message naming the file and the problem: a missing or unreadable file, something that is
-    /// not a regular file, a file shorter than the header, a version other than 4, a capacity
-    /// that is not a power of two or a mask that does not match it, and truncated data.
-    /// A file with the wrong version is left untouched.
+    /// Opens the ring file at `path` read-write (popping writes `read_pos`), of either layout
+    /// ([`LAYOUTS`]: the version word, at the same offset in both, says which). Refuses,
+    /// with a message naming the file and the problem: a missing or unreadable file, something
+    /// that is not a regular file, a file shorter than its header, a version other than 4 or
+    /// 5, a capacity that is not a power of two or a mask that does not match it, and truncated
+    /// data. A file with the wrong version is left untouched. The reader keeps no copy of
+    /// either position: each read loads both from the file, so attaching to a ring in use
+    /// starts at its `read_pos`.
     pub fn open(path: impl AsRef<Path>) -> Result<RingReader> {
         let path = path.as_ref();
         let shown = path.display();
@@ -97,35 +103,41 @@ impl RingReader {
             ));
         }
         let size = meta.len();
-        if size < layout::HEADER_SIZE as u64 {
-            return Err(Error::new(
+        let too_small = |header: usize, what: &str| {
+            Error::new(
                 Status::Mismatch,
                 format!(
-                    "{shown} is too small for a telemetry ring header ({size} bytes, need at \
-                     least {})",
-                    layout::HEADER_SIZE
+                    "{shown} is too small for a telemetry ring header{what} ({size} bytes, need \
+                     at least {header})"
                 ),
-            ));
+            )
+        };
+        if size < MIN_HEADER_SIZE as u64 {
+            return Err(too_small(MIN_HEADER_SIZE, ""));
         }
+        // The largest header, or the whole file when it is shorter.
         let header_map = MmapOptions::new()
-            .len(layout::HEADER_SIZE)
+            .len(MAX_HEADER_SIZE.min(size as usize))
             .map_raw_read_only(&file)
             .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
-        let header = read_header(&header_map);
-        if header.version != layout::VERSION {
+        let version = read_version(&header_map);
+        let Some(layout) = Layout::of_version(version) else {
             return Err(Error::new(
                 Status::Mismatch,
                 format!(
-                    "{shown}: version mismatch: expected {}, got {} (not a NIXL telemetry ring \
-                     of this layout)",
-                    layout::VERSION,
-                    header.version
+                    "{shown}: version mismatch: expected {}, got {version} (not a NIXL \
+                     telemetry ring of a known layout)",
+                    LAYOUTS.map(|l| l.version.to_string()).join(" or ")
                 ),
             ));
+        };
+        if size < layout.header_size as u64 {
+            return Err(too_small(layout.header_size, &format!(" of {layout}")));
         }
+        let header = read_header(&header_map, layout);
         let capacity = header.capacity;
-        // SAFETY: the header map is HEADER_SIZE bytes; MASK_OFFSET is in bounds.
-        let mask = unsafe { (header_map.as_ptr().add(layout::MASK_OFFSET) as *const u64).read() };
+        // SAFETY: the header map covers the layout's header; its mask word is inside.
+        let mask = unsafe { (header_map.as_ptr().add(layout.mask_offset) as *const u64).read() };
         if capacity == 0 || !capacity.is_power_of_two() {
             return Err(Error::new(
                 Status::Mismatch,
@@ -147,13 +159,17 @@ impl RingReader {
                 ),
             ));
         }
-        let needed = layout::file_size(capacity).filter(|n| *n <= isize::MAX as u64);
+        let needed = layout
+            .file_size(capacity)
+            .filter(|n| *n <= isize::MAX as u64);
         let Some(needed) = needed.filter(|n| *n <= size) else {
             return Err(Error::new(
                 Status::Mismatch,
                 format!(
                     "{shown} is truncated: capacity {capacity} needs {} bytes, the file has {size}",
-                    layout::file_size(capacity).map_or("too many".to_string(), |n| n.to_string())
+                    layout
+                        .file_size(capacity)
+                        .map_or("too many".to_string(), |n| n.to_string())
                 ),
             ));
         };
@@ -163,7 +179,7 @@ impl RingReader {
             .map_raw(&file)
             .map_err(|e| Error::io(format!("cannot map {shown}"), &e))?;
         Ok(RingReader {
-            mapped: Mapped::new(map, mask),
+            mapped: Mapped::new(map, mask, layout),
             file,
             found_truncated: std::sync::atomic::AtomicBool::new(false),
             path: path.to_owned(),
@@ -174,6 +190,11 @@ impl RingReader {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The ring's layout (its version's), as read when it was opened.
+    pub fn layout(&self) -> Layout {
+        self.mapped.layout
     }
 
     /// Number of records in the ring.
@@ -215,16 +236,16 @@ impl RingReader {
     /// the reader never returns zeros that stand for a lost record).
     pub fn try_pop(&mut self) -> Result<Option<Event>> {
         let m = &self.mapped;
-        let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
-        let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Acquire) & m.mask;
+        let r = m.read_pos().load(Ordering::Relaxed) & m.mask;
+        let w = m.write_pos().load(Ordering::Acquire) & m.mask;
         let event = (r != w).then(|| {
             let slot = m.slot(r);
             // SAFETY: `slot` is a record inside the map, published by the producer's release
             // store (a fault on a truncated file is absorbed by the guard and caught below).
             unsafe {
                 Event {
-                    event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32).read(),
-                    value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read(),
+                    event_type: (slot.add(RECORD_TYPE_OFFSET) as *const u32).read(),
+                    value: (slot.add(RECORD_VALUE_OFFSET) as *const u64).read(),
                 }
             }
         });
@@ -232,8 +253,7 @@ impl RingReader {
             return Err(self.truncated_error());
         }
         if event.is_some() {
-            m.word(layout::READ_POS_OFFSET)
-                .store((r + 1) & m.mask, Ordering::Release);
+            m.read_pos().store((r + 1) & m.mask, Ordering::Release);
         }
         Ok(event)
     }
@@ -309,15 +329,14 @@ impl RingReader {
             // integers, whose possibly torn values are discarded below, never trusted.
             unsafe {
                 events.push(Event {
-                    event_type: (slot.add(layout::RECORD_TYPE_OFFSET) as *const u32)
-                        .read_volatile(),
-                    value: (slot.add(layout::RECORD_VALUE_OFFSET) as *const u64).read_volatile(),
+                    event_type: (slot.add(RECORD_TYPE_OFFSET) as *const u32).read_volatile(),
+                    value: (slot.add(RECORD_VALUE_OFFSET) as *const u64).read_volatile(),
                 });
             }
         }
         // Orders the copy before the second look at read_pos (as a seqlock reader does).
         std::sync::atomic::fence(Ordering::Acquire);
-        let r1 = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
+        let r1 = m.read_pos().load(Ordering::Acquire) & m.mask;
         if self.truncated() {
             return Err(self.truncated_error());
         }
@@ -362,9 +381,9 @@ impl RingReader {
         }
         let m = &self.mapped;
         let version = m.version().load(Ordering::Acquire);
-        let capacity = m.word(layout::CAPACITY_OFFSET).load(Ordering::Acquire);
-        let mask = m.word(layout::MASK_OFFSET).load(Ordering::Acquire);
-        if version != layout::VERSION {
+        let capacity = m.word(m.layout.capacity_offset).load(Ordering::Acquire);
+        let mask = m.word(m.layout.mask_offset).load(Ordering::Acquire);
+        if version != m.layout.version {
             return Some(format!("its header now says version {version}"));
         }
         if capacity != m.mask + 1 || mask != m.mask {
@@ -382,17 +401,25 @@ impl Iterator for RingReader {
     }
 }
 
-fn read_header(map: &MmapRaw) -> RingHeader {
+/// The version word of a mapped header (at least the smallest header's bytes).
+fn read_version(map: &MmapRaw) -> i32 {
+    debug_assert!(map.len() >= MIN_HEADER_SIZE);
+    // SAFETY: `map` is page-aligned and longer than the version word's end; it is aligned.
+    unsafe { (*(map.as_ptr().add(VERSION_OFFSET) as *const AtomicI32)).load(Ordering::Acquire) }
+}
+
+/// The header fields of a mapped header of `layout` (the map covers the whole header).
+fn read_header(map: &MmapRaw, layout: Layout) -> RingHeader {
+    debug_assert!(map.len() >= layout.header_size);
     let p = map.as_ptr();
-    // SAFETY: `map` is at least HEADER_SIZE bytes and page-aligned; the fields are aligned.
+    // SAFETY: `map` covers the layout's header and is page-aligned; the fields are aligned.
     unsafe {
         RingHeader {
-            write_pos: (*(p.add(layout::WRITE_POS_OFFSET) as *const AtomicU64))
+            write_pos: (*(p.add(WRITE_POS_OFFSET) as *const AtomicU64)).load(Ordering::Acquire),
+            read_pos: (*(p.add(layout.read_pos_offset) as *const AtomicU64))
                 .load(Ordering::Acquire),
-            read_pos: (*(p.add(layout::READ_POS_OFFSET) as *const AtomicU64))
-                .load(Ordering::Acquire),
-            version: (*(p.add(layout::VERSION_OFFSET) as *const AtomicI32)).load(Ordering::Acquire),
-            capacity: (p.add(layout::CAPACITY_OFFSET) as *const u64).read(),
+            version: layout.version,
+            capacity: (p.add(layout.capacity_offset) as *const u64).read(),
         }
     }
 }
@@ -401,7 +428,7 @@ fn read_header(map: &MmapRaw) -> RingHeader {
 mod tests {
     use super::*;
     use crate::event::EventType;
-    use crate::ring::RingWriter;
+    use crate::ring::{layout, RingWriter};
 
     fn ev(v: u64) -> Event {
         Event::new(EventType::AgentRxBytes, v)
@@ -415,20 +442,41 @@ mod tests {
             std::fs::write(&p, bytes).unwrap();
             p
         };
-        let header = |version: i32, cap: u64, mask: u64| {
-            let mut h = vec![0u8; 40];
+        // A header of `l`'s layout that says `version`.
+        let header_of = |l: Layout, version: i32, cap: u64, mask: u64| {
+            let mut h = vec![0u8; l.header_size];
             h[16..20].copy_from_slice(&version.to_ne_bytes());
             h[20..24].copy_from_slice(&version.to_ne_bytes());
-            h[24..32].copy_from_slice(&cap.to_ne_bytes());
-            h[32..40].copy_from_slice(&mask.to_ne_bytes());
+            h[l.capacity_offset..][..8].copy_from_slice(&cap.to_ne_bytes());
+            h[l.mask_offset..][..8].copy_from_slice(&mask.to_ne_bytes());
             h
         };
+        let header = |version: i32, cap: u64, mask: u64| header_of(layout::V4, version, cap, mask);
         let msg = |p: PathBuf| RingReader::open(p).err().unwrap().message;
         assert!(msg(dir.path().join("missing")).contains("does not exist"));
         assert!(msg(write("small", &[0; 39])).contains("too small"));
         let v3 = write("v3", &[header(3, 8, 7), vec![0; 128]].concat());
-        assert!(msg(v3.clone()).contains("version mismatch: expected 4, got 3"));
+        assert!(msg(v3.clone()).contains("version mismatch: expected 4 or 5, got 3"));
         assert!(v3.exists(), "a mismatched file is never deleted");
+        // Version 5: a file that has only version 4's header, and the checks at its offsets.
+        let v5 = |version, cap, mask| header_of(layout::V5, version, cap, mask);
+        let short = write("v5short", &v5(5, 8, 7)[..300]);
+        assert!(
+            msg(short).contains("too small for a telemetry ring header of version 5 (300 bytes")
+        );
+        assert!(
+            msg(write("v5npot", &[v5(5, 12, 11), vec![0; 192]].concat()))
+                .contains("not a power of two")
+        );
+        assert!(
+            msg(write("v5mask", &[v5(5, 8, 3), vec![0; 128]].concat())).contains("does not match")
+        );
+        assert!(msg(write("v5trunc", &[v5(5, 8, 7), vec![0; 127]].concat())).contains("truncated"));
+        // Version 4's words where version 5 has them are garbage to version 5, and back.
+        assert!(
+            msg(write("v4as5", &[header(5, 8, 7), vec![0; 600]].concat()))
+                .contains("not a power of two")
+        );
         assert!(
             msg(write("npot", &[header(4, 12, 11), vec![0; 192]].concat()))
                 .contains("not a power of two")
@@ -453,7 +501,7 @@ mod tests {
             .write(true)
             .open(&sparse)
             .unwrap()
-            .set_len(layout::file_size(MAX_READER_CAPACITY * 2).unwrap())
+            .set_len(layout::V4.file_size(MAX_READER_CAPACITY * 2).unwrap())
             .unwrap();
         let e = RingReader::open(&sparse).err().unwrap();
         assert_eq!(e.status, Status::Mismatch);
@@ -523,10 +571,24 @@ mod tests {
         let w = RingWriter::create(dir.path(), "h", 16).unwrap();
         let reader = RingReader::open(dir.path().join("h")).unwrap();
         w.mapped
-            .word(layout::CAPACITY_OFFSET)
+            .word(layout::V4.capacity_offset)
             .store(64, Ordering::Release);
         assert!(reader.replaced().unwrap().contains("capacity 64"));
         w.mapped.version().store(0, Ordering::Release);
         assert!(reader.replaced().unwrap().contains("version 0"));
+        drop(w);
+        // The same capacity in the other layout: another size, so a new file.
+        let w = RingWriter::create(dir.path(), "h", 16).unwrap();
+        let reader = RingReader::open(dir.path().join("h")).unwrap();
+        drop(w);
+        let _v5 = RingWriter::create_with(dir.path(), "h", 16, layout::V5).unwrap();
+        assert!(reader.replaced().unwrap().contains("another file"));
+        assert_eq!(
+            RingReader::open(dir.path().join("h"))
+                .unwrap()
+                .header()
+                .version,
+            5
+        );
     }
 }

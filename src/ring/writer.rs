@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use memmap2::MmapOptions;
 
-use super::layout;
+use super::layout::{Layout, EXPECTED_VERSION_OFFSET, V4, VERSION_OFFSET};
 use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
@@ -62,10 +62,22 @@ pub struct RingWriter {
 }
 
 impl RingWriter {
-    /// Creates the ring `dir/name` with `capacity` records (a power of two), owner-only
-    /// (mode 0600), refusing symbolic links and files already owned by another live writer.
-    /// An existing file of a previous run is reset.
+    /// Creates the ring `dir/name` of NIXL's layout ([`V4`]) with `capacity` records:
+    /// [`RingWriter::create_with`] that layout.
     pub fn create(dir: &Path, name: &str, capacity: usize) -> Result<RingWriter> {
+        RingWriter::create_with(dir, name, capacity, V4)
+    }
+
+    /// Creates the ring `dir/name` of `layout` with `capacity` records (a power of two),
+    /// owner-only (mode 0600), refusing symbolic links and files already owned by another live
+    /// writer. An existing file of a previous run is reset (replaced when its size differs: a
+    /// ring of another capacity or layout).
+    pub fn create_with(
+        dir: &Path,
+        name: &str,
+        capacity: usize,
+        layout: Layout,
+    ) -> Result<RingWriter> {
         validate_file_name(name)?;
         if capacity == 0 || !capacity.is_power_of_two() {
             return Err(Error::invalid(format!(
@@ -74,7 +86,8 @@ impl RingWriter {
             )));
         }
         let path = dir.join(name);
-        let size = layout::file_size(capacity as u64)
+        let size = layout
+            .file_size(capacity as u64)
             .ok_or_else(|| Error::invalid(format!("ring capacity {capacity} is too large")))?;
         let mut file = open_for_writing(&path, false)?;
         let existing = file
@@ -82,7 +95,8 @@ impl RingWriter {
             .map_err(|e| Error::io(format!("cannot stat {}", path.display()), &e))?
             .len();
         if existing != 0 && existing != size {
-            // A ring of another size (an earlier run with another BUFFER_SIZE): replace the
+            // A ring of another size (an earlier run with another BUFFER_SIZE or layout: the
+            // two layouts never give one size, their headers differ by 472 bytes): replace the
             // file rather than truncate it, so a reader still mapping the old one never
             // touches pages past its end. A ring of the same size is reset in place, as NIXL
             // does, so a reader following it sees the new events.
@@ -112,32 +126,26 @@ impl RingWriter {
                 ));
             }
         };
-        let mapped = Mapped::new(map, capacity as u64 - 1);
+        let mapped = Mapped::new(map, capacity as u64 - 1, layout);
         // Invalidate first so a reader never trusts a half-written header, reset, then publish.
         mapped.version().store(0, Ordering::Release);
-        // SAFETY: the map covers `size` bytes; no other writer exists (flock held).
+        // SAFETY: the map covers `size` bytes; no other writer exists (flock held). Everything
+        // but the version word is zeroed (the header's padding and positions included), then
+        // the header's fields are written.
         unsafe {
-            std::ptr::write_bytes(
-                mapped.map.as_mut_ptr().add(layout::HEADER_SIZE),
-                0,
-                size as usize - layout::HEADER_SIZE,
-            );
             let base = mapped.map.as_mut_ptr();
-            (base.add(layout::EXPECTED_VERSION_OFFSET) as *mut i32).write(layout::VERSION);
+            std::ptr::write_bytes(base, 0, VERSION_OFFSET);
+            let after_version = EXPECTED_VERSION_OFFSET;
+            std::ptr::write_bytes(base.add(after_version), 0, size as usize - after_version);
+            (base.add(EXPECTED_VERSION_OFFSET) as *mut i32).write(layout.version);
         }
         mapped
-            .word(layout::CAPACITY_OFFSET)
+            .word(layout.capacity_offset)
             .store(capacity as u64, Ordering::Relaxed);
         mapped
-            .word(layout::MASK_OFFSET)
+            .word(layout.mask_offset)
             .store(capacity as u64 - 1, Ordering::Relaxed);
-        mapped
-            .word(layout::WRITE_POS_OFFSET)
-            .store(0, Ordering::Relaxed);
-        mapped
-            .word(layout::READ_POS_OFFSET)
-            .store(0, Ordering::Relaxed);
-        mapped.version().store(layout::VERSION, Ordering::Release);
+        mapped.version().store(layout.version, Ordering::Release);
         log::info!(
             "Creating file-based shared memory on path: {} with size: {capacity}",
             path.display()
@@ -214,8 +222,8 @@ impl RingWriter {
     /// transfer ([`Event::may_continue_with`]), so a transfer is written whole or not at all.
     pub fn push_runs(&self, runs: &[&[Event]], last: Option<Event>) -> Pushed {
         let m = &self.mapped;
-        let w = m.word(layout::WRITE_POS_OFFSET).load(Ordering::Relaxed) & m.mask;
-        let r = m.word(layout::READ_POS_OFFSET).load(Ordering::Acquire) & m.mask;
+        let w = m.write_pos().load(Ordering::Relaxed) & m.mask;
+        let r = m.read_pos().load(Ordering::Acquire) & m.mask;
         let free = (r.wrapping_sub(w).wrapping_sub(1) & m.mask) as usize;
         let last = last.filter(|_| free > 0);
         let mut budget = free - last.is_some() as usize;
@@ -247,8 +255,7 @@ impl RingWriter {
             kept += 1;
         }
         if kept > 0 {
-            m.word(layout::WRITE_POS_OFFSET)
-                .store(pos, Ordering::Release);
+            m.write_pos().store(pos, Ordering::Release);
         }
         Pushed {
             kept,
@@ -435,41 +442,80 @@ mod tests {
     }
 
     #[test]
-    fn header_bytes_match_nixl_v4() {
-        let dir = tempfile::tempdir().unwrap();
-        let w = RingWriter::create(dir.path(), "agent", 16).unwrap();
-        assert_eq!(
-            w.push_batch(&[Event::new(EventType::AgentTxBytes, 0x1122)]),
-            1
-        );
-        let bytes = std::fs::read(dir.path().join("agent")).unwrap();
-        assert_eq!(bytes.len(), 40 + 16 * 16);
-        let u64_at = |o: usize| u64::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
-        let i32_at = |o: usize| i32::from_ne_bytes(bytes[o..o + 4].try_into().unwrap());
-        assert_eq!(u64_at(0), 1, "write_pos");
-        assert_eq!(u64_at(8), 0, "read_pos");
-        assert_eq!((i32_at(16), i32_at(20)), (4, 4));
-        assert_eq!((u64_at(24), u64_at(32)), (16, 15));
-        // Type @0 and value @8; bytes 4..8 are padding, unspecified (as in NIXL's files).
-        assert_eq!(&bytes[40..44], &[0, 0, 0, 0]);
-        assert_eq!(&bytes[48..56], &[0x22, 0x11, 0, 0, 0, 0, 0, 0]);
-        let mode = std::fs::metadata(dir.path().join("agent")).unwrap().mode();
-        assert_eq!(mode & 0o777, 0o600);
+    fn header_bytes_match_nixl_v4_and_v5() {
+        use crate::ring::layout::{V4, V5};
+        // NIXL's offsets, written out here: (offset, value, field) of each u64 word, after one
+        // event was popped of two pushed into a capacity-16 ring.
+        let cases = [
+            (
+                V4,
+                40,
+                [
+                    (0, 2, "write_pos"),
+                    (8, 1, "read_pos"),
+                    (24, 16, "capacity"),
+                    (32, 15, "mask"),
+                ],
+            ),
+            (
+                V5,
+                512,
+                [
+                    (0, 2, "write_pos"),
+                    (256, 1, "read_pos"),
+                    (8, 16, "capacity"),
+                    (24, 15, "mask"),
+                ],
+            ),
+        ];
+        for (layout, header, words) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("agent");
+            // A reused file of the same size with junk everywhere is reset whole.
+            std::fs::write(&path, vec![0xAB; header + 16 * 16]).unwrap();
+            let w = RingWriter::create_with(dir.path(), "agent", 16, layout).unwrap();
+            let mut r = RingReader::open(&path).unwrap();
+            assert_eq!(r.pop(), None);
+            w.push_batch(&[ev(1), Event::new(EventType::AgentTxBytes, 0x1122)]);
+            assert_eq!(r.pop(), Some(ev(1)));
+            let mut bytes = std::fs::read(&path).unwrap();
+            assert_eq!(bytes.len(), header + 16 * 16, "{layout}");
+            let version = layout.version.to_ne_bytes();
+            assert_eq!(bytes[16..24], [version, version].concat(), "{layout}");
+            bytes[16..24].fill(0);
+            for (at, value, field) in words {
+                let word: [u8; 8] = bytes[at..at + 8].try_into().unwrap();
+                assert_eq!(u64::from_ne_bytes(word), value, "{layout}: {field}");
+                bytes[at..at + 8].fill(0);
+            }
+            // The rest of the header is zero. Records: type @0 and value @8; bytes 4..8 are
+            // padding, unspecified (as in NIXL's files).
+            assert!(bytes[..header].iter().all(|b| *b == 0), "{layout}");
+            let second = &bytes[header + 16..header + 32];
+            assert_eq!(second[..4], [0; 4], "{layout}");
+            assert_eq!(second[8..], 0x1122u64.to_ne_bytes(), "{layout}");
+            assert_eq!(r.header().version, layout.version);
+            let mode = std::fs::metadata(&path).unwrap().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 
     #[test]
     fn keeps_capacity_minus_one_and_wraps() {
-        let dir = tempfile::tempdir().unwrap();
-        let w = RingWriter::create(dir.path(), "a", 8).unwrap();
-        let mut r = RingReader::open(dir.path().join("a")).unwrap();
-        assert_eq!(w.push_batch(&(0..10).map(ev).collect::<Vec<_>>()), 7);
-        assert_eq!(r.len(), 7);
-        let got: Vec<u64> = r.by_ref().take(5).map(|e| e.value).collect();
-        assert_eq!(got, [0, 1, 2, 3, 4]);
-        assert_eq!(w.push_batch(&(100..110).map(ev).collect::<Vec<_>>()), 5);
-        let got: Vec<u64> = r.by_ref().map(|e| e.value).collect();
-        assert_eq!(got, [5, 6, 100, 101, 102, 103, 104]);
-        assert!(r.pop().is_none());
+        for layout in crate::ring::layout::LAYOUTS {
+            let dir = tempfile::tempdir().unwrap();
+            let w = RingWriter::create_with(dir.path(), "a", 8, layout).unwrap();
+            let mut r = RingReader::open(dir.path().join("a")).unwrap();
+            assert_eq!(w.push_batch(&(0..10).map(ev).collect::<Vec<_>>()), 7);
+            assert_eq!(r.len(), 7);
+            let got: Vec<u64> = r.by_ref().take(5).map(|e| e.value).collect();
+            assert_eq!(got, [0, 1, 2, 3, 4]);
+            assert_eq!(w.push_batch(&(100..110).map(ev).collect::<Vec<_>>()), 5);
+            let got: Vec<u64> = r.by_ref().map(|e| e.value).collect();
+            assert_eq!(got, [5, 6, 100, 101, 102, 103, 104], "{layout}");
+            assert!(r.pop().is_none());
+            assert_eq!(r.header().version, layout.version);
+        }
     }
 
     #[test]

@@ -62,6 +62,22 @@ declare!(
     "Existing directory of the ring files, one per agent; selects BUFFER."
 );
 declare!(
+    RING_VERSION,
+    "NIXL_TELEMETRY_RING_VERSION",
+    Unsigned,
+    Some("4"),
+    [Core],
+    "Layout version of the ring files BUFFER writes: 4 (NIXL's) or 5 (the 512-byte header of NIXL's open pull request #2018); readers read both."
+);
+declare!(
+    XFER_STALLED_EVENT,
+    "NIXL_TELEMETRY_XFER_STALLED_EVENT",
+    Bool,
+    Some("false"),
+    [Core, Prometheus, Doca, RemoteWrite, Otlp],
+    "True records NIXL_ERR_XFER_STALLED (-13) as agent_err_xfer_stalled (21, NIXL's open pull request #2047) and exposes status xfer_stalled; false records it as agent_err_unknown."
+);
+declare!(
     ENABLED_METRICS,
     "NIXL_TELEMETRY_ENABLED_METRICS",
     Text,
@@ -478,6 +494,8 @@ pub const SETTINGS: &[Setting] = &[
     RUN_INTERVAL,
     EXPORTER,
     DIR,
+    RING_VERSION,
+    XFER_STALLED_EVENT,
     ENABLED_METRICS,
     PLUGIN_DIR,
     LOG_LEVEL,

@@ -377,5 +377,12 @@ mod tests {
         // A reset counter counts from zero.
         let reset = Rates::from_scrapes(Some(&now), &before, 1.0);
         assert_eq!(reset.per_s[EventType::AgentTxBytes as usize], 1000.0);
+        // A stalled transfer (NIXL's open pull request #2047) is an error too.
+        let mut stalled = now.clone();
+        stalled.counters[EventType::AgentErrXferStalled as usize] = 6.0;
+        assert_eq!(
+            Rates::from_scrapes(Some(&before), &stalled, 2.0).errors(),
+            2.0 + 3.0
+        );
     }
 }

@@ -43,6 +43,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use nixl_telemetry_base::event::xfer_stalled_event;
 use nixl_telemetry_base::fork::LockOrder;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry_base::settings::process_settings;
@@ -184,8 +185,11 @@ impl TelemetryPlugin for DocaExporter {
             None => asked,
         };
         let membership = if choice.backends.scrape {
+            let stalled = xfer_stalled_event(&process_settings)
+                .map_err(|e| CreateError::InvalidParam(e.message))?;
             let series = AgentSeries::new(agent, &hostname(), choice.buckets.clone())
                 .with_labels(config.labels.clone())
+                .with_xfer_stalled(stalled)
                 .with_native_histograms(
                     config.native_histograms,
                     DEFAULT_SCHEMA,

@@ -23,6 +23,7 @@ use std::ffi::CStr;
 use std::sync::Arc;
 
 use nixl_telemetry_base::env::read_bool;
+use nixl_telemetry_base::event::xfer_stalled_event;
 use nixl_telemetry_base::plugin::author::{CreateError, InitParams, TelemetryPlugin};
 use nixl_telemetry_base::settings::{self, process_settings};
 use nixl_telemetry_base::Event;
@@ -59,9 +60,12 @@ impl TelemetryPlugin for PrometheusExporter {
         let native = read_bool(&process_settings, ENV_NATIVE_HISTOGRAMS)
             .map_err(|e| CreateError::InvalidParam(e.message))?
             .unwrap_or(settings::NATIVE_HISTOGRAMS.default_bool());
+        let stalled = xfer_stalled_event(&process_settings)
+            .map_err(|e| CreateError::InvalidParam(e.message))?;
         let agent = Arc::new(
             AgentSeries::new(params.agent_name, &hostname(), buckets)
                 .with_labels(labels)
+                .with_xfer_stalled(stalled)
                 .with_native_histograms(native, DEFAULT_SCHEMA, DEFAULT_MAX_BUCKETS),
         );
         let membership = ENDPOINT.join(addr, agent)?;

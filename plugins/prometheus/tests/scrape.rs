@@ -99,6 +99,53 @@ fn every_series_is_present_at_zero_from_creation() {
     assert!(port_closed(port), "the endpoint stops with its last agent");
 }
 
+/// A stalled transfer (`NIXL_ERR_XFER_STALLED`, -13, of NIXL's open pull request #2047): counted
+/// under `status="unknown"` by default, as NIXL's merged sources would count it; under a
+/// `status="xfer_stalled"` series of its own, present at zero from creation, when
+/// `NIXL_TELEMETRY_XFER_STALLED_EVENT` is true (in a child process, whose environment says so).
+#[test]
+fn a_stalled_transfer_has_its_own_status_only_when_recorded_so() {
+    const NAME: &str = "a_stalled_transfer_has_its_own_status_only_when_recorded_so";
+    let on = std::env::var_os(child::CHILD_VAR).is_some();
+    if !on {
+        child::output_ok(
+            child::test(NAME)
+                .env(child::CHILD_VAR, "1")
+                .env("NIXL_TELEMETRY_XFER_STALLED_EVENT", "true"),
+            "the child with NIXL_TELEMETRY_XFER_STALLED_EVENT=true",
+        );
+    }
+    let _s = serial();
+    let port = free_port();
+    use_port(port);
+    let c = collector("stalled");
+    let statuses = |s: &Scrape| -> Vec<String> {
+        s.samples
+            .iter()
+            .filter(|x| x.name == "agent_errors_total")
+            .map(|x| x.label("status").unwrap().to_owned())
+            .collect()
+    };
+    let before = scrape(port);
+    assert_eq!(statuses(&before).len(), 12 + on as usize, "{}", before.body);
+    assert_eq!(
+        statuses(&before).last().unwrap(),
+        if on { "xfer_stalled" } else { "no_telemetry" }
+    );
+    c.update_error(-13).unwrap();
+    c.update_error(-13).unwrap();
+    c.update_data(EventType::AgentErrXferStalled, 1);
+    c.flush();
+    let s = scrape(port);
+    let err = |status| s.get("agent_errors_total", "stalled", &[("status", status)]);
+    if on {
+        assert_eq!((err("xfer_stalled"), err("unknown")), (3.0, 0.0));
+    } else {
+        assert_eq!(err("unknown"), 3.0);
+        assert!(!s.body.contains("xfer_stalled"), "{}", s.body);
+    }
+}
+
 #[test]
 fn values_follow_nixls_test_list() {
     let _s = serial();

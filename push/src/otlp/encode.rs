@@ -165,7 +165,7 @@ pub fn encode(
                         }),
                         FamilySource::Errors => sum(out, &mut |out| {
                             for (r, a) in rows.iter().zip(&row_attributes) {
-                                for (t, status) in error_statuses() {
+                                for (t, status) in error_statuses(r.snapshot) {
                                     let value = r.snapshot.counters[t as usize];
                                     number(a, Some(("status", status)), r.start_ns, value, out);
                                 }

@@ -115,7 +115,7 @@ pub fn request(
                     data_points: rows
                         .iter()
                         .flat_map(|r| {
-                            error_statuses().map(move |(t, s)| {
+                            error_statuses(r.snapshot).map(move |(t, s)| {
                                 point(r, Some(("status", s)), r.snapshot.counters[t as usize])
                             })
                         })
