@@ -621,46 +621,50 @@ fn live_view_in_a_terminal_quits_with_ctrl_c() {
 #[test]
 fn once_on_a_finished_ring_shows_its_totals() {
     for layout in nixl_telemetry_core::ring::layout::LAYOUTS {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let ring = RingWriter::create_with(dir.path(), "done", 1 << 10, layout).unwrap();
-            for i in 0..10 {
-                let error = if i % 2 == 0 {
-                    EventType::AgentErrBackend
-                } else {
-                    EventType::AgentErrXferStalled
-                };
-                ring.push_batch(&[
-                    Event::new(EventType::AgentXferTime, 120),
-                    Event::new(EventType::AgentTxBytes, 1_000_000),
-                    Event::new(EventType::AgentTxRequestsNum, 1),
-                    Event::new(error, 1),
-                ]);
-            }
-        }
-        let (code, out, err) = once(&[dir.path().join("done").to_str().unwrap()]);
-        assert_eq!(code, 0, "{out}{err}");
-        let row = out
-            .lines()
-            .find(|l| l.starts_with("done "))
-            .unwrap_or_else(|| panic!("{out}"));
-        assert!(row.contains(" 10.0 MB ") && !row.contains("B/s"), "{row}");
-        let lines: Vec<&str> = out.lines().collect();
-        let p50 = cell(&lines, "done ", "xfer p50").unwrap_or_else(|| panic!("{out}"));
-        assert!(
-            relative_error(value_of(&p50), 120.0) <= shown_bound(),
-            "{row}"
-        );
-        // 10 requests and 10 errors: counts, not rates.
-        assert_eq!(row.matches(" 10 ").count(), 2, "{layout}: {row}");
-        assert!(
-            row.contains("idle for ") && row.contains("totals of the 40 events seen"),
-            "{row}"
-        );
-        // Peeked: the ring still holds them.
-        let left = nixl_telemetry_core::RingReader::open(dir.path().join("done")).unwrap();
-        assert_eq!((left.len(), left.header().version), (40, layout.version));
+        a_finished_ring_shows_its_totals(layout);
     }
+}
+
+fn a_finished_ring_shows_its_totals(layout: nixl_telemetry_core::ring::layout::Layout) {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let ring = RingWriter::create_with(dir.path(), "done", 1 << 10, layout).unwrap();
+        for i in 0..10 {
+            let error = if i % 2 == 0 {
+                EventType::AgentErrBackend
+            } else {
+                EventType::AgentErrXferStalled
+            };
+            ring.push_batch(&[
+                Event::new(EventType::AgentXferTime, 120),
+                Event::new(EventType::AgentTxBytes, 1_000_000),
+                Event::new(EventType::AgentTxRequestsNum, 1),
+                Event::new(error, 1),
+            ]);
+        }
+    }
+    let (code, out, err) = once(&[dir.path().join("done").to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("done "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains(" 10.0 MB ") && !row.contains("B/s"), "{row}");
+    let lines: Vec<&str> = out.lines().collect();
+    let p50 = cell(&lines, "done ", "xfer p50").unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        relative_error(value_of(&p50), 120.0) <= shown_bound(),
+        "{row}"
+    );
+    // 10 requests and 10 errors: counts, not rates.
+    assert_eq!(row.matches(" 10 ").count(), 2, "{layout}: {row}");
+    assert!(
+        row.contains("idle for ") && row.contains("totals of the 40 events seen"),
+        "{row}"
+    );
+    // Peeked: the ring still holds them.
+    let left = nixl_telemetry_core::RingReader::open(dir.path().join("done")).unwrap();
+    assert_eq!((left.len(), left.header().version), (40, layout.version));
 }
 
 /// An endpoint whose counters did not move: the totals since the exporter started.

@@ -444,31 +444,12 @@ mod tests {
     #[test]
     fn header_bytes_match_nixl_v4_and_v5() {
         use crate::ring::layout::{V4, V5};
-        // NIXL's offsets, written out here: (offset, value, field) of each u64 word, after one
-        // event was popped of two pushed into a capacity-16 ring.
-        let cases = [
-            (
-                V4,
-                40,
-                [
-                    (0, 2, "write_pos"),
-                    (8, 1, "read_pos"),
-                    (24, 16, "capacity"),
-                    (32, 15, "mask"),
-                ],
-            ),
-            (
-                V5,
-                512,
-                [
-                    (0, 2, "write_pos"),
-                    (256, 1, "read_pos"),
-                    (8, 16, "capacity"),
-                    (24, 15, "mask"),
-                ],
-            ),
-        ];
-        for (layout, header, words) in cases {
+        // NIXL's offsets of write_pos, read_pos, capacity and mask, written out here, and their
+        // values after one event was popped of two pushed into a capacity-16 ring.
+        let fields = ["write_pos", "read_pos", "capacity", "mask"];
+        let values = [2, 1, 16, 15];
+        let cases = [(V4, 40, [0, 8, 24, 32]), (V5, 512, [0, 256, 8, 24])];
+        for (layout, header, offsets) in cases {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("agent");
             // A reused file of the same size with junk everywhere is reset whole.
@@ -483,7 +464,7 @@ mod tests {
             let version = layout.version.to_ne_bytes();
             assert_eq!(bytes[16..24], [version, version].concat(), "{layout}");
             bytes[16..24].fill(0);
-            for (at, value, field) in words {
+            for ((at, value), field) in offsets.into_iter().zip(values).zip(fields) {
                 let word: [u8; 8] = bytes[at..at + 8].try_into().unwrap();
                 assert_eq!(u64::from_ne_bytes(word), value, "{layout}: {field}");
                 bytes[at..at + 8].fill(0);
