@@ -14,7 +14,7 @@ use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_test_support::prometheus::label_names;
 use nixl_telemetry_test_support::receivers::collector::OtelCollector;
-use nixl_telemetry_test_support::receivers::prometheus3;
+use nixl_telemetry_test_support::receivers::prometheus3::{self, Options};
 use nixl_telemetry_test_support::receivers::scratch;
 use nixl_telemetry_test_support::transfers::assert_quantiles;
 
@@ -57,7 +57,7 @@ fn the_collector_receives_the_exponential_histograms() {
 fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_bound() {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let prom = prometheus3::start(work.path(), &[], false);
+    let prom = prometheus3::start(work.path(), &Options::default());
     let otelcol = OtelCollector::start(work.path(), Some(&prom.write_url()));
     let n = 6000;
     let mut values = push_exponential(&otelcol.endpoint(), n);
@@ -97,6 +97,14 @@ fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_b
     assert_eq!(
         (&info["host_name"], &info["process_pid"]),
         (&host.into(), &pid.into())
+    );
+    // The host back on the series by a join with target_info.
+    prom.wait_for_value(
+        &format!(
+            "sum by (host_name) (agent_tx_bytes_total{sel} * on (job, instance) \
+             group_left (host_name) target_info{{host_name=\"{host}\"}})"
+        ),
+        total(&values.tx),
     );
     prom.wait_for_value(&format!("agent_rx_bytes_total{sel}"), total(&values.rx));
     prom.wait_for_value(

@@ -10,7 +10,7 @@ mod common;
 
 use common::{pushing, record_heavy_tailed, serial};
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
-use nixl_telemetry_test_support::receivers::prometheus3;
+use nixl_telemetry_test_support::receivers::prometheus3::{self, Options};
 use nixl_telemetry_test_support::receivers::scratch;
 use nixl_telemetry_test_support::transfers::assert_quantiles;
 
@@ -18,7 +18,7 @@ use nixl_telemetry_test_support::transfers::assert_quantiles;
 fn prometheus3_receives_exact_totals_and_native_histograms_within_the_schemas_bound() {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let prom = prometheus3::start(work.path(), &[], false);
+    let prom = prometheus3::start(work.path(), &Options::default());
     let c = pushing(&prom.write_url(), "pushed3", true);
     c.update_error(-3).unwrap();
     let n = 6000;
