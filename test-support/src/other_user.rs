@@ -38,3 +38,34 @@ pub fn run_as_other_user(program: &str, args: &[&std::ffi::OsStr]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The name of the file [`plant_store_files`] makes for `i`: a `prometheus_mp` store's name.
+pub fn planted_store_name(i: usize) -> String {
+    format!("nixl.{}.1.0.mmap", 100_000 + i)
+}
+
+/// Creates the files `range` of `nobody` (see [`other_user`]) in `dir` with store names
+/// ([`planted_store_name`]), as another user of a shared directory could: in turn a copy of
+/// `store`, 16 bytes of junk, and an empty file nobody may read (mode 000).
+pub fn plant_store_files(dir: &std::path::Path, range: std::ops::Range<usize>, store: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, _) = other_user().expect("another user");
+    for i in range {
+        let path = dir.join(planted_store_name(i));
+        match i % 3 {
+            0 => std::fs::write(&path, store),
+            1 => std::fs::write(&path, [7u8; 16]),
+            _ => std::fs::write(&path, [])
+                .and_then(|()| std::fs::set_permissions(&path, PermissionsExt::from_mode(0o000))),
+        }
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        std::os::unix::fs::chown(&path, Some(uid), None).unwrap();
+    }
+}
+
+/// Removes the files `range` that [`plant_store_files`] made in `dir`.
+pub fn remove_store_files(dir: &std::path::Path, range: std::ops::Range<usize>) {
+    for i in range {
+        std::fs::remove_file(dir.join(planted_store_name(i))).unwrap();
+    }
+}

@@ -61,6 +61,12 @@ pub(super) struct Listing {
 const RACY_MARGIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Listing {
+    /// The number of files listed (those a scrape reusing the listing reads).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.files.len()
+    }
+
     /// Whether the directory, now stamped `stamp`, still has this listing's entries.
     fn still_valid(&self, stamp: DirStamp) -> bool {
         let started_ns = self
@@ -75,18 +81,20 @@ impl Listing {
 
 impl StoreScan {
     /// The directory's store files (regular files with a store's name; a symbolic link is not
-    /// followed) and their inodes, and whether the directory was listed anew. The listing of the
-    /// previous scan is reused while the directory is unchanged (see [`Listing`]): one `statx`
-    /// instead of an `open`, the `getdents` and a `close`.
-    pub(super) fn store_files(&self) -> std::io::Result<(StoreFiles, bool)> {
+    /// followed) and their inodes, but the files of other users already refused (see
+    /// `foreign`). The listing of the previous scan is reused while the directory is unchanged
+    /// (see [`Listing`]): one `statx` instead of an `open`, the `getdents` and a `close`.
+    pub(super) fn store_files(&self) -> std::io::Result<StoreFiles> {
         let dir = &self.config.dir;
         let stamp = DirStamp::of(&fs::metadata(dir)?);
         let mut listing = self.listing.lock_unpoisoned();
         if let Some(l) = listing.as_ref().filter(|l| l.still_valid(stamp)) {
-            return Ok((l.files.clone(), false));
+            return Ok(l.files.clone());
         }
         let started = std::time::SystemTime::now();
         let mut files = Vec::new();
+        let mut foreign = self.foreign.lock_unpoisoned();
+        foreign.start_listing((stamp.dev, stamp.ino));
         for entry in fs::read_dir(dir)?.flatten() {
             if !is_store_name(entry.file_name().as_bytes()) {
                 continue;
@@ -94,8 +102,12 @@ impl StoreScan {
             if !entry.file_type().is_ok_and(|t| t.is_file()) {
                 continue;
             }
-            files.push((entry.path(), entry.ino()));
+            let path = entry.path();
+            if !foreign.is_refused(&path, entry.ino()) {
+                files.push((path, entry.ino()));
+            }
         }
+        foreign.end_listing();
         let files: StoreFiles = files.into();
         *listing = Some(Listing {
             stamp,
@@ -103,32 +115,35 @@ impl StoreScan {
             local: sys::on_local_file_system(dir),
             files: files.clone(),
         });
-        Ok((files, true))
+        Ok(files)
+    }
+
+    /// Leaves the files `refused` in this scan out of the listing they came from, `files`,
+    /// when it is still the one a later scan would reuse.
+    pub(super) fn leave_out(&self, files: &StoreFiles, refused: &[&std::path::Path]) {
+        let mut listing = self.listing.lock_unpoisoned();
+        if let Some(l) = listing
+            .as_mut()
+            .filter(|l| StoreFiles::ptr_eq(&l.files, files))
+        {
+            let refused: std::collections::HashSet<_> = refused.iter().copied().collect();
+            l.files = l
+                .files
+                .iter()
+                .filter(|(p, _)| !refused.contains(p.as_path()))
+                .cloned()
+                .collect();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::{config, writer};
+    use super::super::test_util::{config, set_dir_mtime, writer};
     use super::*;
     use crate::config::Aggregate;
     use nixl_telemetry_series::Buckets;
-    use std::path::Path;
     use std::time::Duration;
-
-    /// Sets the directory's modification time to `mtime`.
-    fn set_dir_mtime(dir: &Path, mtime: std::time::SystemTime) {
-        let since = mtime.duration_since(std::time::UNIX_EPOCH).unwrap();
-        let t = libc::timespec {
-            tv_sec: since.as_secs() as libc::time_t,
-            tv_nsec: since.subsec_nanos() as libc::c_long,
-        };
-        let times = [t, t];
-        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path and two timespecs, both alive for the call.
-        let rc = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
-        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-    }
 
     fn pids(scan: &StoreScan) -> Vec<i64> {
         scan.live_stores().iter().map(|s| s.pid).collect()

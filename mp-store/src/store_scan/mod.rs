@@ -2,15 +2,16 @@
 //! scrape by the serving process (a rank that won the election, or `nixl-telemetry serve`). It
 //! reads every `nixl.*.mmap` file, serves the stores whose writer is alive (its `flock` is held)
 //! or left less than the stale TTL ago, removes the others, and skips, with one warning per
-//! file, what it cannot use. Each scrape's page is made from the stores as they are when the
-//! scrape asks.
+//! file (per minute for files of other users), what it cannot use. Each scrape's page is made
+//! from the stores as they are when the scrape asks.
 //!
 //! One concept per file, in the order a scan goes:
 //!
 //! - this file: [`StoreScan`], the scan of one directory ([`StoreScan::live_stores`]);
 //! - `listing`: the directory's store files, listed again only when the directory changed;
-//! - `files`: each store file, kept open and mapped between scans, or refused when it belongs
-//!   to another user ([`MAX_REFUSED_FILES`]);
+//! - `foreign`: files of other users, refused once and not looked at again while they are the
+//!   same files, and summed up in one line a minute at most;
+//! - `files`: each store file, kept open and mapped between scans;
 //! - `removal`: which stores are served (writer alive, or updated within the stale TTL) and the
 //!   removal of the others and of invalid files nobody holds;
 //! - `page`: the page made from the served stores, text or protobuf ([`encode`],
@@ -18,11 +19,9 @@
 //! - `totals`: the node totals summed over the ranks of one host and job;
 //! - `health`: `/health`, and the scan as an endpoint's pages ([`ScanPages`]).
 
-use std::collections::{HashMap, VecDeque};
-use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::config::ScanConfig;
@@ -31,6 +30,7 @@ use crate::sys;
 use nixl_telemetry_base::sync::LockUnpoisoned;
 
 mod files;
+mod foreign;
 mod health;
 mod listing;
 mod page;
@@ -39,11 +39,12 @@ mod removal;
 mod test_util;
 mod totals;
 
-pub use files::MAX_REFUSED_FILES;
+pub use foreign::REPORT_INTERVAL;
 pub use health::{HealthDetails, ScanPages};
 pub use page::{encode, encode_protobuf};
 
-use files::{Foreign, OpenFile};
+use files::OpenFile;
+use foreign::ForeignFiles;
 use health::DetailsSlot;
 use listing::Listing;
 
@@ -60,8 +61,11 @@ pub struct StoreScan {
     warned_bounds: AtomicBool,
     /// The store files kept open and mapped, by path.
     open: Mutex<HashMap<PathBuf, OpenFile>>,
-    /// Files of other users, by path: their inode and owner (see [`MAX_REFUSED_FILES`]).
-    refused: Mutex<HashMap<PathBuf, (u64, u32)>>,
+    /// Files of other users, refused (see `foreign`).
+    foreign: Mutex<ForeignFiles>,
+    /// Files looked at (an `lstat`, and for a file of this user an `open`) because they were
+    /// neither kept open nor refused before: what the tests count.
+    examined: AtomicU64,
     /// More members of `/health`'s JSON object (`serve`'s push state), if any.
     health_details: DetailsSlot,
     /// The last listing of the directory.
@@ -78,7 +82,8 @@ impl StoreScan {
             warned_dir: AtomicBool::new(false),
             warned_bounds: AtomicBool::new(false),
             open: Mutex::new(HashMap::new()),
-            refused: Mutex::new(HashMap::new()),
+            foreign: Mutex::new(ForeignFiles::default()),
+            examined: AtomicU64::new(0),
             health_details: DetailsSlot::default(),
             listing: Mutex::new(None),
         }
@@ -105,19 +110,15 @@ impl StoreScan {
     /// Reads the directory: the stores to serve, ordered by pid and instance. Stores of
     /// departed writers older than the TTL, and invalid files nobody holds, are removed.
     pub fn live_stores(&self) -> Vec<StoreView> {
+        self.scan_at(sys::monotonic_ns())
+    }
+
+    /// [`live_stores`](Self::live_stores) at `now` (monotonic ns): the clock of the stale TTL
+    /// and of the summary of files of other users.
+    fn scan_at(&self, now: u64) -> Vec<StoreView> {
         let dir = &self.config.dir;
         let files = match self.store_files() {
-            Ok((files, listed)) => {
-                if listed {
-                    // The directory changed: a remembered file of another user may have been
-                    // replaced, even by one that reuses its inode (one `lstat` each).
-                    self.refused
-                        .lock_unpoisoned()
-                        .retain(|path, &mut (ino, uid)| {
-                            fs::symlink_metadata(path)
-                                .is_ok_and(|m| m.ino() == ino && m.uid() == uid)
-                        });
-                }
+            Ok(files) => {
                 self.warned_dir.store(false, Ordering::Relaxed);
                 files
             }
@@ -131,38 +132,29 @@ impl StoreScan {
                 return Vec::new();
             }
         };
-        let now = sys::monotonic_ns();
         let euid = sys::euid();
         let mut stores = Vec::new();
+        let mut refused = Vec::new();
         let mut open = self.open.lock_unpoisoned();
-        let mut refused = self.refused.lock_unpoisoned();
-        let mut unnamed = 0;
-        for (path, inode) in files.iter() {
-            if refused.get(path).is_some_and(|(ino, _)| ino == inode) {
-                // Another user's file, warned about already, and still the same file.
-                continue;
+        {
+            let mut foreign = self.foreign.lock_unpoisoned();
+            for (path, inode) in files.iter() {
+                match self.read_one(&mut open, &mut foreign, path, *inode, now, euid) {
+                    Ok(Some(view)) => stores.push(view),
+                    Ok(None) => {}
+                    Err(files::Refused) => refused.push(path.as_path()),
+                }
             }
-            let foreign = Foreign {
-                refused: &mut refused,
-                unnamed: &mut unnamed,
-            };
-            if let Some(view) = self.read_one(&mut open, foreign, path, *inode, now, euid) {
-                stores.push(view);
-            }
+            foreign.report(dir, now);
         }
-        if unnamed > 0 {
-            log::warn!(
-                "prometheus_mp: skipping {unnamed} more files in {} owned by other users \
-                 (past the {MAX_REFUSED_FILES} named one by one)",
-                dir.display()
-            );
-        }
-        // Files gone since the last scan: closed and unmapped, or forgotten.
-        if !open.is_empty() || !refused.is_empty() {
-            let listed: std::collections::HashSet<&Path> =
-                files.iter().map(|(p, _)| p.as_path()).collect();
+        // Files gone since the last scan: closed and unmapped.
+        if !open.is_empty() {
+            let listed: HashSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
             open.retain(|path, _| listed.contains(path.as_path()));
-            refused.retain(|path, _| listed.contains(path.as_path()));
+        }
+        drop(open);
+        if !refused.is_empty() {
+            self.leave_out(&files, &refused);
         }
         stores.sort_by_key(|s| (s.pid, s.instance));
         stores

@@ -1,5 +1,5 @@
-//! What the store scan's tests share: a scan's configuration, a rank's store, and a sample of a
-//! text page.
+//! What the store scan's tests share: a scan's configuration, a rank's store, a sample of a
+//! text page, and setting a directory's modification time.
 
 use std::path::Path;
 use std::time::Duration;
@@ -50,4 +50,19 @@ pub(super) fn value(page: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
                 && labels.iter().all(|(k, v)| s.label(k) == Some(v))
         })
         .map(|s| s.value)
+}
+
+/// Sets the directory's modification time to `mtime`.
+pub(super) fn set_dir_mtime(dir: &Path, mtime: std::time::SystemTime) {
+    use std::os::unix::ffi::OsStrExt;
+    let since = mtime.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let t = libc::timespec {
+        tv_sec: since.as_secs() as libc::time_t,
+        tv_nsec: since.subsec_nanos() as libc::c_long,
+    };
+    let times = [t, t];
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and two timespecs, both alive for the call.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
 }
