@@ -21,12 +21,6 @@ fn child() {
 
 #[test]
 fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
-    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
-    assert!(
-        cli.exists(),
-        "{} is missing: run `cargo build --workspace --all-targets` before `cargo test`",
-        cli.display()
-    );
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("mp");
     let (rank_port, serve_port) = (free_port(), free_port());
@@ -50,9 +44,7 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
         port_closed(rank_port),
         "ranks with NIXL_TELEMETRY_MP_SERVE=0 never serve"
     );
-    let mut serve = Command::new(&cli)
-        .args(["serve", "--dir"])
-        .arg(&dir)
+    let mut serve = serve_command(&dir)
         .args([
             "--port",
             &serve_port.to_string(),
@@ -60,7 +52,6 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
             "--stale-ttl",
             "1",
         ])
-        .env("NIXL_LOG_LEVEL", "WARN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -154,7 +145,6 @@ fn serve_shows_the_ranks_on_its_own_port_and_outlives_them() {
 #[test]
 fn serve_answers_a_protobuf_scraper_with_the_ranks_native_histograms() {
     use nixl_telemetry_series::protobuf;
-    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("mp");
     let (rank_port, serve_port) = (free_port(), free_port());
@@ -174,12 +164,9 @@ fn serve_answers_a_protobuf_scraper_with_the_ranks_native_histograms() {
             })
         })
         .collect();
-    let mut serve = Command::new(&cli)
-        .args(["serve", "--dir"])
-        .arg(&dir)
+    let mut serve = serve_command(&dir)
         .args(["--port", &serve_port.to_string(), "--local"])
         .args(["--aggregate", "sum"])
-        .env("NIXL_LOG_LEVEL", "WARN")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -223,7 +210,6 @@ fn serve_answers_a_protobuf_scraper_with_the_ranks_native_histograms() {
 
 #[test]
 fn serve_refuses_bad_settings() {
-    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
     let dir = tempfile::tempdir().unwrap();
     for (args, message) in [
         (
@@ -241,12 +227,7 @@ fn serve_refuses_bad_settings() {
         ),
         (vec!["--interval", "0"], "0 is not in 1..=86400"),
     ] {
-        let out = Command::new(&cli)
-            .args(["serve", "--dir"])
-            .arg(dir.path())
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = serve_command(dir.path()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(message), "{args:?}: {err}");
@@ -270,7 +251,6 @@ impl Drop for Running {
 /// it is removed when `serve` stops.
 #[test]
 fn serve_writes_a_textfile_that_node_exporter_serves() {
-    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("mp");
     let textfiles = scratch.path().join("textfile");
@@ -297,13 +277,10 @@ fn serve_writes_a_textfile_that_node_exporter_serves() {
             })
         })
         .collect();
-    let mut serve = Command::new(&cli)
-        .args(["serve", "--dir"])
-        .arg(&dir)
+    let mut serve = serve_command(&dir)
         .arg("--textfile")
         .arg(&file)
         .args(["--interval", "1", "--aggregate", "sum"])
-        .env("NIXL_LOG_LEVEL", "WARN")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(scratch.path().join("serve.stderr")).unwrap())
         .spawn()
@@ -462,7 +439,6 @@ fn serve_textfile_never_writes_through_a_link_another_user_planted() {
         eprintln!("skipped: {why}");
         return;
     }
-    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
     let scratch = tempfile::tempdir().unwrap();
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = scratch.path().join("mp");
@@ -475,13 +451,10 @@ fn serve_textfile_never_writes_through_a_link_another_user_planted() {
     std::fs::write(&secret, "root's secret\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
     let file = textfiles.join("nixl.prom");
-    let mut serve = Command::new(&cli)
-        .args(["serve", "--dir"])
-        .arg(&dir)
+    let mut serve = serve_command(&dir)
         .arg("--textfile")
         .arg(&file)
         .args(["--interval", "1"])
-        .env("NIXL_LOG_LEVEL", "WARN")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

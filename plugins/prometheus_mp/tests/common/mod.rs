@@ -168,6 +168,19 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// `kill -STOP` (`libc::SIGSTOP`) or `kill -CONT` (`libc::SIGCONT`), returning once the
+    /// process is stopped, or running again.
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: kill(2) of our own child, not yet waited for.
+        assert_eq!(unsafe { libc::kill(self.pid as i32, signal) }, 0);
+        let stopped = signal == libc::SIGSTOP;
+        poll(
+            std::time::Duration::from_secs(10),
+            "the process's state",
+            || ((process_state(self.pid) == Some('T')) == stopped).then_some(()),
+        );
+    }
+
     /// Closes its stdin (a rank drops its agent and exits), waits, and returns its stderr.
     pub fn finish(mut self) -> String {
         drop(self.stdin.take());
@@ -285,6 +298,29 @@ pub fn listening_pid(port: u16, candidates: &[u32]) -> Option<u32> {
                 std::fs::read_link(fd.path()).is_ok_and(|l| inodes.contains(&*l.to_string_lossy()))
             })
     })
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T` when stopped, ...), from /proc.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which is in parentheses and may hold anything.
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// `nixl-telemetry serve --dir dir` (more arguments to add), logging warnings and errors.
+pub fn serve_command(dir: &Path) -> std::process::Command {
+    let cli = nixl_telemetry_test_support::profile_dir().join("nixl-telemetry");
+    assert!(
+        cli.exists(),
+        "{} is missing: run `cargo build --workspace --all-targets` before `cargo test`",
+        cli.display()
+    );
+    let mut serve = std::process::Command::new(&cli);
+    serve
+        .args(["serve", "--dir"])
+        .arg(dir)
+        .env("NIXL_LOG_LEVEL", "WARN");
+    serve
 }
 
 /// Counts the lines of `text` containing `needle`.
