@@ -14,6 +14,7 @@ mod scrape;
 mod serve;
 mod sketch;
 mod stats;
+mod stdout;
 mod top;
 
 use std::process::ExitCode;

@@ -64,29 +64,6 @@ pub fn is_broken_pipe(e: &CliError) -> bool {
     matches!(e, CliError::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
-/// The process's standard output without the buffering of `std::io::stdout`: every write is
-/// one `write(2)`, so a command knows how much the output accepted (see [`write_counting`]).
-pub fn unbuffered_stdout() -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsFd;
-    Ok(std::io::stdout().as_fd().try_clone_to_owned()?.into())
-}
-
-/// Writes all of `bytes` to `out` as `write_all` does, and returns how many bytes `out`
-/// accepted beside the outcome: when a write fails (a closed pipe), the bytes before it were
-/// written, those after it were not.
-pub fn write_counting(out: &mut impl Write, bytes: &[u8]) -> (usize, std::io::Result<()>) {
-    let mut accepted = 0;
-    while accepted < bytes.len() {
-        match out.write(&bytes[accepted..]) {
-            Ok(0) => return (accepted, Err(std::io::ErrorKind::WriteZero.into())),
-            Ok(n) => accepted += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return (accepted, Err(e)),
-        }
-    }
-    (accepted, Ok(()))
-}
-
 /// Writes one event as NIXL's readers print it; with `agent`, an `Agent:` line names the ring
 /// it came from (when several rings are read).
 pub fn write_event_block(

@@ -1,6 +1,6 @@
 //! `nixl-telemetry read`: print rings' events like NIXL's C++ reader, or as JSON lines;
-//! consuming them (NIXL's semantics: only once the output accepted them) or, with `--peek`,
-//! leaving them for another reader.
+//! consuming them (NIXL's semantics: only once the output accepted them, and a pipe's reader
+//! took them) or, with `--peek`, leaving them for another reader.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::filter::EventFilter;
 use crate::output::{self, CliError, CliResult, Format};
 use crate::rings::{Mode, RingSet, Tracked};
+use crate::stdout::{Stdout, Unread};
 
 /// How long to sleep when every ring is empty in `--follow` mode (as NIXL's readers do).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -59,7 +60,7 @@ pub fn run(args: &ReadArgs) -> CliResult {
     let mut set = RingSet::open(&args.paths, args.follow)?;
     let mode = if args.peek { Mode::Peek } else { Mode::Consume };
     let several = set.rings.len() > 1 || args.paths.iter().any(|p| p.is_dir());
-    let mut out = output::unbuffered_stdout()?;
+    let mut out = Stdout::open()?;
     let text = args.format == Format::Text;
     let mut reader = Reader {
         printer: Printer {
@@ -142,13 +143,14 @@ struct Reader {
 impl Reader {
     /// Reads at most `limit` events of `ring` into `out` (fewer once `--count` is reached);
     /// returns how many were taken. Consuming, the events are looked at, written, and then
-    /// consumed: those whose output `out` accepted whole (and the events `--filter` skipped
-    /// before them), no more. A write that fails (the output was closed) consumes nothing else,
-    /// and says on stderr how many events were printed.
+    /// consumed: those whose output `out` accepted whole and, into a pipe, whose reader took it
+    /// whole (and the events `--filter` skipped before them), no more. A write that fails, or a
+    /// pipe closed by its reader (`| head`), consumes nothing else, and says on stderr how many
+    /// events were printed.
     fn read(
         &mut self,
         ring: &mut Tracked,
-        out: &mut impl Write,
+        out: &mut Stdout,
         counts: &mut Counts,
         limit: usize,
         follow: bool,
@@ -165,8 +167,16 @@ impl Reader {
             let placed =
                 self.printer
                     .print(&mut self.chunk, &ring.name, &events, counts.printed)?;
-            let (accepted, written) = output::write_counting(out, &self.chunk);
-            let delivered = placed.partition_point(|p| p.end <= accepted);
+            let (accepted, written) = out.write_counting(&self.chunk);
+            // Into a pipe, what its reader never took is the last bytes written: of this chunk,
+            // unless it is so much that it reaches back into what came before.
+            let unread = if consume {
+                out.wait_taken(output::interrupted)
+            } else {
+                Unread::default()
+            };
+            let seen = accepted.saturating_sub(unread.bytes);
+            let delivered = placed.partition_point(|p| p.end <= seen);
             let done = if consume {
                 ring.commit(&events[..delivered])
             } else {
@@ -174,7 +184,11 @@ impl Reader {
             };
             counts.add(&placed[..done]);
             taken += done;
-            if let Err(e) = written {
+            let failed = match written {
+                Ok(()) if unread.closed => Err(std::io::ErrorKind::BrokenPipe.into()),
+                other => other,
+            };
+            if let Err(e) = failed {
                 eprintln!(
                     "nixl-telemetry read: the output {} after {} events of {} were printed; the \
                      events not printed are left in the ring",

@@ -490,48 +490,50 @@ fn read_follow_peek_leaves_the_events() {
     assert_eq!(ring.len(), 2, "nothing consumed");
 }
 
-/// `read ring | head -5` consumed every event of the ring (12,000 here) and said nothing:
-/// a destructive read now consumes only what it wrote before the output was closed (what the
-/// pipe took: at most its buffer and one chunk of events), says so, and leaves the rest.
+/// `read ring | head -5` consumed every event of the ring and said nothing, even when all of
+/// its output fit in the pipe (404 events): now, from a real `head -5`, what was consumed is
+/// what `head` read (one block: 8 KiB for GNU head, well under half the output), said on
+/// stderr, and the rest, the ring's last events, are left. Exactly what is consumed is
+/// `a_pipe_closed_early_leaves_exactly_the_events_its_reader_did_not_take`'s part.
 #[test]
-fn a_destructive_read_into_a_closed_pipe_leaves_what_it_did_not_print() {
-    let dir = tempfile::tempdir().unwrap();
-    let ring = RingWriter::create(dir.path(), "big", 16384).unwrap();
-    let events: Vec<Event> = (0..12_000)
-        .map(|i| Event::new(EventType::AgentTxBytes, i))
-        .collect();
-    assert_eq!(ring.push_batch(&events), events.len());
-    let bin = assert_cmd::cargo::cargo_bin("nixl-telemetry");
-    let out = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "'{}' read '{}' | head -5",
-            bin.display(),
-            dir.path().join("big").display()
-        ))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("the output was closed after"), "{err}");
-    assert!(
-        err.contains("the events not printed are left in the ring"),
-        "{err}"
-    );
-    let left = stdout_of(&[
-        "read".as_ref(),
-        "--peek".as_ref(),
-        dir.path().join("big").as_os_str(),
-    ]);
-    let left: u64 = left
-        .lines()
-        .find_map(|l| l.strip_prefix("Total events read: "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    // What was consumed is what `head` read and what its 64 KiB pipe held: a few hundred.
-    assert!(left >= 10_000, "only {left} of 12000 events left");
-    drop(ring);
+fn a_destructive_read_into_head_leaves_what_head_did_not_read() {
+    for events in [404u64, 12_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let ring = RingWriter::create(dir.path(), "big", 16384).unwrap();
+        let all: Vec<Event> = (0..events)
+            .map(|i| Event::new(EventType::AgentTxBytes, i))
+            .collect();
+        assert_eq!(ring.push_batch(&all), all.len());
+        let bin = assert_cmd::cargo::cargo_bin("nixl-telemetry");
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "'{}' read '{}' | head -5",
+                bin.display(),
+                ring.path().display()
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 5);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("the events not printed are left in the ring"),
+            "{err}"
+        );
+        let consumed = printed_before_close(&err);
+        let left = values_left(ring.path());
+        assert_eq!(left, (consumed..events).collect::<Vec<_>>(), "{err}");
+        assert!(consumed < 404 / 2, "{events} events: {consumed} consumed");
+    }
+}
+
+/// The count of events `read` says were printed before its output was closed.
+fn printed_before_close(stderr: &str) -> u64 {
+    let after = stderr
+        .split("the output was closed after ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no closed output reported: {stderr}"));
+    after.split(' ').next().unwrap().parse().unwrap()
 }
 
 /// The values of the events whose output is complete in `bytes` (`read`'s text or JSON lines):
@@ -565,53 +567,117 @@ fn values_left(path: &Path) -> Vec<u64> {
     left.iter().map(|e| e.value).collect()
 }
 
-/// `read ring | head` consumed what the pipe took and nobody read: now, for rings smaller and
-/// larger than every buffer of the command, in each format, with the pipe closed after a few
-/// lines or after many, the events written into the pipe (whole) and the events left in the
-/// ring are together exactly the ring's events, each once and in order.
+/// A ring of `events` events, valued 0, 1, ...
+fn counted_ring(dir: &Path, events: usize) -> RingWriter {
+    let ring = RingWriter::create(dir, "r", (events + 1).next_power_of_two()).unwrap();
+    let batch: Vec<Event> = (0..events as u64)
+        .map(|v| Event::new(EventType::AgentTxBytes, v))
+        .collect();
+    assert_eq!(ring.push_batch(&batch), events);
+    ring
+}
+
+/// Where each event's output ends in `read`'s output `bytes` (text or JSON lines), in order.
+fn event_ends(bytes: &[u8], json: bool) -> Vec<usize> {
+    let last_line = if json {
+        "}\n".to_owned()
+    } else {
+        "=".repeat(27) + "\n"
+    };
+    let mut at = 0;
+    let mut ends = Vec::new();
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        at += line.len();
+        if line.ends_with(last_line.as_bytes()) {
+            ends.push(at);
+        }
+    }
+    ends
+}
+
+/// `read ring | head -5` consumed what the pipe accepted and nobody read, all of a 404-event
+/// ring: now, for rings smaller and larger than the pipe and than `read`'s chunks (4,096
+/// events), in each format, following or not, the pipe is closed once `read` has written the
+/// output of the first `through` events into it, and its reader took all of that but the last
+/// `short` bytes: with `read` done writing, or blocked in a write, or with the end of a chunk
+/// unread. The events consumed are exactly those whose whole line the reader took, as `read`
+/// says on stderr; the others, those left in the pipe included, are left in the ring.
 #[test]
-fn a_pipe_closed_early_leaves_exactly_the_events_not_written() {
-    for (events, lines) in [
-        (404usize, 5),
-        (20_000, 5),
-        (20_000, 3_000),
-        (300_000, 70_000),
+fn a_pipe_closed_early_leaves_exactly_the_events_its_reader_did_not_take() {
+    use pipe::{DEFAULT_SIZE, ONE_PAGE};
+    for (events, pipe_size, follow, through, short) in [
+        // All written into the pipe; the reader took a few lines, one block of `head`, all but
+        // the last event's last byte.
+        (404usize, DEFAULT_SIZE, false, 404, 20_000),
+        (404, DEFAULT_SIZE, false, 404, 16_000),
+        (404, DEFAULT_SIZE, false, 404, 1),
+        (404, DEFAULT_SIZE, true, 404, 20_000),
+        // `read` blocked in a write into a full pipe (of one page).
+        (404, ONE_PAGE, false, 200, 4_000),
+        (20_000, ONE_PAGE, false, 5, 100),
+        // The end of a chunk in the pipe, `read` done writing that chunk.
+        (20_000, DEFAULT_SIZE, false, 8192, 1_000),
+        (20_000, DEFAULT_SIZE, true, 8192, 1_000),
+        (300_000, DEFAULT_SIZE, false, 81_920, 1_000),
     ] {
-        for format in ["text", "json"] {
+        for format in ["json", "text"] {
             let dir = tempfile::tempdir().unwrap();
-            let ring =
-                RingWriter::create(dir.path(), "r", (events + 1).next_power_of_two()).unwrap();
-            let all: Vec<u64> = (0..events as u64).collect();
-            let batch: Vec<Event> = all
-                .iter()
-                .map(|&v| Event::new(EventType::AgentTxBytes, v))
-                .collect();
-            assert_eq!(ring.push_batch(&batch), events);
-            let case = format!("{events} events, {format}, closed after {lines} lines");
-            let got = pipe::closed_after(
-                lines,
-                &[
-                    "read".as_ref(),
-                    "--format".as_ref(),
-                    format.as_ref(),
-                    ring.path().as_os_str(),
-                ],
+            let ring = counted_ring(dir.path(), events);
+            let json = format == "json";
+            let mut args: Vec<&std::ffi::OsStr> = vec!["read".as_ref(), "--format".as_ref()];
+            args.extend([format.as_ref(), ring.path().as_os_str()]);
+            // Where each event's output ends: as in the output of a look (following, the text
+            // has one more line before the events).
+            let look = stdout_of(&[&args[..], &["--peek".as_ref()]].concat());
+            let extra = if follow && !json {
+                "Press Ctrl+C to stop reading telemetry...\n".len()
+            } else {
+                0
+            };
+            let end = event_ends(look.as_bytes(), json)[through - 1] + extra;
+            if follow {
+                args.push("--follow".as_ref());
+            }
+            let case = format!(
+                "{events} events, {format}, follow {follow}, {pipe_size}-byte pipe closed with \
+                 the output of {through} events in it, {short} bytes of it unread"
             );
-            let written = values_written(&got.written, format == "json");
-            assert!(
-                got.stderr.contains("the output was closed after"),
-                "{case}: {}",
-                got.stderr
+            // A one-page pipe takes more only once emptied: closed at once, with `read` blocked
+            // in a write.
+            let held = if pipe_size == ONE_PAGE { 0 } else { short };
+            let got = pipe::read_then_close(end - short, held, pipe_size, &args);
+            assert_eq!(got.read.len(), end - short, "{case}");
+            let taken = values_written(&got.read, json);
+            assert_eq!(taken, (0..taken.len() as u64).collect::<Vec<_>>(), "{case}");
+            let (taken, left) = (taken.len(), values_left(ring.path()));
+            assert_eq!(printed_before_close(&got.stderr), taken as u64, "{case}");
+            assert_eq!(
+                left,
+                (taken as u64..events as u64).collect::<Vec<_>>(),
+                "{case}"
             );
-            assert!(written.len() < events, "{case}: everything was written");
-            let mut seen = written.clone();
-            seen.extend(values_left(ring.path()));
-            assert!(
-                seen == all,
-                "{case}: {} written and {} left of {events}",
-                written.len(),
-                seen.len() - written.len()
+        }
+    }
+}
+
+/// A reader that takes everything `read` writes into the pipe: every event is consumed once.
+#[test]
+fn a_pipe_read_to_its_end_consumes_every_event() {
+    for (events, pipe_size) in [(404, pipe::DEFAULT_SIZE), (20_000, pipe::ONE_PAGE)] {
+        for format in ["json", "text"] {
+            let dir = tempfile::tempdir().unwrap();
+            let ring = counted_ring(dir.path(), events);
+            let args = ["read".as_ref(), "--format".as_ref(), format.as_ref()];
+            let got = pipe::read_then_close(
+                usize::MAX,
+                0,
+                pipe_size,
+                &[&args[..], &[ring.path().as_os_str()]].concat(),
             );
+            let taken = values_written(&got.read, format == "json");
+            assert_eq!(taken, (0..events as u64).collect::<Vec<_>>(), "{format}");
+            assert!(ring.is_empty(), "{format}: {} left", ring.len());
+            assert_eq!(got.stderr, "", "{format}");
         }
     }
 }

@@ -1,62 +1,55 @@
-//! A pipe closed early by its reader, as `| head` closes it, that still tells the test every
-//! byte the command wrote into it.
+//! A pipe whose reader takes a known number of bytes and then closes it, as `| head` does, but
+//! knowing exactly which bytes it took.
 
-/// The pipe of `nixl-telemetry read ring | head`, which a test reads and closes early as
-/// `head` does, but exactly: it is a FIFO of which the test keeps a write end open, so what the
-/// command wrote into it that the test did not read stays in it (a pipe's data is discarded only
-/// when every descriptor of it is closed) and is read once the command has exited. The test so
-/// knows every byte the command wrote. The pipe holds one page, so that even a small ring's
-/// output does not fit in it.
-pub struct ClosedEarly {
-    /// Every byte the command wrote into the pipe.
-    pub written: Vec<u8>,
+/// What the reader of [`read_then_close`] took, and the command's stderr.
+pub struct Taken {
+    /// The bytes the reader read before closing the pipe, in order.
+    pub read: Vec<u8>,
     /// The command's stderr.
     pub stderr: String,
 }
 
-/// Makes the pipe of `file` hold one page.
-fn hold_one_page(file: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_SETPIPE_SZ takes an integer argument and touches no memory of this process;
-    // `file` owns the descriptor for the duration of the call.
-    assert!(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) } >= 0);
-}
+/// A pipe that holds one page: a small ring's output does not fit in it, so the command is
+/// still writing when its reader closes it.
+pub const ONE_PAGE: usize = 4096;
 
-/// Runs `nixl-telemetry ARGS` into a pipe, reads at least `lines` lines of it (or all it writes,
-/// if fewer), closes it, checks that the command exits 0, and returns what it wrote.
-pub fn closed_after(lines: usize, args: &[&std::ffi::OsStr]) -> ClosedEarly {
+/// A pipe of Linux's default size (64 KiB): a few hundred events' output fits in it whole, so
+/// the command has written everything before its reader has read much (as `read | head -5`).
+pub const DEFAULT_SIZE: usize = 65536;
+
+/// Runs `nixl-telemetry ARGS` with its stdout into a pipe holding `pipe_size` bytes, reads
+/// exactly `bytes` bytes of it (or all it writes, if fewer: `usize::MAX` drains it), waits until
+/// the command has written `held` more bytes into the pipe (that nobody will read), closes the
+/// read end, checks that the command exits 0 (all within 120 s), and returns what was read. The
+/// command holds the only write end, so it sees the close as it would see `head` exit.
+pub fn read_then_close(
+    bytes: usize,
+    held: usize,
+    pipe_size: usize,
+    args: &[&std::ffi::OsStr],
+) -> Taken {
     use std::io::Read;
     use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::OpenOptionsExt;
-    let scratch = tempfile::tempdir().unwrap();
-    let fifo = scratch.path().join("pipe");
-    let c_path = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mkfifo reads the NUL-terminated path that `c_path` owns for the whole call.
-    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    // Non-blocking, so the open does not wait for a writer; reads then wait in poll(2).
-    let open_reader = || {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .unwrap()
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let size = libc::c_int::try_from(pipe_size).unwrap();
+    // SAFETY: F_SETPIPE_SZ takes an integer argument and touches no memory of this process;
+    // `writer` owns the descriptor for the duration of the call.
+    let set = unsafe { libc::fcntl(writer.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    assert_eq!(set, size);
+    let mut child = {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"));
+        command
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped());
+        // Dropped at the end of this block: the test's write end with it.
+        command.spawn().unwrap()
     };
-    let mut reader = open_reader();
-    let keeper = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
-    hold_one_page(&keeper);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nixl-telemetry"))
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(keeper.try_clone().unwrap())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut written = Vec::new();
-    let mut buf = [0u8; 512];
+    let mut read = Vec::new();
+    let mut buf = vec![0u8; 65536];
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut newlines = 0;
-    while newlines < lines {
+    while read.len() < bytes {
         assert!(std::time::Instant::now() < deadline, "timed out reading");
         let mut fd = libc::pollfd {
             fd: reader.as_raw_fd(),
@@ -66,32 +59,54 @@ pub fn closed_after(lines: usize, args: &[&std::ffi::OsStr]) -> ClosedEarly {
         // SAFETY: `fd` is one valid pollfd, alive for the call, naming a descriptor `reader`
         // owns.
         assert!(unsafe { libc::poll(&mut fd, 1, 100) } >= 0);
-        match reader.read(&mut buf) {
-            Ok(n) => {
-                newlines += buf[..n].iter().filter(|&&b| b == b'\n').count();
-                written.extend_from_slice(&buf[..n]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-            }
-            Err(e) => panic!("{e}"),
+        if fd.revents == 0 {
+            continue;
         }
+        // Readable (or at its end): the read does not wait.
+        let want = buf.len().min(bytes - read.len());
+        match reader.read(&mut buf[..want]).unwrap() {
+            0 => break,
+            n => read.extend_from_slice(&buf[..n]),
+        }
+    }
+    while in_pipe(&reader) < held {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for output"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     drop(reader);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    // What the command wrote and nobody read is still in the pipe: the test's write end kept it.
-    reader = open_reader();
-    loop {
-        match reader.read(&mut buf) {
-            Ok(n) => written.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => panic!("{e}"),
+    // It exits once it sees the pipe closed; one that never does fails the test.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
-    }
-    drop(keeper);
-    ClosedEarly { written, stderr }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command did not exit after its output was closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    Taken { read, stderr }
+}
+
+/// How many bytes `pipe` holds, not read yet.
+fn in_pipe(pipe: &std::io::PipeReader) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut bytes: libc::c_int = 0;
+    // SAFETY: FIONREAD stores one c_int through the pointer, which points at `bytes`, alive for
+    // the call; `pipe` owns the descriptor.
+    let done = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut bytes) };
+    assert_eq!(done, 0);
+    usize::try_from(bytes).unwrap()
 }
