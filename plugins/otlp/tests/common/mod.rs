@@ -8,9 +8,7 @@
 
 #![allow(dead_code)] // not every test binary uses every helper
 
-use std::time::Duration;
-
-use nixl_telemetry_core::{Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{Collector, Config};
 use serde_json::Value;
 
 /// Every variable the tests set, cleared between tests.
@@ -37,16 +35,11 @@ pub fn serial() -> nixl_telemetry_test_support::Serial {
 /// A collector of agent `agent` exporting to the `otlp` plug-in (configured by the
 /// environment), with no periodic flush during a test.
 pub fn collector(agent: &str) -> Collector {
-    Collector::new(
-        agent,
-        Config {
-            buffer_size: 4096,
-            run_interval: Duration::from_secs(3600),
-            exporter: ExporterChoice::Plugin("otlp".into()),
-            enabled_metrics: MetricMask::ALL,
-        },
-    )
-    .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
+    let config = Config {
+        buffer_size: 4096,
+        ..nixl_telemetry_test_support::plugin_config("otlp")
+    };
+    Collector::new(agent, config).unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
 }
 
 /// The metric named `name` of a decoded request.

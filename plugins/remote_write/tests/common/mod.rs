@@ -6,9 +6,7 @@
 
 #![allow(dead_code)] // not every test binary uses every helper
 
-use std::time::Duration;
-
-use nixl_telemetry_core::{Collector, Config, ExporterChoice, MetricMask};
+use nixl_telemetry_core::{Collector, Config};
 use nixl_telemetry_test_support::transfers::{heavy_tailed, record};
 
 /// Every variable these tests set, cleared between tests.
@@ -31,16 +29,11 @@ pub fn pushing(url: &str, agent: &str, native: bool) -> Collector {
     std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_URL", url);
     std::env::set_var("NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS", "200");
     std::env::set_var("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", native.to_string());
-    Collector::new(
-        agent,
-        Config {
-            buffer_size: 4096,
-            run_interval: Duration::from_secs(3600),
-            exporter: ExporterChoice::Plugin("remote_write".into()),
-            enabled_metrics: MetricMask::ALL,
-        },
-    )
-    .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
+    let config = Config {
+        buffer_size: 4096,
+        ..nixl_telemetry_test_support::plugin_config("remote_write")
+    };
+    Collector::new(agent, config).unwrap_or_else(|e| panic!("creating {agent}: {e:?}"))
 }
 
 /// The values of the transfers [`record_heavy_tailed`] recorded, each list sorted.
