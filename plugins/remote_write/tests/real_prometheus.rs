@@ -4,13 +4,14 @@
 //! exporter for the same events; a two-second job's final totals arrive through the last push;
 //! over https with basic authentication (a CA and a certificate the test makes with
 //! `openssl`), the push succeeds with the CA and password files and fails with one warning with
-//! a wrong CA or a wrong password.
+//! a wrong CA or a wrong password; processes that describe themselves alike push series of
+//! their own, also as pid 1 of two PID namespaces, and two that share an identity are told so.
 //!
 //! The plug-ins are cdylibs: `cargo build --workspace --all-targets` before `cargo test`.
 
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nixl_telemetry_test_support::prometheus::{label_names, openssl, poll, Prometheus, Secure};
@@ -86,9 +87,23 @@ impl Drop for Proc {
 
 impl Proc {
     fn spawn(work: &Path, name: &str, env: &[(&str, String)]) -> Proc {
+        Proc::spawn_in(work, name, env, &[])
+    }
+
+    /// [`Proc::spawn`], run by the command `wrapper` (a program and its arguments, to which the
+    /// child's command line is added; none: the child itself).
+    fn spawn_in(work: &Path, name: &str, env: &[(&str, String)], wrapper: &[&str]) -> Proc {
         let plugins = built_plugins(&["remote_write", "prometheus"]);
         let stderr = work.join(format!("{name}.stderr"));
-        let mut cmd = child::test("child");
+        let test = child::test("child");
+        let mut cmd = match wrapper.split_first() {
+            None => test,
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(test.get_program()).args(test.get_args());
+                cmd
+            }
+        };
         cmd.env_clear()
             .env(ROLE, "rank")
             .env("NIXL_PLUGIN_DIR", &plugins)
@@ -355,13 +370,8 @@ fn two_processes_with_one_agent_name_push_two_series_with_exact_totals() {
         let mut instances: Vec<String> = series
             .iter()
             .map(|(l, _)| {
-                let host = l["hostname"].as_str().unwrap();
-                let instance = l["instance"].as_str().unwrap();
                 assert_eq!(l["local_rank"].as_str(), rank, "{l}");
-                let pid = instance
-                    .strip_prefix(&format!("{host}:"))
-                    .unwrap_or_else(|| panic!("{instance} is not {host}:<pid>"));
-                pid.to_owned()
+                pid_of(l).to_owned()
             })
             .collect();
         instances.sort();
@@ -396,6 +406,140 @@ fn two_processes_with_one_agent_name_push_two_series_with_exact_totals() {
     });
     assert_eq!(v[0].0["instance"], "job-7/rank-0");
     assert_eq!(v[0].1, TIMES.len() as f64);
+}
+
+/// The pid in the `instance` label of series `labels`: `<host>:<pid>`, with `-<tag>` when the
+/// sender ran outside the host's PID namespace.
+fn pid_of(labels: &serde_json::Value) -> &str {
+    let host = labels["hostname"].as_str().unwrap();
+    let instance = labels["instance"].as_str().unwrap();
+    let pid = instance
+        .strip_prefix(&format!("{host}:"))
+        .unwrap_or_else(|| panic!("{instance} is not {host}:<pid>[-<tag>]"));
+    pid.split_once('-').map_or(pid, |(pid, _)| pid)
+}
+
+/// `unshare(1)` when this process may make PID namespaces with it (as root), else why not.
+fn unshare() -> Result<String, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let program = std::env::split_paths(&path)
+        .map(|d| d.join("unshare"))
+        .find(|p| p.is_file())
+        .ok_or("no unshare(1) on PATH")?;
+    let out = Command::new(&program)
+        .args(["--pid", "--fork", "true"])
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`unshare --pid --fork` failed (it needs root): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(program.display().to_string())
+}
+
+/// Two processes on one host, each pid 1 of a PID namespace of its own (as two containers of
+/// one pod are, which also share the host name), push two series (their default identities
+/// differ: `<host>:1-<tag>`), each with its exact totals; no warning of a shared identity.
+#[test]
+fn two_processes_in_two_pid_namespaces_push_two_series_with_exact_totals() {
+    let unshare = match unshare() {
+        Ok(program) => program,
+        Err(why) => {
+            eprintln!("SKIPPED two_processes_in_two_pid_namespaces: {why}");
+            return;
+        }
+    };
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(work.path(), None, None);
+    let per_process = 4096.0 * TIMES.len() as f64;
+    let wrapper = [unshare.as_str(), "--pid", "--fork", "--kill-child"];
+    let mut procs: Vec<Proc> = (0..2)
+        .map(|i| {
+            let mut env = rw_env(&prom.write_url(), 500);
+            env.extend([
+                ("RW_AGENT", "namespaced".into()),
+                ("RW_BYTES", "4096".into()),
+            ]);
+            Proc::spawn_in(work.path(), &format!("namespaced{i}"), &env, &wrapper)
+        })
+        .collect();
+    for p in &mut procs {
+        p.line("READY");
+    }
+    for p in procs {
+        let err = p.finish();
+        assert!(!err.contains("remote_write: push"), "{err}");
+        assert!(!err.contains("identity"), "{err}");
+    }
+    let series = poll("two series", || {
+        prom.vector(r#"agent_tx_bytes_total{agent_name="namespaced"}"#)
+            .filter(|v| v.len() == 2 && v.iter().all(|(_, x)| *x == per_process))
+    });
+    for (labels, _) in &series {
+        assert_eq!(pid_of(labels), "1", "{labels}");
+    }
+    assert_ne!(series[0].0["instance"], series[1].0["instance"]);
+    prom.wait_for_value(
+        r#"sum(agent_tx_bytes_total{agent_name="namespaced"})"#,
+        2.0 * per_process,
+    );
+    prom.wait_for_value(
+        r#"sum(resets(agent_tx_bytes_total{agent_name="namespaced"}[10m]))"#,
+        0.0,
+    );
+}
+
+/// Two processes given the same `NIXL_TELEMETRY_PUSH_INSTANCE` write one series: Prometheus
+/// refuses samples as out of order (or duplicate), and the senders say, once, that another
+/// process may share their identity and how to set one.
+#[test]
+fn two_senders_sharing_an_identity_are_told_so_once() {
+    const HINT: &str = "another process may be pushing under this sender's identity";
+    let work = tempfile::tempdir().unwrap();
+    let prom = Prometheus::start(work.path(), None, None);
+    let procs: Vec<Proc> = (0..2)
+        .map(|i| {
+            let mut env = rw_env(&prom.write_url(), 20);
+            env.extend([
+                ("RW_AGENT", "shared".into()),
+                ("RW_BYTES", (100 * (i + 1)).to_string()),
+                ("RW_RUN_MS", "stdin".into()),
+                ("NIXL_TELEMETRY_PUSH_INSTANCE", "job-7/rank-0".into()),
+            ]);
+            Proc::spawn(work.path(), &format!("shared{i}"), &env)
+        })
+        .collect();
+    let logs = || -> Vec<String> {
+        procs
+            .iter()
+            .map(|p| std::fs::read_to_string(&p.stderr).unwrap_or_default())
+            .collect()
+    };
+    poll("a sender told of a shared identity", || {
+        logs().iter().any(|l| l.contains(HINT)).then_some(())
+    });
+    let mut told = 0;
+    for p in procs {
+        let err = p.finish();
+        let hints: Vec<&str> = err.lines().filter(|l| l.contains(HINT)).collect();
+        assert!(hints.len() <= 1, "{err}");
+        assert!(
+            hints
+                .iter()
+                .all(|h| h.contains("NIXL_TELEMETRY_PUSH_INSTANCE")),
+            "{err}"
+        );
+        told += hints.len();
+        if !hints.is_empty() {
+            assert!(
+                err.contains("out of order") || err.contains("duplicate sample"),
+                "{err}"
+            );
+        }
+    }
+    assert!(told >= 1);
 }
 
 /// Ends `job` (its stdin closed), takes the totals it prints (`TOTAL <bytes> <transfers>`) and
