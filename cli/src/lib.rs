@@ -12,6 +12,7 @@ mod read;
 mod rings;
 mod scrape;
 mod serve;
+mod serve_health;
 mod sketch;
 mod stats;
 mod stdout;

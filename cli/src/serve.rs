@@ -6,9 +6,11 @@
 //! rank for the port, and takes over when that rank exits), and ranks that run with
 //! `NIXL_TELEMETRY_MP_SERVE=0` only write their stores. With `--remote-write URL` or
 //! `--otlp URL` it also pushes the stores' series ([`crate::push`]), whether or not it holds
-//! the port; with `--push-only` it only pushes: no election, no port bound (one sidecar per
-//! job, however many jobs share the node). Runs until SIGINT or SIGTERM, then makes the last
-//! push.
+//! the port; with `--push-only` it only pushes: no election, no scrape port (one sidecar per
+//! job, however many jobs share the node), and its health checks on a loopback port of their
+//! own (`--health-address`). Its `/health`, `/readyz` and `/livez` say whether the pushes
+//! deliver and its loop turns as well ([`crate::serve_health`]). Runs until SIGINT or
+//! SIGTERM, then makes the last push.
 //!
 //! `--textfile PATH` writes the same page to `PATH` every `--interval` seconds instead, for
 //! node_exporter's textfile collector ([`textfile`]); no port is opened. The file is removed
@@ -25,8 +27,10 @@ use nixl_telemetry_mp_store::config::{self, Aggregate, ScanConfig};
 use nixl_telemetry_mp_store::election::{Role, RETRY};
 use nixl_telemetry_mp_store::store_scan::StoreScan;
 use nixl_telemetry_mp_store::{dir, join_election, textfile};
+use nixl_telemetry_series::endpoint::{Limits, Server};
 
 use crate::output::{CliError, CliResult};
+use crate::serve_health::{self, Delivery, HealthOnly, Heartbeat};
 
 /// A failure of the settings or of the endpoint, reported like the library's errors.
 fn failure(message: String) -> CliError {
@@ -70,10 +74,20 @@ pub struct ServeArgs {
     /// --collector.textfile.directory) every --interval seconds instead of serving a port.
     #[arg(long, value_name = "PATH")]
     textfile: Option<PathBuf>,
-    /// Push only (with --remote-write or --otlp): bind no port and take no part in the
-    /// election, so that each job on a node can run its own sidecar.
+    /// Push only (with --remote-write or --otlp): bind no scrape port and take no part in the
+    /// election, so that each job on a node can run its own sidecar; its health checks are
+    /// served on --health-address.
     #[arg(long, conflicts_with_all = ["textfile", "port", "local"])]
     push_only: bool,
+    /// The address of --push-only's health checks (GET /health, /readyz, /livez; no
+    /// /metrics) [default: 127.0.0.1:0, a free loopback port, printed at the start].
+    #[arg(long, value_name = "ADDR", requires = "push_only")]
+    health_address: Option<SocketAddr>,
+    /// /health and /readyz answer 503 once no push has been accepted for this many push
+    /// intervals (counted from the start until the first is).
+    #[arg(long, value_name = "N", default_value_t = serve_health::DEFAULT_PUSH_INTERVALS,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    health_push_intervals: u32,
     /// Seconds between two writes of --textfile.
     #[arg(long, value_name = "SECONDS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=86400))]
@@ -180,32 +194,39 @@ fn run_textfile(
     Ok(())
 }
 
-/// `/health`'s push state: `"push":[{"name":"remote_write","attempts":..,"successes":..,
-/// "failures":..}]`, one object per protocol, read from the loops' counters when asked (the
-/// counters only: the loops themselves stay owned by `serve`, which stops them last).
-fn push_health(
-    pushers: &[nixl_telemetry_push::Pusher],
-) -> nixl_telemetry_mp_store::store_scan::HealthDetails {
-    let counters: Vec<(String, std::sync::Arc<nixl_telemetry_push::PushStats>)> = pushers
-        .iter()
-        .map(|p| (p.name().to_owned(), p.counters()))
-        .collect();
-    std::sync::Arc::new(move || {
-        let each: Vec<String> = counters
-            .iter()
-            .map(|(name, stats)| {
-                let s = stats.snapshot();
-                format!(
-                    r#"{{"name":{},"attempts":{},"successes":{},"failures":{}}}"#,
-                    nixl_telemetry_series::endpoint::http::json_string(name),
-                    s.attempts,
-                    s.successes,
-                    s.failures
-                )
-            })
-            .collect();
-        format!(r#""push":[{}]"#, each.join(","))
-    })
+/// Where `serve --push-only` answers its health checks when `--health-address` is not given:
+/// a free loopback port.
+const DEFAULT_HEALTH_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+
+/// Pushes only, answering health checks on `args`' health address, until SIGINT or SIGTERM.
+fn run_push_only(
+    args: &ServeArgs,
+    scan: ScanConfig,
+    health: nixl_telemetry_mp_store::store_scan::HealthDetails,
+    heartbeat: &Heartbeat,
+    signals: &libc::sigset_t,
+) -> CliResult {
+    let addr = args.health_address.unwrap_or(DEFAULT_HEALTH_ADDRESS);
+    let dir = scan.dir.display().to_string();
+    let scan = std::sync::Arc::new(StoreScan::new(scan));
+    scan.set_health_details(health);
+    let server = Server::bind(
+        addr,
+        Limits::default(),
+        std::sync::Arc::new(HealthOnly(scan)),
+    )
+    .map_err(|e| failure(format!("--health-address {addr} cannot be served: {e}")))?;
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "pushing {dir} (push only; health at http://{}/health)",
+        server.local_addr()
+    )?;
+    out.flush()?;
+    while !signalled(signals, RETRY) {
+        heartbeat.beat();
+    }
+    Ok(())
 }
 
 /// Runs the endpoint (or writes the textfile) until SIGINT or SIGTERM.
@@ -223,15 +244,19 @@ pub fn run(args: &ServeArgs) -> CliResult {
         ));
     }
     let pushers = crate::push::start(&args.push, &scan).map_err(failure)?;
+    let heartbeat = std::sync::Arc::new(Heartbeat::new());
+    let health = serve_health::details(
+        Delivery::new(&pushers, args.health_push_intervals),
+        heartbeat.clone(),
+    );
     if args.push_only {
-        let mut out = std::io::stdout();
-        writeln!(out, "pushing {} (push only: no port)", scan.dir.display())?;
-        out.flush()?;
-        while !signalled(&signals, RETRY) {}
+        let served = run_push_only(args, scan, health, &heartbeat, &signals);
         // The last push of every protocol (bounded by its final-push setting).
         drop(pushers);
-        writeln!(out, "stopped")?;
-        return Ok(());
+        if served.is_ok() {
+            writeln!(std::io::stdout(), "stopped")?;
+        }
+        return served;
     }
     if let Some(path) = &args.textfile {
         let interval = Duration::from_secs(args.interval);
@@ -241,13 +266,12 @@ pub fn run(args: &ServeArgs) -> CliResult {
         return written;
     }
     let election = join_election(&scan, addr);
-    if !pushers.is_empty() {
-        election.scan().set_health_details(push_health(&pushers));
-    }
+    election.scan().set_health_details(health);
     let dir = election.dir().display().to_string();
     let mut out = std::io::stdout();
     let mut shown = None;
     loop {
+        heartbeat.beat();
         let role = election.poll(Instant::now()).map_err(failure)?;
         if shown != Some(role) {
             shown = Some(role);

@@ -5,33 +5,19 @@
 //! `--push-only` sidecars of two jobs keep their series apart and bind no port; `--otlp` takes
 //! a base URL; the defaults of both protocols start.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::os::unix::fs::DirBuilderExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use assert_cmd::cargo::CommandCargoExt;
+use common::sidecar::{listening_sockets, probe, rank_store, Sidecar};
 use nixl_telemetry_core::{Event, EventType};
-use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
-use nixl_telemetry_series::{hostname, Buckets, WorkloadLabels};
+use nixl_telemetry_mp_store::store::StoreWriter;
+use nixl_telemetry_series::{hostname, WorkloadLabels};
 use nixl_telemetry_test_support::free_port;
 use nixl_telemetry_test_support::prometheus::{label_names, poll, poll_for, Prometheus};
-
-/// A rank's store in `dir` (agent `agent`, local rank `rank`, this process's pid, native
-/// histograms kept when `native`) with `events` applied: its writer, alive while kept.
-fn rank_store(
-    dir: &std::path::Path,
-    agent: &str,
-    rank: u64,
-    labels: WorkloadLabels,
-    native: bool,
-    events: &[Event],
-) -> StoreWriter {
-    let id = Identity::for_this_process(agent, &hostname(), &rank.to_string(), labels);
-    let w = StoreWriter::create_with(dir, &id, &Buckets::default(), native).unwrap();
-    w.apply(events);
-    w
-}
 
 fn by_rank(prom: &Prometheus) -> Option<Vec<(String, f64)>> {
     prom.by_label(
@@ -56,31 +42,34 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
         })
         .collect();
     let port = free_port();
-    let mut serve = Command::cargo_bin("nixl-telemetry")
-        .unwrap()
-        .args(["serve", "--dir"])
-        .arg(&dir)
-        .args(["--port", &port.to_string(), "--local"])
-        .args(["--stale-ttl", "2", "--push-interval-ms", "300"])
-        .args(["--remote-write", &prom.write_url()])
-        .env("NIXL_LOG_LEVEL", "WARN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(serve.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("serving "), "{line}");
-    // The check that push-only sidecars bind nothing sees this one's port.
+    let serve = Sidecar::start(
+        &dir,
+        &[
+            "--port",
+            &port.to_string(),
+            "--local",
+            "--stale-ttl",
+            "2",
+            "--push-interval-ms",
+            "300",
+            "--remote-write",
+            &prom.write_url(),
+        ],
+        &[],
+    );
+    assert!(
+        serve.first_line.starts_with("serving "),
+        "{}",
+        serve.first_line
+    );
+    // The check that push-only sidecars bind nothing but their health port sees this one's.
     assert_eq!(listening_sockets(serve.id()).len(), 1);
     poll("both ranks' totals", || {
         by_rank(&prom).filter(|v| *v == [("0".into(), 1000.0), ("1".into(), 2000.0)])
     });
     // `/health` says how the pushes fare, beside the ranks it serves.
     let health = poll("a push counted in /health", || {
-        let body = http_get(port, "/health")?;
-        let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let (_, doc) = probe(serve.address(), "/health")?;
         (doc["push"][0]["successes"].as_u64()? > 0).then_some(doc)
     });
     assert_eq!(health["status"], "ok", "{health}");
@@ -115,31 +104,8 @@ fn serve_pushes_every_rank_and_a_departed_ranks_last_update() {
             "pid"
         ]
     );
-    terminate(serve.id());
-    let status = serve.wait().unwrap();
-    assert!(status.success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert!(rest.contains("stopped"), "{rest}");
+    serve.stop();
     drop(writers);
-}
-
-/// The body of `GET path` on loopback `port`, if it answers 200 (through the workspace's one
-/// HTTP client).
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use nixl_telemetry_push::http;
-    let url: http::Url = format!("http://127.0.0.1:{port}{path}").parse().ok()?;
-    let body = http::get(&url, "application/json", Duration::from_secs(5), 1 << 16).ok()?;
-    String::from_utf8(body).ok()
-}
-
-/// Sends SIGTERM to `pid` (a child of this test).
-fn terminate(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[test]
@@ -221,103 +187,25 @@ fn bad_push_options_fail_naming_the_option() {
     }
 }
 
-/// The listening TCP sockets of process `pid` (from `/proc`): its socket inodes that
-/// `/proc/net/tcp` or `tcp6` list in state LISTEN (`0A`).
-fn listening_sockets(pid: u32) -> Vec<String> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-        .filter_map(|l| {
-            let l = l.to_string_lossy().into_owned();
-            Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
-        })
-        .collect();
-    let mut listening = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = std::fs::read_to_string(table).unwrap_or_default();
-        for row in text.lines().skip(1) {
-            let f: Vec<&str> = row.split_whitespace().collect();
-            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
-                listening.push(f[1].to_owned());
-            }
-        }
-    }
-    listening
-}
-
-/// A `serve` process of a test; killed when dropped (a failing test leaves none behind).
-struct Sidecar {
-    child: Option<std::process::Child>,
-    out: BufReader<std::process::ChildStdout>,
-}
-
-impl Sidecar {
-    fn id(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Starts `serve --push-only` for `dir` with `args` and `env`; returns it once it says it
 /// pushes.
 fn push_only(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
-    let mut cmd = Command::cargo_bin("nixl-telemetry").unwrap();
-    cmd.args(["serve", "--push-only", "--dir"])
-        .arg(dir)
-        .args(args)
-        .env("NIXL_LOG_LEVEL", "WARN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    // What the defaults and labels come from, unless given.
-    for v in [
-        "NIXL_TELEMETRY_LABELS",
-        "NIXL_TELEMETRY_LABELS_FROM",
-        "SLURM_JOB_ID",
-        "OTEL_METRIC_EXPORT_INTERVAL",
-        "NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS",
-        "NIXL_TELEMETRY_MP_STALE_TTL",
-        "NIXL_TELEMETRY_PUSH_INSTANCE",
-    ] {
-        cmd.env_remove(v);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut serve = cmd.spawn().unwrap();
-    let mut out = BufReader::new(serve.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let sidecar = Sidecar {
-        child: Some(serve),
-        out,
-    };
-    assert!(line.starts_with("pushing "), "{line}");
+    let args: Vec<&str> = ["--push-only"].iter().chain(args).copied().collect();
+    let sidecar = Sidecar::start(dir, &args, env);
+    assert!(
+        sidecar.first_line.starts_with("pushing "),
+        "{}",
+        sidecar.first_line
+    );
     sidecar
-}
-
-/// Stops `serve` with SIGTERM: it exits 0 and says `stopped`.
-fn stop(mut sidecar: Sidecar) {
-    let mut serve = sidecar.child.take().unwrap();
-    terminate(serve.id());
-    assert!(serve.wait().unwrap().success());
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut sidecar.out, &mut rest).unwrap();
-    assert!(rest.contains("stopped"), "{rest}");
 }
 
 /// Two jobs on one node, a directory and a `serve --push-only` sidecar each, one Prometheus:
 /// the ranks are named alike in both jobs; job 101's stores have no workload labels (its
 /// sidecar's `NIXL_TELEMETRY_LABELS_FROM=slurm` gives them `slurm_job_id`), job 202's have
 /// their own. Each job's totals are exact by `slurm_job_id`, each sidecar's push counters are
-/// its own series (its job's labels and its `instance`), and neither binds a port.
+/// its own series (its job's labels and its `instance`), and neither binds a port but its
+/// health checks' own on loopback.
 #[test]
 fn two_jobs_push_only_sidecars_keep_their_series_apart() {
     let work = tempfile::tempdir().unwrap();
@@ -360,7 +248,8 @@ fn two_jobs_push_only_sidecars_keep_their_series_apart() {
         ));
     }
     for serve in &sidecars {
-        assert_eq!(listening_sockets(serve.id()), Vec::<String>::new());
+        let health = format!("0100007F:{:04X}", serve.address().port());
+        assert_eq!(listening_sockets(serve.id()), [health]);
     }
     let totals = poll("each job's totals", || {
         prom.by_label(
@@ -397,7 +286,7 @@ fn two_jobs_push_only_sidecars_keep_their_series_apart() {
         .unwrap();
     assert_eq!(pushed.len(), 2, "{pushed:?}");
     for serve in sidecars {
-        stop(serve);
+        serve.stop();
     }
     drop(writers);
 }
@@ -418,7 +307,7 @@ fn otlp_base_url_pushes_to_v1_metrics_and_defaults_start() {
     let write = format!("{base}/api/v1/write");
     let serve = push_only(&dir, &["--otlp", &base, "--remote-write", &write], &[]);
     // Defaults of 15 s: nothing before the first interval; the last push on SIGTERM.
-    stop(serve);
+    serve.stop();
     let mut paths: Vec<String> = rx.requests().into_iter().map(|r| r.path).collect();
     paths.sort();
     paths.dedup();
@@ -427,7 +316,7 @@ fn otlp_base_url_pushes_to_v1_metrics_and_defaults_start() {
     let rx = Receiver::start(Answer::Status(200, String::new()));
     let full = format!("http://127.0.0.1:{}/custom/v1/metrics", rx.port());
     let serve = push_only(&dir, &["--otlp", &full], &[]);
-    stop(serve);
+    serve.stop();
     let paths: Vec<String> = rx.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(paths, ["/custom/v1/metrics"]);
     drop(w);
@@ -491,6 +380,6 @@ fn serve_pushes_the_native_histograms_the_stores_keep() {
             count,
         );
     }
-    stop(sidecar);
+    sidecar.stop();
     drop(writers);
 }

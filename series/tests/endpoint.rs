@@ -454,7 +454,7 @@ fn shared_endpoint_reports_a_collision() {
 
 /// One scrape from `from`, sent at once: whether it got a 200 within `patience`.
 fn scrape_ok(from: Ipv4Addr, addr: SocketAddr, patience: Duration) -> bool {
-    request_from(from, addr, "/metrics", Duration::ZERO, patience) == Ok(200)
+    request_from(from, addr, "/metrics", Duration::ZERO, patience).is_ok_and(|r| r.0 == 200)
 }
 
 #[test]
@@ -511,7 +511,7 @@ fn scrapes_keep_answering_under_a_connect_flood_from_one_address() {
 }
 
 /// Idle connections held from 40 source addresses while `/metrics` and `/health` are asked 200
-/// times from two others, by clients that send their request at once or up to 50 ms after
+/// times from two others, by clients that send their request at once or up to 100 ms after
 /// connecting: every request is answered.
 #[test]
 fn every_request_is_answered_under_an_idle_flood_from_many_addresses() {
@@ -520,8 +520,22 @@ fn every_request_is_answered_under_an_idle_flood_from_many_addresses() {
     assert!(report.failures.is_empty(), "{report:#?}");
 }
 
-/// Pages whose health a test sets.
-struct Switchable(std::sync::atomic::AtomicBool);
+/// Pages whose readiness and liveness a test sets, serving `/metrics` or not.
+struct Switchable {
+    ready: std::sync::atomic::AtomicBool,
+    live: std::sync::atomic::AtomicBool,
+    metrics: bool,
+}
+
+impl Switchable {
+    fn new(metrics: bool) -> Arc<Switchable> {
+        Arc::new(Switchable {
+            ready: true.into(),
+            live: true.into(),
+            metrics,
+        })
+    }
+}
 
 impl nixl_telemetry_series::endpoint::server::Pages for Switchable {
     fn metrics(
@@ -531,48 +545,95 @@ impl nixl_telemetry_series::endpoint::server::Pages for Switchable {
         (CT, b"m 1\n".to_vec())
     }
 
+    fn serves_metrics(&self) -> bool {
+        self.metrics
+    }
+
     fn health(&self) -> nixl_telemetry_series::endpoint::http::Health {
         use nixl_telemetry_series::endpoint::http::Health;
-        if self.0.load(Ordering::SeqCst) {
+        if self.ready.load(Ordering::SeqCst) {
             Health::ready(r#""agents":2"#.to_owned())
         } else {
             Health::unavailable("no rank \"updated\" lately", r#""ranks":0"#.to_owned())
         }
     }
+
+    fn liveness(&self) -> nixl_telemetry_series::endpoint::http::Health {
+        use nixl_telemetry_series::endpoint::http::Health;
+        if self.live.load(Ordering::SeqCst) {
+            Health::ready(String::new())
+        } else {
+            Health::unavailable("a loop stopped", String::new())
+        }
+    }
 }
 
-/// `GET /health`: 200 and a JSON body while the pages say they can answer a scrape, 503 with
-/// the reason when they cannot; `HEAD` has no body; other methods 405.
+/// The JSON body of `GET path`, with its status.
+fn probe(addr: SocketAddr, path: &str) -> (u16, serde_json::Value) {
+    let r = get(addr, path);
+    assert_eq!(r.header("content-type"), Some("application/json"), "{path}");
+    (r.status, serde_json::from_slice(&r.body).unwrap())
+}
+
+/// `GET /health` and `/readyz` (readiness), `/livez` (liveness): 200 and a JSON body while the
+/// pages say so, 503 with the reason when not, each probe by its own answer; `HEAD` has no body;
+/// other methods 405; an endpoint of health checks only answers `/metrics` 404.
 #[test]
-fn health_answers_200_or_503_with_a_json_body() {
-    let pages = Arc::new(Switchable(std::sync::atomic::AtomicBool::new(true)));
+fn health_probes_answer_200_or_503_with_a_json_body() {
+    use serde_json::json;
+    let pages = Switchable::new(true);
     let s = Server::bind(loopback(), Limits::default(), pages.clone()).unwrap();
     let addr = s.local_addr();
-    let r = get(addr, "/health");
-    assert_eq!(r.status, 200);
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(body, serde_json::json!({"status": "ok", "agents": 2}));
-    let head = exchange(addr, b"HEAD /health HTTP/1.0\r\n\r\n");
-    assert_eq!((head.status, head.body.len()), (200, 0));
-    pages.0.store(false, Ordering::SeqCst);
-    let r = get(addr, "/health");
-    assert_eq!(r.status, 503);
-    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let ok = json!({"status": "ok", "agents": 2});
+    let not_ready =
+        json!({"status": "unavailable", "reason": "no rank \"updated\" lately", "ranks": 0});
+    let alive = json!({"status": "ok"});
+    let dead = json!({"status": "unavailable", "reason": "a loop stopped"});
+    let all = |addr| {
+        [
+            probe(addr, "/health"),
+            probe(addr, "/readyz"),
+            probe(addr, "/livez"),
+        ]
+    };
     assert_eq!(
-        body,
-        serde_json::json!({"status": "unavailable", "reason": "no rank \"updated\" lately", "ranks": 0})
+        all(addr),
+        [(200, ok.clone()), (200, ok.clone()), (200, alive.clone())]
     );
-    let r = exchange(addr, b"POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    for path in ["/health", "/readyz", "/livez"] {
+        let head = exchange(addr, format!("HEAD {path} HTTP/1.0\r\n\r\n").as_bytes());
+        assert_eq!((head.status, head.body.len()), (200, 0), "{path}");
+    }
+    pages.ready.store(false, Ordering::SeqCst);
+    assert_eq!(
+        all(addr),
+        [
+            (503, not_ready.clone()),
+            (503, not_ready.clone()),
+            (200, alive)
+        ]
+    );
+    pages.ready.store(true, Ordering::SeqCst);
+    pages.live.store(false, Ordering::SeqCst);
+    assert_eq!(all(addr), [(200, ok.clone()), (200, ok), (503, dead)]);
+    let r = exchange(addr, b"POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
     assert_eq!(r.status, 405);
     assert_eq!(get(addr, "/healthz").status, 404);
-    // The default health of a page: ready.
+    assert_eq!(get(addr, "/metrics").status, 200);
+    // Health checks only: the probes, and no /metrics.
+    let only = Server::bind(loopback(), Limits::default(), Switchable::new(false)).unwrap();
+    assert_eq!(get(only.local_addr(), "/metrics").status, 404);
+    assert_eq!(probe(only.local_addr(), "/livez").0, 200);
+    // The default health of a page: ready and alive.
     let plain = server(Limits::default());
-    let r = get(plain.local_addr(), "/health");
-    assert_eq!(
-        (r.status, r.body.as_slice()),
-        (200, &b"{\"status\":\"ok\"}\n"[..])
-    );
+    for path in ["/health", "/readyz", "/livez"] {
+        let r = get(plain.local_addr(), path);
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"{\"status\":\"ok\"}\n"[..]),
+            "{path}"
+        );
+    }
 }
 
 #[test]

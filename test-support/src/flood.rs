@@ -53,14 +53,14 @@ pub fn connect_from(from: Ipv4Addr, addr: SocketAddr) -> io::Result<TcpStream> {
 
 /// `GET path` from `from` to `addr`, sent `pause` after connecting (as a client descheduled on
 /// a loaded machine sends it), the whole reply read within `patience`: the status, or why
-/// there was none (refused, reset, an empty or cut reply, a timeout).
+/// there was none (refused, reset, an empty or cut reply, a timeout); with the body.
 pub fn request_from(
     from: Ipv4Addr,
     addr: SocketAddr,
     path: &str,
     pause: Duration,
     patience: Duration,
-) -> Result<u16, String> {
+) -> Result<(u16, String), String> {
     let mut s = connect_from(from, addr).map_err(|e| format!("connect: {e}"))?;
     std::thread::sleep(pause);
     s.set_read_timeout(Some(patience))
@@ -82,9 +82,34 @@ pub fn request_from(
     if body.len() != length {
         return Err(format!("a body of {} bytes of {length}", body.len()));
     }
-    head.get(9..12)
+    let status = head
+        .get(9..12)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no status in {head:?}"))
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    Ok((status, body.to_owned()))
+}
+
+/// Makes closing `c` reset the connection (`SO_LINGER` 0) instead of leaving it in TIME_WAIT
+/// for a minute: a flood's hundred thousand connections would otherwise hold the ephemeral
+/// ports of their source addresses, and a test binding `0.0.0.0` to a port found free on
+/// 127.0.0.1 would then find it taken.
+fn reset_on_close(c: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt(2) reads `size_of::<linger>()` bytes from `&linger`, alive for the
+    // call, on the descriptor `c` holds open.
+    unsafe {
+        libc::setsockopt(
+            c.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
 }
 
 /// What [`requests_under_flood`] saw.
@@ -100,10 +125,10 @@ pub struct FloodReport {
 
 /// `requests` legitimate requests to `addr` while an [`IdleFlood`] of 30 threads holds idle
 /// connections from the 40 addresses `127.0.0.10` to `127.0.0.49` (16 each thread, the newest):
-/// `/metrics` and `/health` in turn, from `127.0.0.1` and `127.0.0.2` in turn, each sent 0, 2,
-/// 10 or 50 ms after connecting, in turn; each waited for up to 10 s.
+/// `/metrics` and `/health` in turn, from `127.0.0.1` and `127.0.0.2` in turn, each sent 0, 5,
+/// 20 or 100 ms after connecting, in turn; each waited for up to 10 s.
 pub fn requests_under_flood(addr: SocketAddr, requests: usize) -> FloodReport {
-    const PAUSES_MS: [u64; 4] = [0, 2, 10, 50];
+    const PAUSES_MS: [u64; 4] = [0, 5, 20, 100];
     let flood = IdleFlood::start(addr, &IdleFlood::sources(10, 40), 30, 16);
     flood.wait_for(500);
     let failures = (0..requests)
@@ -112,8 +137,11 @@ pub fn requests_under_flood(addr: SocketAddr, requests: usize) -> FloodReport {
             let from = Ipv4Addr::new(127, 0, 0, 1 + (i / 2 % 2) as u8);
             let pause = Duration::from_millis(PAUSES_MS[i / 4 % PAUSES_MS.len()]);
             match request_from(from, addr, path, pause, Duration::from_secs(10)) {
-                Ok(200) => None,
-                other => Some(format!("{path} from {from} after {pause:?}: {other:?}")),
+                Ok((200, _)) => None,
+                Ok((status, body)) => Some(format!(
+                    "{path} from {from} after {pause:?}: {status} {body:?}"
+                )),
+                Err(e) => Some(format!("{path} from {from} after {pause:?}: {e}")),
             }
         })
         .collect();
@@ -149,6 +177,7 @@ impl IdleFlood {
                     while !stop.load(Ordering::Relaxed) {
                         let Some(&source) = from.next() else { return };
                         if let Ok(c) = connect_from(source, addr) {
+                            reset_on_close(&c);
                             connects.fetch_add(1, Ordering::Relaxed);
                             held.push_back(c);
                             if held.len() > hold {

@@ -1,10 +1,16 @@
 //! A scripted HTTP receiver on 127.0.0.1 for the push exporters' tests: it records every
 //! request (path, headers, body, arrival time) and answers as told ([`Answer`]), including not
-//! at all. Keep-alive connections are served; each connection has its own thread.
+//! at all. Keep-alive connections are served; each connection has its own thread. It can go
+//! down (connections refused, open ones closed) and come back on the same port
+//! ([`Receiver::go_down`], [`Receiver::come_back`]): a socket bound to the port and never
+//! listening holds it meanwhile (`SO_REUSEPORT`), so no other process can take it.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How the receiver answers.
@@ -47,12 +53,69 @@ struct State {
     requests: Vec<Request>,
     /// Connections held open by [`Answer::Never`].
     held: Vec<TcpStream>,
+    /// Every connection accepted (a clone), closed when the receiver goes down.
+    open: Vec<TcpStream>,
 }
 
-/// The receiver; it serves until the test process ends.
+/// The receiver; it serves until the test process ends, or until it goes down.
 pub struct Receiver {
     port: u16,
     state: Arc<(Mutex<State>, Condvar)>,
+    /// Bound to the port and never listening: holds it while the receiver is down.
+    _holder: OwnedFd,
+    /// The listening socket and its accepting thread, while up.
+    serving: Mutex<Option<Serving>>,
+}
+
+/// A receiver's listening socket and the thread accepting on it.
+struct Serving {
+    listener: Arc<TcpListener>,
+    stopping: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// A TCP socket with `SO_REUSEPORT` bound to 127.0.0.1:`port` (0: a free one), listening or
+/// not.
+fn reuseport_socket(port: u16, listen: bool) -> std::io::Result<OwnedFd> {
+    let last = || std::io::Error::last_os_error();
+    // SAFETY: socket(2) takes integers; the descriptor is owned by the OwnedFd made at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(last());
+    }
+    // SAFETY: `fd` was just opened and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: setsockopt reads one c_int from `&one`, bind reads `addr` (a sockaddr_in of the
+    // given size), listen takes integers; all on `fd`, open for the calls.
+    let ok = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEPORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+            && libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            ) == 0
+            && (!listen || libc::listen(fd.as_raw_fd(), 128) == 0)
+    };
+    if ok {
+        Ok(fd)
+    } else {
+        Err(last())
+    }
 }
 
 impl Receiver {
@@ -63,24 +126,80 @@ impl Receiver {
 
     /// A receiver on `port` (0: a free one) answering `answer`.
     pub fn start_on(port: u16, answer: Answer) -> Receiver {
-        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the test receiver");
-        let port = listener.local_addr().unwrap().port();
+        let holder = reuseport_socket(port, false).expect("bind the test receiver");
+        // The port bound (a socket's address, read through a listener's accessor).
+        let port = TcpListener::from(holder.try_clone().unwrap())
+            .local_addr()
+            .unwrap()
+            .port();
         let state = Arc::new((
             Mutex::new(State {
                 answer,
                 requests: Vec::new(),
                 held: Vec::new(),
+                open: Vec::new(),
             }),
             Condvar::new(),
         ));
-        let shared = state.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let shared = shared.clone();
-                std::thread::spawn(move || serve(stream, &shared));
+        let rx = Receiver {
+            port,
+            state,
+            _holder: holder,
+            serving: Mutex::new(None),
+        };
+        rx.come_back();
+        rx
+    }
+
+    /// Stops listening (new connections are refused) and closes every open connection; the
+    /// port stays held. Nothing happens when it is down already.
+    pub fn go_down(&self) {
+        let Some(serving) = self.serving.lock().unwrap().take() else {
+            return;
+        };
+        serving.stopping.store(true, Ordering::SeqCst);
+        // Wakes the blocked accept (Linux), which then fails and ends the thread.
+        // SAFETY: shutdown(2) on the listening socket `serving.listener` holds open.
+        unsafe { libc::shutdown(serving.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        serving.thread.join().unwrap();
+        drop(serving.listener);
+        let mut state = self.state.0.lock().unwrap();
+        let state = &mut *state;
+        for c in state.open.drain(..).chain(state.held.drain(..)) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Listens again on the same port. Nothing happens when it is up already.
+    pub fn come_back(&self) {
+        let mut serving = self.serving.lock().unwrap();
+        if serving.is_some() {
+            return;
+        }
+        let fd = reuseport_socket(self.port, true).expect("listen on the held port");
+        let listener = Arc::new(TcpListener::from(fd));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (shared, accepting, stop) = (self.state.clone(), listener.clone(), stopping.clone());
+        let thread = std::thread::spawn(move || {
+            for stream in accepting.incoming() {
+                match stream {
+                    Ok(stream) => {
+                        if let Ok(clone) = stream.try_clone() {
+                            shared.0.lock().unwrap().open.push(clone);
+                        }
+                        let shared = shared.clone();
+                        std::thread::spawn(move || serve(stream, &shared));
+                    }
+                    Err(_) if stop.load(Ordering::SeqCst) => return,
+                    Err(_) => {}
+                }
             }
         });
-        Receiver { port, state }
+        *serving = Some(Serving {
+            listener,
+            stopping,
+            thread,
+        });
     }
 
     /// The port.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pipe;
+pub mod sidecar;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use nixl_telemetry_series::endpoint::http::{Format, Health};
+use nixl_telemetry_series::endpoint::http::{Format, Health, Probe};
 use nixl_telemetry_series::endpoint::server::Pages;
 
 use super::StoreScan;
@@ -34,11 +34,16 @@ impl Pages for ScanPages {
     fn health(&self) -> Health {
         self.scan.health()
     }
+
+    fn liveness(&self) -> Health {
+        self.scan.liveness()
+    }
 }
 
-/// More members of a scan's `/health` JSON object, encoded (`"push":[...]`), produced when a
-/// health check asks.
-pub type HealthDetails = std::sync::Arc<dyn Fn() -> String + Send + Sync>;
+/// More of a scan's health, asked at every probe (`serve` adds its pushes' delivery and its
+/// loop's liveness): its details follow the scan's, and when it is unavailable so is the
+/// answer.
+pub type HealthDetails = std::sync::Arc<dyn Fn(Probe) -> Health + Send + Sync>;
 
 /// Where a scan keeps its [`HealthDetails`] (shown by `Debug` as set or not).
 #[derive(Default)]
@@ -57,13 +62,6 @@ impl StoreScan {
     /// updated its store within the stale TTL, or the directory cannot be read).
     pub fn health(&self) -> Health {
         use nixl_telemetry_series::endpoint::http::json_string;
-        let more = self
-            .health_details
-            .0
-            .lock_unpoisoned()
-            .as_ref()
-            .map(|f| format!(",{}", f()))
-            .unwrap_or_default();
         let stores = self.live_stores();
         let now = sys::monotonic_ns();
         let newest = stores
@@ -71,9 +69,9 @@ impl StoreScan {
             .map(|s| now.saturating_sub(s.last_update_ns))
             .min();
         let dir = json_string(&self.config.dir.display().to_string());
-        match newest {
+        let own = match newest {
             Some(age_ns) => Health::ready(format!(
-                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}{more}"#,
+                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}"#,
                 stores.len(),
                 age_ns as f64 / 1e9
             )),
@@ -83,12 +81,23 @@ impl StoreScan {
                     self.config.dir.display(),
                     self.config.stale_ttl.as_secs()
                 ),
-                format!(r#""dir":{dir},"ranks":0{more}"#),
+                format!(r#""dir":{dir},"ranks":0"#),
             ),
-        }
+        };
+        own.and(self.more_health(Probe::Ready))
     }
 
-    /// Adds `details` to every `/health` answer of this scan (`serve` adds its push state).
+    /// The endpoint's liveness: what [`HealthDetails`] says, else alive.
+    pub fn liveness(&self) -> Health {
+        self.more_health(Probe::Live)
+    }
+
+    fn more_health(&self, probe: Probe) -> Health {
+        let more = self.health_details.0.lock_unpoisoned().clone();
+        more.map_or_else(|| Health::ready(String::new()), |f| f(probe))
+    }
+
+    /// Adds `details` to every health answer of this scan (`serve` adds its push state).
     pub fn set_health_details(&self, details: HealthDetails) {
         *self.health_details.0.lock_unpoisoned() = Some(details);
     }

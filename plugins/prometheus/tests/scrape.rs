@@ -288,6 +288,14 @@ fn agents_share_the_port_and_leave_alone() {
     assert_eq!(health.status, 200);
     assert_eq!(health.header("content-type"), Some("application/json"));
     assert_eq!(health.body, "{\"status\":\"ok\",\"agents\":2}\n");
+    // The Kubernetes pair: ready as `/health` says, alive while the endpoint answers.
+    let ready = get(port, "/readyz").unwrap();
+    assert_eq!((ready.status, ready.body), (200, health.body));
+    let live = get(port, "/livez").unwrap();
+    assert_eq!(
+        (live.status, live.body.as_str()),
+        (200, "{\"status\":\"ok\"}\n")
+    );
     drop(a); // the final flush happens, then a's series go
     let s = scrape(port);
     assert_eq!(s.agents(), ["b"]);
@@ -327,12 +335,7 @@ fn a_duplicate_agent_name_is_refused() {
 }
 
 fn collector_config() -> nixl_telemetry_core::Config {
-    nixl_telemetry_core::Config {
-        buffer_size: 64,
-        run_interval: Duration::from_secs(3600),
-        exporter: nixl_telemetry_core::ExporterChoice::Plugin("prometheus".into()),
-        enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
-    }
+    plugin_config(64, Duration::from_secs(3600))
 }
 
 #[test]

@@ -1,14 +1,40 @@
 //! Just enough HTTP/1.1 for a scrape endpoint: parsing a request head (strictly: anything
-//! malformed is a 400), routing (`GET`/`HEAD /metrics`; other paths 404, other methods 405)
-//! and building complete responses that close the connection.
+//! malformed is a 400), routing (`GET`/`HEAD` of `/metrics` and the health probes `/health`,
+//! `/livez`, `/readyz`; other paths 404, other methods 405) and building complete responses
+//! that close the connection.
 
 use std::fmt::Write;
 
 /// The metrics page's path.
 pub const METRICS_PATH: &str = "/metrics";
-/// The health check's path: 200 when the endpoint can answer a scrape, 503 when it cannot,
-/// with a short JSON body either way (for Kubernetes probes and load balancers).
+/// The health check's path: the readiness probe's answer ([`Probe::Ready`]), for load
+/// balancers and whatever asks one path.
 pub const HEALTH_PATH: &str = "/health";
+/// The liveness probe's path, as Kubernetes names it ([`Probe::Live`]).
+pub const LIVE_PATH: &str = "/livez";
+/// The readiness probe's path, as Kubernetes names it ([`Probe::Ready`]).
+pub const READY_PATH: &str = "/readyz";
+
+/// Which question a health check asks; either is answered 200 or 503 with a short JSON body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// Whether the process's loops are alive (`/livez`): failing it means restart the process.
+    Live,
+    /// Whether the endpoint delivers (`/readyz`, `/health`): its pages can be scraped and, where
+    /// it pushes, pushes succeed; failing it means take it out of service, not restart it.
+    Ready,
+}
+
+impl Probe {
+    /// The probe a path asks, if it is one of the health paths.
+    pub fn of_path(path: &str) -> Option<Probe> {
+        match path {
+            LIVE_PATH => Some(Probe::Live),
+            READY_PATH | HEALTH_PATH => Some(Probe::Ready),
+            _ => None,
+        }
+    }
+}
 
 /// What `/health` answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +64,21 @@ impl Health {
             ready: false,
             details,
             reason: reason.into(),
+        }
+    }
+
+    /// Both `self` and `other`: ready when both are, with the reasons of those that are not
+    /// (joined by "; ") and the details of both.
+    pub fn and(self, other: Health) -> Health {
+        let join = |a: String, b: String, sep: &str| match (a.is_empty(), b.is_empty()) {
+            (_, true) => a,
+            (true, false) => b,
+            (false, false) => format!("{a}{sep}{b}"),
+        };
+        Health {
+            ready: self.ready && other.ready,
+            details: join(self.details, other.details, ","),
+            reason: join(self.reason, other.reason, "; "),
         }
     }
 
@@ -509,12 +550,13 @@ pub fn too_large() -> Response {
 
 /// Answers a parsed request: a body length that cannot be trusted ([`body_length`]), 400; a
 /// `Content-Length` over [`MAX_REQUEST_BODY`], 413 (a chunked body is the server's to read
-/// first: see [`chunked_end`]); `GET`/`HEAD /metrics` get `metrics()` (content type and body),
-/// `GET`/`HEAD /health` get `health()` (200 or 503, JSON); other paths 404, other methods 405.
+/// first: see [`chunked_end`]); `GET`/`HEAD /metrics` get `metrics()` (content type and body;
+/// `None`: this endpoint serves health only, 404); `GET`/`HEAD` of a health path get
+/// `health(probe)` ([`Probe::of_path`]: 200 or 503, JSON); other paths 404, other methods 405.
 pub fn route(
     request: &Request,
-    metrics: impl FnOnce() -> (&'static str, Vec<u8>),
-    health: impl FnOnce() -> Health,
+    metrics: impl FnOnce() -> Option<(&'static str, Vec<u8>)>,
+    health: impl FnOnce(Probe) -> Health,
 ) -> Response {
     match body_length(request) {
         Err(why) => return error(400, why),
@@ -522,13 +564,20 @@ pub fn route(
         Ok(_) => {}
     }
     let head_only = request.method == "HEAD";
-    match (request.path.as_str(), request.method.as_str()) {
-        (METRICS_PATH, "GET" | "HEAD") => {
-            let (content_type, body) = metrics();
-            response(200, content_type, &[], body, head_only)
-        }
-        (HEALTH_PATH, "GET" | "HEAD") => {
-            let h = health();
+    let path = request.path.as_str();
+    let probe = Probe::of_path(path);
+    if path != METRICS_PATH && probe.is_none() {
+        return error(
+            404,
+            "this endpoint serves GET /metrics, /health, /livez and /readyz",
+        );
+    }
+    if !matches!(request.method.as_str(), "GET" | "HEAD") {
+        return error(405, &format!("only GET and HEAD are allowed on {path}"));
+    }
+    match probe {
+        Some(probe) => {
+            let h = health(probe);
             let status = if h.ready { 200 } else { 503 };
             response(
                 status,
@@ -538,11 +587,13 @@ pub fn route(
                 head_only,
             )
         }
-        (METRICS_PATH | HEALTH_PATH, _) => error(
-            405,
-            &format!("only GET and HEAD are allowed on {}", request.path),
-        ),
-        _ => error(404, "this endpoint serves GET /metrics and GET /health"),
+        None => match metrics() {
+            Some((content_type, body)) => response(200, content_type, &[], body, head_only),
+            None => error(
+                404,
+                "this endpoint serves health only: GET /health, /livez and /readyz",
+            ),
+        },
     }
 }
 
@@ -625,6 +676,26 @@ mod tests {
         let r = parse("GET / HTTP/1.1\r\nA: 1\r\nB: x\r\na: 2, 3\r\n\r\n").unwrap();
         assert_eq!(r.header_list("a").as_deref(), Some("1,2, 3"));
         assert_eq!(r.header_list("c"), None);
+    }
+
+    #[test]
+    fn health_of_two_parts_is_ready_when_both_are() {
+        let ok = |d: &str| Health::ready(d.to_owned());
+        let down = |r: &str, d: &str| Health::unavailable(r, d.to_owned());
+        assert_eq!(ok(r#""a":1"#).and(ok("")), ok(r#""a":1"#));
+        assert_eq!(ok("").and(ok(r#""b":2"#)), ok(r#""b":2"#));
+        assert_eq!(
+            ok(r#""a":1"#).and(down("no push", r#""b":2"#)),
+            down("no push", r#""a":1,"b":2"#)
+        );
+        assert_eq!(
+            down("no rank", "").and(down("no push", "")),
+            down("no rank; no push", "")
+        );
+        assert_eq!(
+            down("no rank", "").and(ok("")).body(),
+            "{\"status\":\"unavailable\",\"reason\":\"no rank\"}\n"
+        );
     }
 
     #[test]
@@ -732,85 +803,78 @@ mod tests {
     #[test]
     fn routing() {
         let metrics = || {
-            (
+            Some((
                 "text/plain; version=0.0.4; charset=utf-8",
                 b"m 1\n".to_vec(),
-            )
+            ))
         };
-        let get = parse("GET /metrics HTTP/1.1\r\n\r\n").unwrap();
-        let r = route(&get, metrics, || Health::ready(String::new()));
+        let ready = |_| Health::ready(String::new());
+        let at = |raw: &str| route(&parse(raw).unwrap(), metrics, ready);
+        let r = at("GET /metrics HTTP/1.1\r\n\r\n");
         assert_eq!(r.status, 200);
         assert_eq!(
             text(&r),
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
              Content-Length: 4\r\nConnection: close\r\n\r\nm 1\n"
         );
-        let head = route(
-            &parse("HEAD /metrics HTTP/1.1\r\n\r\n").unwrap(),
-            metrics,
-            || Health::ready(String::new()),
-        );
+        let head = at("HEAD /metrics HTTP/1.1\r\n\r\n");
         assert!(text(&head).ends_with("Content-Length: 4\r\nConnection: close\r\n\r\n"));
-        let r = route(
-            &parse("POST /metrics HTTP/1.1\r\n\r\n").unwrap(),
-            metrics,
-            || Health::ready(String::new()),
-        );
-        assert_eq!(r.status, 405);
-        assert!(
-            text(&r).contains("\r\nAllow: GET, HEAD\r\n"),
-            "{}",
-            text(&r)
-        );
-        let big = "GET /metrics HTTP/1.1\r\nContent-Length: 65537\r\n\r\n";
+        for path in ["/metrics", "/health", "/livez", "/readyz"] {
+            let r = at(&format!("POST {path} HTTP/1.1\r\n\r\n"));
+            assert_eq!(r.status, 405, "{path}");
+            assert!(
+                text(&r).contains("\r\nAllow: GET, HEAD\r\n"),
+                "{}",
+                text(&r)
+            );
+        }
         assert_eq!(
-            route(&parse(big).unwrap(), metrics, || Health::ready(
-                String::new()
-            ))
-            .status,
+            at("GET /metrics HTTP/1.1\r\nContent-Length: 65537\r\n\r\n").status,
             413
         );
         // A chunked body was read by the server before it routes.
-        let chunked = "GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
         assert_eq!(
-            route(&parse(chunked).unwrap(), metrics, || Health::ready(
-                String::new()
-            ))
-            .status,
+            at("GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").status,
             200
         );
-        let small = "GET /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
         assert_eq!(
-            route(&parse(small).unwrap(), metrics, || Health::ready(
-                String::new()
-            ))
-            .status,
+            at("GET /metrics HTTP/1.1\r\nContent-Length: 65536\r\n\r\n").status,
             200
         );
-        let bad = "GET /metrics HTTP/1.1\r\nContent-Length: lots\r\n\r\n";
         assert_eq!(
-            route(&parse(bad).unwrap(), metrics, || Health::ready(
-                String::new()
-            ))
-            .status,
+            at("GET /metrics HTTP/1.1\r\nContent-Length: lots\r\n\r\n").status,
             400
         );
-        let r = route(
-            &parse("GET /other HTTP/1.1\r\n\r\n").unwrap(),
-            metrics,
-            || Health::ready(String::new()),
-        );
+        let r = at("GET /other HTTP/1.1\r\n\r\n");
         assert_eq!(r.status, 404);
         assert!(!text(&r).contains("Allow:"));
+        for path in ["/metrics/x", "/healthz", "/live", "/ready"] {
+            assert_eq!(at(&format!("GET {path} HTTP/1.1\r\n\r\n")).status, 404);
+        }
+        // Each health path asks its probe; without metrics, /metrics is not served.
+        let asked = std::cell::RefCell::new(Vec::new());
+        for path in ["/health", "/livez", "/readyz"] {
+            let r = route(
+                &parse(&format!("GET {path} HTTP/1.1\r\n\r\n")).unwrap(),
+                || None,
+                |probe| {
+                    asked.borrow_mut().push(probe);
+                    Health::unavailable("down", String::new())
+                },
+            );
+            assert_eq!(r.status, 503, "{path}");
+        }
         assert_eq!(
-            route(
-                &parse("GET /metrics/x HTTP/1.1\r\n\r\n").unwrap(),
-                metrics,
-                || Health::ready(String::new())
-            )
-            .status,
-            404
+            asked.into_inner(),
+            [Probe::Ready, Probe::Live, Probe::Ready]
         );
+        let r = route(
+            &parse("GET /metrics HTTP/1.1\r\n\r\n").unwrap(),
+            || None,
+            ready,
+        );
+        assert_eq!(r.status, 404);
+        assert!(text(&r).contains("health only"), "{}", text(&r));
         assert_eq!(refuse(&ParseError::Malformed("x")).status, 400);
         assert_eq!(refuse(&ParseError::Version).status, 505);
         let e = text(&error(400, "bad"));

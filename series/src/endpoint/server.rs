@@ -34,15 +34,28 @@ use std::time::{Duration, Instant};
 use super::http;
 use nixl_telemetry_base::fork::Generation;
 
-/// What an endpoint serves, called on the server thread: `/metrics` and `/health`.
+/// What an endpoint serves, called on the server thread: `/metrics` and the health probes.
 pub trait Pages: Send + Sync {
     /// The `/metrics` response in the format the scraper asked for (one it cannot give falls
     /// back to text): content type and body.
     fn metrics(&self, format: http::Format) -> (&'static str, Vec<u8>);
 
-    /// The `/health` response: whether the endpoint can answer a scrape (200) or not (503),
-    /// with a short JSON object saying what it sees. The default: ready, `{"status":"ok"}`.
+    /// Whether `/metrics` is served here (the default); an endpoint of health checks only
+    /// answers it 404.
+    fn serves_metrics(&self) -> bool {
+        true
+    }
+
+    /// The readiness probe (`/readyz`, `/health`): whether the endpoint delivers (200) or not
+    /// (503), with a short JSON object saying what it sees. The default: ready,
+    /// `{"status":"ok"}`.
     fn health(&self) -> http::Health {
+        http::Health::ready(String::new())
+    }
+
+    /// The liveness probe (`/livez`): whether the process's loops are alive. The default:
+    /// alive, since the server's own loop is answering.
+    fn liveness(&self) -> http::Health {
         http::Health::ready(String::new())
     }
 }
@@ -397,8 +410,15 @@ fn answer(buf: &[u8], limits: &Limits, metrics: &MetricsFn) -> Option<http::Resp
         catch_unwind(AssertUnwindSafe(|| {
             http::route(
                 &request,
-                || metrics.metrics(http::Format::of(&request)),
-                || metrics.health(),
+                || {
+                    metrics
+                        .serves_metrics()
+                        .then(|| metrics.metrics(http::Format::of(&request)))
+                },
+                |probe| match probe {
+                    http::Probe::Live => metrics.liveness(),
+                    http::Probe::Ready => metrics.health(),
+                },
             )
         }))
         .unwrap_or_else(|_| http::error(500, "the metrics could not be produced")),

@@ -65,19 +65,38 @@ pub fn use_port(port: u16) {
     std::env::set_var("NIXL_TELEMETRY_PROMETHEUS_LOCAL", "true");
 }
 
+/// The configuration of a collector exporting to the plug-in: a queue of `buffer_size` events,
+/// flushed every `interval`.
+pub fn plugin_config(buffer_size: usize, interval: Duration) -> Config {
+    Config {
+        buffer_size,
+        run_interval: interval,
+        exporter: ExporterChoice::Plugin("prometheus".into()),
+        enabled_metrics: MetricMask::ALL,
+    }
+}
+
 /// A collector for `agent` exporting to the plug-in (port from the environment), flushing
 /// every `interval` (long by default: tests flush explicitly).
 pub fn collector_with(agent: &str, buffer_size: usize, interval: Duration) -> Collector {
-    Collector::new(
-        agent,
-        Config {
-            buffer_size,
-            run_interval: interval,
-            exporter: ExporterChoice::Plugin("prometheus".into()),
-            enabled_metrics: MetricMask::ALL,
-        },
-    )
-    .unwrap_or_else(|e| panic!("creating agent {agent}: {e:?}"))
+    Collector::new(agent, plugin_config(buffer_size, interval))
+        .unwrap_or_else(|e| panic!("creating agent {agent}: {e:?}"))
+}
+
+/// A collector as [`collector`] makes, serving on a free loopback port, and the port: a port
+/// taken by another process between the probe and the bind is a collision (`BindFailed`), and
+/// another port is tried.
+pub fn collector_on_a_free_port(agent: &str) -> (Collector, u16) {
+    for _ in 0..10 {
+        let port = free_port();
+        use_port(port);
+        match Collector::new(agent, plugin_config(4096, Duration::from_secs(3600))) {
+            Ok(c) => return (c, port),
+            Err(e) if e.status == nixl_telemetry_core::Status::BindFailed => continue,
+            Err(e) => panic!("creating agent {agent}: {e:?}"),
+        }
+    }
+    panic!("no free port in 10 tries");
 }
 
 /// A collector with a 4096-event queue and no periodic flush during the test.
