@@ -198,7 +198,7 @@ declare!(
     Text,
     None,
     [RemoteWrite, Otlp],
-    "Identity of a pushing process: the remote-write instance label and OTLP's service.instance.id (unset: `<host>:<pid>`)."
+    "Identity of a pushing process: the remote-write instance label and OTLP's service.instance.id (unset: `<host>:<pid>`, `<host>:<pid>-<tag>` outside the host's PID namespace)."
 );
 declare!(
     MP_STALE_TTL,

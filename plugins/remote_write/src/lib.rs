@@ -2,7 +2,8 @@
 //! selected with `NIXL_TELEMETRY_EXPORTER=remote_write`): every agent's series, exactly those
 //! the `prometheus` exporter serves (same names and labels, histograms as `_bucket{le}`,
 //! `_sum` and `_count`, plus `local_rank` when the rank variable is set and the sender's
-//! `instance`: `NIXL_TELEMETRY_PUSH_INSTANCE`, else `<host>:<pid>`), pushed as
+//! `instance`: `NIXL_TELEMETRY_PUSH_INSTANCE`, else `nixl_telemetry_push::rows::instance`'s
+//! default, `<host>:<pid>` with a tag outside the host's PID namespace), pushed as
 //! remote-write 1.0 requests (`nixl_telemetry_push::remote_write`): a protobuf `WriteRequest`, snappy,
 //! `Content-Encoding: snappy`, `Content-Type: application/x-protobuf`,
 //! `X-Prometheus-Remote-Write-Version: 0.1.0`, one sample per series with the push's
@@ -16,7 +17,8 @@
 //! - `NIXL_TELEMETRY_REMOTE_WRITE_URL` (required): the receiver's full URL, e.g.
 //!   `http://host:9090/api/v1/write`.
 //! - `NIXL_TELEMETRY_REMOTE_WRITE_INTERVAL_MS` (15000), `..._TIMEOUT_MS` (10000),
-//!   `..._FINAL_PUSH_MS` (5000: how long destroying the agent waits for the last push).
+//!   `..._FINAL_PUSH_MS` (5000: how long destroying the agent waits for the last push, one
+//!   attempt; the log says when it cuts it).
 //! - `..._HEADERS` (`name=value,...`), `..._BASIC_AUTH_USER` with
 //!   `..._BASIC_AUTH_PASSWORD_FILE`, or `..._BEARER_TOKEN_FILE`; `..._CA_FILE` (PEM; else the
 //!   system's roots).
