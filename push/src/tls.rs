@@ -5,7 +5,9 @@
 //! as a server's own (`CaUsedAsEndEntity`) before it looks at the roots. The certificate is then
 //! accepted if and only if it is byte-equal to a certificate of the CA file, valid for the
 //! server's name and within its validity. Anything else refused for that reason gets a message
-//! that says how to make a certificate that works.
+//! that says how to make a certificate that works; so does a certificate that names no host
+//! (no subjectAltName: webpki, as Go and browsers, does not read the subject's CN, which curl
+//! still falls back to), whether it is pinned or signed by a CA of the CA file.
 
 use std::fmt;
 use std::sync::Arc;
@@ -77,7 +79,7 @@ impl PinningVerifier {
             }
             return Ok(ServerCertVerified::assertion());
         };
-        Err(CertificateError::Other(OtherError(Arc::new(NotPinned(why)))).into())
+        Err(advice(Advice::NotPinned(why, server_name.to_str().into())))
     }
 }
 
@@ -102,6 +104,7 @@ impl ServerCertVerifier for PinningVerifier {
             }
             other => other,
         }
+        .map_err(with_advice)
     }
 
     fn verify_tls12_signature(
@@ -148,6 +151,17 @@ fn is_ca_used_as_end_entity(e: &Error) -> bool {
     )
 }
 
+/// `e`, or the advice it calls for when the certificate names no host (see [`Advice`]).
+fn with_advice(e: Error) -> Error {
+    match e {
+        Error::InvalidCertificate(CertificateError::NotValidForNameContext {
+            expected,
+            presented,
+        }) if presented.is_empty() => advice(Advice::NoSubjectAltName(expected.to_str().into())),
+        other => other,
+    }
+}
+
 /// Why a `CA:TRUE` server certificate was not accepted as pinned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NotPinnedWhy {
@@ -157,37 +171,77 @@ enum NotPinnedWhy {
     NotInCaFile,
 }
 
-/// A `CA:TRUE` server certificate that is not pinned; its `Display` is the advice.
+/// A server certificate refused for a reason its maker can fix; its `Display` is the advice.
 #[derive(Debug)]
-struct NotPinned(NotPinnedWhy);
+enum Advice {
+    /// A `CA:TRUE` certificate that is not pinned, for a push to this host.
+    NotPinned(NotPinnedWhy, String),
+    /// A certificate with no subjectAltName, for a push to this host (a name or an address).
+    NoSubjectAltName(String),
+}
 
-impl fmt::Display for NotPinned {
+/// The error of a certificate refused with `advice`.
+fn advice(advice: Advice) -> Error {
+    CertificateError::Other(OtherError(Arc::new(advice))).into()
+}
+
+/// The subjectAltName entry naming `host` (`DNS:name` or `IP:address`).
+fn subject_alt_name(host: &str) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(_) => format!("IP:{host}"),
+        Err(_) => format!("DNS:{host}"),
+    }
+}
+
+impl fmt::Display for Advice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = match self.0 {
-            NotPinnedWhy::NoCaFile => "no CA file is given",
-            NotPinnedWhy::NotInCaFile => "the CA file does not hold this certificate",
+        let (problem, self_signed, host) = match self {
+            Advice::NotPinned(why, host) => {
+                let why = match why {
+                    NotPinnedWhy::NoCaFile => "no CA file is given",
+                    NotPinnedWhy::NotInCaFile => "the CA file does not hold this certificate",
+                };
+                (
+                    format!(
+                        "is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` \
+                         makes a self-signed one) and {why}"
+                    ),
+                    "give that self-signed certificate itself as the CA file".to_owned(),
+                    host,
+                )
+            }
+            Advice::NoSubjectAltName(host) => (
+                "names no host: it has no subjectAltName, and TLS clients of today (rustls, as \
+                 Go and browsers) do not read a host name from the subject's CN (curl still \
+                 does, so curl accepts it)"
+                    .to_owned(),
+                format!(
+                    "make it again with `-addext subjectAltName={}` and give it itself as the \
+                     CA file",
+                    subject_alt_name(host)
+                ),
+                host,
+            ),
         };
         write!(
             f,
-            "the receiver's certificate is a CA certificate (basicConstraints CA:TRUE, as \
-             `openssl req -x509` makes a self-signed one) and {why}: either give that \
-             self-signed certificate itself as the CA file (it is then trusted as it is, like \
-             curl --cacert), or make a CA and a server certificate it signs with \
-             basicConstraints=CA:FALSE and subjectAltName naming the host, and give the CA as \
-             the CA file"
+            "the receiver's certificate {problem}: either {self_signed} (it is then trusted as \
+             it is, like curl --cacert), or make a CA and a server certificate it signs with \
+             basicConstraints=CA:FALSE and subjectAltName={}, and give the CA as the CA file",
+            subject_alt_name(host)
         )
     }
 }
 
-impl std::error::Error for NotPinned {}
+impl std::error::Error for Advice {}
 
-/// The advice of a refused, not pinned `CA:TRUE` certificate, if that is what `error` (a push's
-/// transport error) comes from.
-pub(crate) fn not_pinned_message(error: &ureq::Transport) -> Option<String> {
+/// The advice of a refused certificate (not pinned `CA:TRUE`, or naming no host), if that is
+/// what `error` (a push's transport error) comes from.
+pub(crate) fn advice_message(error: &ureq::Transport) -> Option<String> {
     let io = std::error::Error::source(error)?.downcast_ref::<std::io::Error>()?;
     match io.get_ref()?.downcast_ref::<Error>()? {
         Error::InvalidCertificate(CertificateError::Other(OtherError(inner))) => {
-            inner.downcast_ref::<NotPinned>().map(ToString::to_string)
+            inner.downcast_ref::<Advice>().map(ToString::to_string)
         }
         _ => None,
     }

@@ -2,7 +2,8 @@
 //! certificate made as `openssl req -x509 ... -addext subjectAltName=...` makes it (OpenSSL 3
 //! marks it `CA:TRUE`): given itself as the CA file (pinned), a remote-write and an OTLP push
 //! succeed, as with curl; not pinned (another CA file, or none) or for another name, the push
-//! is refused, and the message says how to make a certificate that works.
+//! is refused, and the message says how to make a certificate that works. So is a certificate
+//! without a subjectAltName (which curl accepts, reading the subject's CN), with the same advice.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -211,6 +212,133 @@ fn a_pinned_self_signed_certificate_is_accepted_and_others_are_refused_with_advi
     assert_eq!(
         requests.lock().unwrap().len(),
         3,
+        "a refused push was answered"
+    );
+}
+
+/// A certificate with no subjectAltName (its host only in the subject's CN, which curl still
+/// reads): refused with the advice of a `CA:TRUE` one, naming the subjectAltName to add, whether
+/// it is self-signed and pinned (by name and by address) or signed by the CA of the CA file.
+#[test]
+fn a_certificate_without_a_subject_alt_name_is_refused_with_advice() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    // Self-signed, as `openssl req -x509` makes it without -addext.
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "bare.key",
+            "-out",
+            "bare.crt",
+        ],
+    );
+    // Signed by a CA, CA:FALSE, no subjectAltName.
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test CA",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+        ],
+    );
+    std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "leaf.ext",
+            "-out",
+            "leaf.crt",
+        ],
+    );
+    for name in ["bare", "leaf"] {
+        let text = Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in"])
+            .arg(dir.join(format!("{name}.crt")))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        assert!(
+            text.contains("Subject: CN = localhost") && !text.contains("Subject Alternative Name"),
+            "{name}: {text}"
+        );
+    }
+    let bare_port = serve(dir, "bare", requests.clone());
+    let leaf_port = serve(dir, "leaf", requests.clone());
+    for (host, port, ca, san) in [
+        ("localhost", bare_port, "bare.crt", "DNS:localhost"),
+        ("127.0.0.1", bare_port, "bare.crt", "IP:127.0.0.1"),
+        ("localhost", leaf_port, "ca.crt", "DNS:localhost"),
+    ] {
+        let url = format!("https://{host}:{port}/api/v1/write");
+        let e = refusal(push(remote_write_target(&url, &dir.join(ca))));
+        assert!(
+            e.contains("the receiver's certificate names no host: it has no subjectAltName")
+                && e.contains(&format!("subjectAltName={san}"))
+                && e.contains("CA:FALSE")
+                && e.contains("give the CA as the CA file"),
+            "{host} with {ca}: {e}"
+        );
+    }
+    // The same advice as for a CA:TRUE certificate that is not pinned, once the name is there.
+    let e = refusal(push(remote_write_target(
+        &format!("https://localhost:{bare_port}/api/v1/write"),
+        &dir.join("ca.crt"),
+    )));
+    assert!(
+        e.contains("is a CA certificate") && e.contains("subjectAltName=DNS:localhost"),
+        "{e}"
+    );
+    assert!(
+        requests.lock().unwrap().is_empty(),
         "a refused push was answered"
     );
 }
