@@ -367,7 +367,9 @@ fn the_otlp_settings_come_from_the_file_after_the_environment() {
     let cfg = home.write(
         ".nixl.cfg",
         "OTEL_EXPORTER_OTLP_ENDPOINT = 'http://collector:4318'\nOTEL_METRIC_EXPORT_INTERVAL = \
-         5000\nOTEL_SERVICE_NAME = 'from-file'\n",
+         5000\nOTEL_SERVICE_NAME = 'from-file'\n\
+         OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION = \
+         'base2_exponential_bucket_histogram'\n",
     );
     let out = home.stdout(&[], &[("OTEL_SERVICE_NAME", "from-env")]);
     assert_eq!(
@@ -381,6 +383,22 @@ fn the_otlp_settings_come_from_the_file_after_the_environment() {
     );
     assert!(line_of(&out, "OTEL_METRIC_EXPORT_INTERVAL").ends_with("=5000"));
     assert!(line_of(&out, "OTEL_SERVICE_NAME").starts_with("environment "));
+    assert_eq!(
+        line_of(
+            &out,
+            "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"
+        )
+        .split_whitespace()
+        .collect::<Vec<_>>(),
+        [
+            format!("file:{}", cfg.display()),
+            "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION=\
+             base2_exponential_bucket_histogram"
+                .to_owned()
+        ]
+    );
+    // Not a key the file warns about as unknown.
+    assert!(!out.contains("# warning"), "{out}");
     // A wrong type is caught as for every setting.
     home.write(".nixl.cfg", "OTEL_METRIC_EXPORT_INTERVAL = '5s'\n");
     assert!(home

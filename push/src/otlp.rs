@@ -45,6 +45,7 @@ use crate::pusher::{Payload, PushStatsSnapshot};
 use crate::rows::{Labels, Source};
 use crate::target::Body;
 use nixl_telemetry_base::env::Lookup;
+use nixl_telemetry_base::settings;
 use nixl_telemetry_series::AgentSnapshot;
 use prost::Message;
 
@@ -52,18 +53,21 @@ pub use config::{OtlpConfig, Temporality};
 pub use encode::encode;
 
 /// The standard variable choosing the histogram aggregation: `explicit_bucket_histogram` (the
-/// default) or `base2_exponential_bucket_histogram`.
-pub const ENV_HISTOGRAM_AGGREGATION: &str =
-    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION";
+/// default) or `base2_exponential_bucket_histogram`; a declared setting
+/// (`nixl_telemetry_base::settings::OTEL_HISTOGRAM_AGGREGATION`), so NIXL's configuration file
+/// can set it too.
+pub const ENV_HISTOGRAM_AGGREGATION: &str = settings::OTEL_HISTOGRAM_AGGREGATION.name;
 
-/// Whether [`ENV_HISTOGRAM_AGGREGATION`] (read through `env`) asks for exponential histograms:
-/// unset or empty, or `explicit_bucket_histogram`, no; `base2_exponential_bucket_histogram`,
-/// yes (either case); anything else is an error naming the variable.
-pub fn exponential_histograms(env: Lookup) -> Result<bool, String> {
-    let value = env(ENV_HISTOGRAM_AGGREGATION).map_err(|e| e.message)?;
+/// Whether [`ENV_HISTOGRAM_AGGREGATION`] (read through `lookup`, the settings lookup: the
+/// environment, then NIXL's configuration file) asks for exponential histograms: unset or
+/// empty, or `explicit_bucket_histogram`, no; `base2_exponential_bucket_histogram`, yes
+/// (either case); anything else is an error naming the variable.
+pub fn exponential_histograms(lookup: Lookup) -> Result<bool, String> {
+    let value = lookup(ENV_HISTOGRAM_AGGREGATION).map_err(|e| e.message)?;
+    let explicit = settings::OTEL_HISTOGRAM_AGGREGATION.default_str();
     match value.as_deref().map(str::trim) {
         None | Some("") => Ok(false),
-        Some(v) if v.eq_ignore_ascii_case("explicit_bucket_histogram") => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case(explicit) => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("base2_exponential_bucket_histogram") => Ok(true),
         Some(v) => Err(format!(
             "{ENV_HISTOGRAM_AGGREGATION}='{v}' is invalid: it must be explicit_bucket_histogram \

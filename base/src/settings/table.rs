@@ -456,6 +456,14 @@ declare!(
     [Otlp],
     "OpenTelemetry: cumulative, delta or lowmemory (delta for NIXL's sums)."
 );
+declare!(
+    OTEL_HISTOGRAM_AGGREGATION,
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+    Text,
+    Some("explicit_bucket_histogram"),
+    [Otlp],
+    "OpenTelemetry: explicit_bucket_histogram, or base2_exponential_bucket_histogram for exponential histograms (request sizes too)."
+);
 
 /// Dynamo's `DYN_FPM_TRACE`: the FPM trace's master switch.
 pub const DYN_FPM_TRACE: &str = "DYN_FPM_TRACE";
@@ -543,6 +551,7 @@ pub const SETTINGS: &[Setting] = &[
     OTEL_RESOURCE_ATTRIBUTES,
     OTEL_METRIC_EXPORT_INTERVAL,
     OTEL_TEMPORALITY_PREFERENCE,
+    OTEL_HISTOGRAM_AGGREGATION,
 ];
 
 /// The setting named `name`, if this library knows it.

@@ -24,8 +24,8 @@ impl TelemetryPlugin for OtlpExporter {
         // Its resource's `service.instance.id` is the sender's identity (the push crate's).
         let config = OtlpConfig::from_settings(&process_settings, &host)
             .map_err(CreateError::InvalidParam)?;
-        let exponential = exponential_histograms(&nixl_telemetry_base::env::environment)
-            .map_err(CreateError::InvalidParam)?;
+        let exponential =
+            exponential_histograms(&process_settings).map_err(CreateError::InvalidParam)?;
         let push = AgentPush::start(
             params.agent_name,
             &host,

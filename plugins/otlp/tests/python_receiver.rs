@@ -300,6 +300,43 @@ fn base2_exponential_aggregation_sends_the_native_histograms() {
     check_exponential_request(all.last().unwrap(), &values);
 }
 
+/// The aggregation and the endpoint from NIXL's configuration file (`$HOME/.nixl.cfg`), as any
+/// setting: the agent runs in a child process (the file is read once per process) with none of
+/// the OTLP variables in its environment, and its last push carries exponential histograms.
+#[test]
+fn base2_exponential_aggregation_from_the_configuration_file() {
+    if std::env::var_os("OTLP_TEST_FROM_FILE").is_some() {
+        let _s = serial();
+        record_exponential(3000);
+        return;
+    }
+    let rx = PyReceiver::start(None);
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join(".nixl.cfg"),
+        format!(
+            "OTEL_EXPORTER_OTLP_ENDPOINT = 'http://127.0.0.1:{}'\n\
+             OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION = \
+             'base2_exponential_bucket_histogram'\n",
+            rx.port
+        ),
+    )
+    .unwrap();
+    let mut child = nixl_telemetry_test_support::child::test(
+        "base2_exponential_aggregation_from_the_configuration_file",
+    );
+    child
+        .env("OTLP_TEST_FROM_FILE", "1")
+        .env("HOME", home.path())
+        .env_remove(nixl_telemetry_base::settings::file::CONFIG_FILE_VAR);
+    for s in nixl_telemetry_base::settings::SETTINGS {
+        child.env_remove(s.name);
+    }
+    nixl_telemetry_test_support::child::output_ok(&mut child, "the agent of the file's settings");
+    let all = rx.requests();
+    check_exponential_request(all.last().unwrap(), &exponential_values(3000));
+}
+
 #[test]
 fn an_unknown_aggregation_fails_the_creation() {
     let _s = serial();

@@ -268,12 +268,24 @@ pub fn push_exponential(endpoint: &str, n: usize) -> Exponential {
         "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
         "base2_exponential_bucket_histogram",
     );
+    record_exponential(n)
+}
+
+/// [`push_exponential`]'s agent and transfers, configured by the process's settings alone (the
+/// environment, then NIXL's configuration file): what it records.
+pub fn record_exponential(n: usize) -> Exponential {
     let c = collector("otlp-exp");
     let transfers = nixl_telemetry_test_support::transfers::heavy_tailed(n);
     nixl_telemetry_test_support::transfers::record(&c, &transfers, |i| i % 2 == 0);
     c.add_xfer_stats(5, false, 0, 1);
     c.flush();
     drop(c);
+    exponential_values(n)
+}
+
+/// The values [`record_exponential`] records for `n` transfers.
+pub fn exponential_values(n: usize) -> Exponential {
+    let transfers = nixl_telemetry_test_support::transfers::heavy_tailed(n);
     let mut times: Vec<u64> = transfers.iter().map(|t| t.0).collect();
     times.push(5);
     let posts: Vec<u64> = times.iter().map(|t| t / 4).collect();
