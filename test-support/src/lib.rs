@@ -1,5 +1,5 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
-//! and plug-ins, a free loopback port, the C ABI's last-error message, a test run again in a child
+//! and plug-ins, a free loopback port, polling until a condition holds ([`poll_for`]), the C ABI's last-error message, a test run again in a child
 //! process ([`child`]), forked children ([`forked`]) and a scrape with a chosen `Accept` header
 //! ([`scrape`]), and the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
 //! VictoriaMetrics ([`receivers`]). It depends on
@@ -22,6 +22,7 @@ use nixl_telemetry_base::sync::LockUnpoisoned;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The workspace's root directory (the repository: `scripts/`, `c_tests/`, `include/`, ...).
 pub fn workspace_root() -> &'static Path {
@@ -64,7 +65,7 @@ pub fn built_plugins(names: &[&str]) -> PathBuf {
 pub fn plugin_config(name: &str) -> nixl_telemetry_core::Config {
     nixl_telemetry_core::Config {
         buffer_size: 64,
-        run_interval: std::time::Duration::from_secs(3600),
+        run_interval: Duration::from_secs(3600),
         exporter: nixl_telemetry_core::ExporterChoice::Plugin(name.into()),
         enabled_metrics: nixl_telemetry_core::MetricMask::ALL,
     }
@@ -84,6 +85,25 @@ pub fn run_in(dir: &Path, program: &Path, args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), printed)
+}
+
+/// Calls `f` every 200 ms until it gives a value (at most `limit`).
+pub fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// [`poll_for`] for 60 s, panicking with `what` when nothing came.
+pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
 }
 
 /// A loopback port nobody listens on right now.

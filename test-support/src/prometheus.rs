@@ -9,12 +9,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 
 use crate::free_port;
 use crate::promql::PromQl;
+
+/// The crate's polling helpers, re-exported: the real-server tests import them with the server.
+pub use crate::{poll, poll_for};
 
 /// The https and basic-auth setup of a server: the CA that signed its certificate, its
 /// `--web.config.file`, and the user and password to query it with.
@@ -302,23 +305,4 @@ pub fn client_tls(ca: &Path) -> rustls::ClientConfig {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth()
-}
-
-/// Calls `f` every 200 ms until it gives a value (at most `limit`).
-pub fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// [`poll_for`] for 60 s, panicking with `what` when nothing came.
-pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
-    poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::prometheus::poll_for;
+use crate::poll_for;
 use crate::transfers::assert_quantiles;
 
 /// The query API of a server on 127.0.0.1.

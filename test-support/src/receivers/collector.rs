@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{json_lines, port_in, GoProgram, Server};
-use crate::prometheus::poll_for;
+use crate::poll_for;
 
 /// A Collector; killed when dropped.
 pub struct OtelCollector {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::prometheus::poll_for;
+use crate::poll_for;
 use crate::promql::PromQl;
 
 /// Set to `1`, the tests of the Go-built receivers pass without running (for a machine
