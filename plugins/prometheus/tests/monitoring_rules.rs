@@ -9,6 +9,7 @@
 //! `NIXL_TELEMETRY_SKIP_GO_RECEIVERS=1`).
 
 mod common;
+mod ranks;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -260,7 +261,7 @@ fn the_prometheus_rule_is_the_rules_file() {
 }
 
 /// The rules loaded into real Prometheus servers scraping real `prometheus_mp` pages: four ranks
-/// of two jobs on two hosts (stores written in this process, with native histograms), served
+/// of two jobs on two hosts (`ranks`: stores written in this process, with native histograms), served
 /// once with node totals and once without, scraped as text (classic buckets), and the page with
 /// totals scraped once more by a server with native histograms on. On every server the
 /// `instance:` and `workload:` rates are what the ranks' own series give (a node with totals
@@ -269,84 +270,12 @@ fn the_prometheus_rule_is_the_rules_file() {
 /// alert fires once per rank (never for a node total).
 #[test]
 fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
-    use nixl_telemetry_core::{Event, EventType};
-    use nixl_telemetry_mp_store::config::{Aggregate, ScanConfig};
-    use nixl_telemetry_mp_store::election::Role;
-    use nixl_telemetry_mp_store::store::{Identity, StoreWriter};
     use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    // (host, local rank, job, bytes sent per tick)
-    const RANKS: [(&str, &str, &str, u64); 4] = [
-        ("node-a", "0", "101", 1000),
-        ("node-a", "1", "101", 2000),
-        ("node-b", "0", "202", 3000),
-        ("node-b", "1", "202", 4000),
-    ];
     let scratch = tempfile::tempdir().unwrap();
-    let dir = scratch.path().join("mp");
-    nixl_telemetry_mp_store::dir::prepare(&dir).unwrap();
-    let writers: Vec<StoreWriter> = RANKS
-        .iter()
-        .enumerate()
-        .map(|(i, (host, rank, job, _))| {
-            let id = Identity {
-                agent_name: "prefill".into(),
-                hostname: (*host).into(),
-                local_rank: (*rank).into(),
-                pid: 2000 + i as i64,
-                run_marker: 1,
-                instance: 0,
-                labels: nixl_telemetry_series::WorkloadLabels::from_pairs(vec![(
-                    "slurm_job_id".into(),
-                    (*job).into(),
-                )])
-                .unwrap(),
-            };
-            StoreWriter::create_with(&dir, &id, &nixl_telemetry_series::Buckets::default(), true)
-                .unwrap()
-        })
-        .collect();
-    // Every 50 ms each rank records a transfer (a transfer time of a tenth of its bytes in µs),
-    // a backend error and a dropped event.
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                for (w, r) in writers.iter().zip(&RANKS) {
-                    w.apply(&[
-                        Event::new(EventType::AgentTxBytes, r.3),
-                        Event::new(EventType::AgentRxBytes, r.3 / 10),
-                        Event::new(EventType::AgentTxRequestsNum, 1),
-                        Event::new(EventType::AgentRxRequestsNum, 1),
-                        Event::new(EventType::AgentXferTime, r.3 / 10),
-                        Event::new(EventType::AgentXferPostTime, r.3 / 100),
-                        Event::new(EventType::AgentErrBackend, 1),
-                        Event::new(EventType::AgentTelemetryEventsDropped, 1),
-                    ]);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            writers
-        })
-    };
-    let serve = |aggregate| {
-        let scan = ScanConfig {
-            dir: dir.clone(),
-            stale_ttl: Duration::from_secs(30),
-            aggregate,
-        };
-        let port = common::free_port();
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let e = nixl_telemetry_mp_store::join_election(&scan, addr);
-        assert_eq!(e.poll(Instant::now()).unwrap(), Role::Serving(addr));
-        (e, port)
-    };
-    let (_plain, plain_port) = serve(Aggregate::None);
-    let (_summed, summed_port) = serve(Aggregate::Sum);
+    let ranks = ranks::Ranks::start(scratch.path());
+    let (plain_port, summed_port) = (ranks.plain_port, ranks.summed_port);
     let rules = bundle().join(RULES);
     let servers = [
         (
@@ -386,14 +315,9 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
     ];
     // Enough scrapes for the rates, and rules evaluated on them.
     for (name, prom) in &servers {
-        common::poll(Duration::from_secs(90), name, || {
-            let v = prom.vector(r#"count_over_time(agent_tx_bytes_total{pid!=""}[10s])"#)?;
-            let r = prom.vector("count_over_time(instance:agent_tx_bytes:rate5m[10s])")?;
-            (v.len() == 4
-                && v.iter().all(|(_, n)| *n >= 8.0)
-                && r.len() == 2
-                && r.iter().all(|(_, n)| *n >= 3.0))
-            .then_some(())
+        ranks::wait_for_rates(prom, name, |p| {
+            let r = p.vector("count_over_time(instance:agent_tx_bytes:rate5m[10s])")?;
+            (r.len() == 2 && r.iter().all(|(_, n)| *n >= 3.0)).then_some(())
         });
     }
     let keyed = |v: Vec<(serde_json::Value, f64)>| {
@@ -564,6 +488,4 @@ fn a_real_prometheus_evaluates_the_rules_on_real_pages() {
             prom.log_text()
         );
     }
-    stop.store(true, Ordering::Relaxed);
-    drop(feeder.join().unwrap());
 }
