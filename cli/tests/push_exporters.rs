@@ -15,13 +15,16 @@
 //! (the plug-ins are cdylibs: `cargo build -p telemetry-exporter-remote-write -p
 //! telemetry-exporter-otlp` first).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use common::sidecar::Sidecar;
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 use nixl_telemetry_test_support::{built_plugins, child};
 
@@ -93,11 +96,26 @@ fn agents() {
     std::io::stdout().flush().unwrap();
 }
 
-/// Agents of a plug-in in a child process (the test [`agents`] of this binary run again);
-/// killed when dropped.
+/// Agents of a plug-in in a child process (the test [`agents`] of this binary run again),
+/// printing into files. The child ends when its stdin closes, so a failing test leaves none
+/// behind.
 struct Agents {
-    child: Option<Child>,
+    child: Child,
     stdin: Option<ChildStdin>,
+    printed: tempfile::TempDir,
+}
+
+/// What a child printed.
+struct Printed {
+    stdout: String,
+    stderr: String,
+}
+
+impl Printed {
+    /// Both, for a search.
+    fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
 }
 
 impl Agents {
@@ -111,6 +129,8 @@ impl Agents {
         hold: bool,
         env: &[(&str, String)],
     ) -> Agents {
+        let printed = tempfile::tempdir().unwrap();
+        let file = |name: &str| std::fs::File::create(printed.path().join(name)).unwrap();
         let mut cmd = child::test("agents");
         cmd.env_clear()
             .env(CHILD, "1")
@@ -120,8 +140,8 @@ impl Agents {
             .env("NIXL_TELEMETRY_ENABLE", "y")
             .env("NIXL_TELEMETRY_EXPORTER", plugin)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdout(file("stdout"))
+            .stderr(file("stderr"));
         if hold {
             cmd.env(HOLD, "1")
                 .env("NIXL_TELEMETRY_RUN_INTERVAL", "100")
@@ -134,71 +154,51 @@ impl Agents {
         let mut child = cmd.spawn().unwrap();
         let stdin = child.stdin.take();
         Agents {
-            child: Some(child),
+            child,
             stdin,
+            printed,
         }
     }
 
-    /// Closes stdin (the agents are destroyed) and returns the child's output, after checking
-    /// that it passed.
-    fn finish(mut self) -> Output {
+    /// Closes stdin (the agents are destroyed) and returns what the child printed, after
+    /// checking that it passed.
+    fn finish(mut self) -> Printed {
         drop(self.stdin.take());
-        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        let status = self.child.wait().unwrap();
+        let read = |name: &str| std::fs::read_to_string(self.printed.path().join(name)).unwrap();
+        let printed = Printed {
+            stdout: read("stdout"),
+            stderr: read("stderr"),
+        };
         assert!(
-            out.status.success(),
-            "the child failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            status.success(),
+            "the child failed ({status}):\n{}",
+            printed.all()
         );
-        out
+        printed
     }
 }
 
-impl Drop for Agents {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// `nixl-telemetry serve --push-only` on an empty store directory of `work` with `args` (the
-/// push options) and `env`, started; its first line (`pushing ...`) read.
-fn sidecar(work: &Path, args: &[String], env: &[(&str, String)]) -> Child {
+/// `serve --push-only` on an empty store directory of `work` with `args` (the push options)
+/// and `env`, started, its log going to `work`'s `serve.log`.
+fn sidecar(work: &Path, args: &[String], env: &[(&str, String)]) -> Sidecar {
     let dir = work.join("mp");
     if !dir.exists() {
         std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     }
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("nixl-telemetry"));
-    cmd.args(["serve", "--push-only", "--dir"])
-        .arg(&dir)
-        .args(args)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut serve = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("pushing "), "{line}");
-    serve
+    let mut all: Vec<&str> = vec!["--push-only"];
+    all.extend(args.iter().map(String::as_str));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Sidecar::start_logging(&dir, &all, &env, &work.join("serve.log"))
 }
 
-/// Stops `serve` with SIGTERM (it makes its last pushes) and returns its output.
-fn stop(serve: Child) -> Output {
-    let status = Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    serve.wait_with_output().unwrap()
+/// Stops `serve` (SIGTERM: it makes its last pushes and exits 0), printing how long that took;
+/// returns its log.
+fn stop(serve: Sidecar, work: &Path) -> String {
+    let start = std::time::Instant::now();
+    serve.stop();
+    println!("serve: stopped in {} ms", start.elapsed().as_millis());
+    std::fs::read_to_string(work.join("serve.log")).unwrap()
 }
 
 /// A receiver on 127.0.0.1 that refuses every push (`401`) with the request's own headers in
@@ -309,16 +309,11 @@ fn both_protocols(rw_base: &str, otlp_base: &str) -> Vec<String> {
     ]
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// The milliseconds the child printed after [`DESTROYED_MS`].
-fn destroyed_ms(out: &Output) -> u64 {
-    let stdout = text(&out.stdout);
-    child::read_marked(&mut stdout.as_bytes(), DESTROYED_MS)
+fn destroyed_ms(out: &Printed) -> u64 {
+    child::read_marked(&mut out.stdout.as_bytes(), DESTROYED_MS)
         .and_then(|ms| ms.parse().ok())
-        .unwrap_or_else(|| panic!("no {DESTROYED_MS}in {stdout}"))
+        .unwrap_or_else(|| panic!("no {DESTROYED_MS}in {}", out.stdout))
 }
 
 #[test]
@@ -329,79 +324,57 @@ fn destroy_tries_a_refusing_receiver_once_without_backoff_from_the_first_moment(
     // none has failed yet when the agent is destroyed, milliseconds after its creation.
     for (plugin, url_var, _) in PLUGINS {
         let out = Agents::start(plugin, url_var, &[format!("{refused}/w")], false, &debug).finish();
-        let err = text(&out.stderr);
-        assert!(
-            err.contains(&format!(
-                "{plugin}: stopped after 1 pushes (0 accepted, 1 failed"
-            )),
-            "{err}"
-        );
-        assert!(!err.contains("retrying the last push"), "{err}");
-        assert!(err.contains("not retried at exit"), "{err}");
+        assert!(out.stderr.contains("not retried at exit"), "{}", out.stderr);
         println!("{plugin}: destroyed in {} ms", destroyed_ms(&out));
+        one_attempt_each(&[plugin], &out.stderr);
     }
     let work = tempfile::tempdir().unwrap();
     let serve = sidecar(work.path(), &both_protocols(&refused, &refused), &debug);
-    let start = std::time::Instant::now();
-    let out = stop(serve);
-    println!(
-        "serve, both protocols: stopped in {} ms",
-        start.elapsed().as_millis()
-    );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    for name in ["remote_write", "otlp"] {
-        assert!(
-            err.contains(&format!(
-                "{name}: stopped after 1 pushes (0 accepted, 1 failed"
-            )),
-            "{err}"
-        );
+    one_attempt_each(&["remote_write", "otlp"], &stop(serve, work.path()));
+}
+
+/// Asserts that `log` says each exporter of `names` stopped after one attempt, with no retry of
+/// the last push.
+fn one_attempt_each(names: &[&str], log: &str) {
+    for name in names {
+        let stopped = format!("{name}: stopped after 1 pushes (0 accepted, 1 failed");
+        assert!(log.contains(&stopped), "{log}");
     }
-    assert!(!err.contains("retrying the last push"), "{err}");
+    assert!(!log.contains("retrying the last push"), "{log}");
 }
 
 #[test]
 fn destroy_waits_for_a_silent_receiver_at_most_the_final_push_setting_and_says_so() {
     let rx = Receiver::start(Answer::Never);
     let base = rx.url("");
-    let mut sent = 0;
-    for (plugin, url_var, bound) in PLUGINS {
+    for (i, (plugin, url_var, bound)) in PLUGINS.into_iter().enumerate() {
         let env = [(bound, "300".to_owned())];
         let out = Agents::start(plugin, url_var, &[format!("{base}/w")], false, &env).finish();
-        let err = text(&out.stderr);
-        let cut: Vec<&str> = err
-            .lines()
-            .filter(|l| l.contains("cut the last push short"))
-            .collect();
-        assert_eq!(cut.len(), 1, "{err}");
+        cut_once(&[plugin], &out.stderr);
         assert!(
-            cut[0].contains(&format!("{plugin}: {bound}=300 cut the last push short"))
-                && cut[0].contains("not delivered: what was recorded since the start (no push"),
-            "{err}"
+            out.stderr
+                .contains("not delivered: what was recorded since the start (no push"),
+            "{}",
+            out.stderr
         );
-        sent += 1;
-        assert_eq!(rx.requests().len(), sent, "one attempt");
+        assert_eq!(rx.requests().len(), i + 1, "one attempt");
         println!("{plugin}: destroyed in {} ms", destroyed_ms(&out));
     }
     let work = tempfile::tempdir().unwrap();
     let env: Vec<(&str, String)> = PLUGINS.iter().map(|p| (p.2, "300".to_owned())).collect();
     let serve = sidecar(work.path(), &both_protocols(&base, &base), &env);
-    let start = std::time::Instant::now();
-    let out = stop(serve);
-    println!(
-        "serve, both protocols: stopped in {} ms",
-        start.elapsed().as_millis()
-    );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    for (plugin, _, bound) in PLUGINS {
-        assert!(
-            err.contains(&format!("{plugin}: {bound}=300 cut the last push short")),
-            "{err}"
-        );
+    cut_once(&["remote_write", "otlp"], &stop(serve, work.path()));
+    assert_eq!(rx.requests().len(), 4, "one attempt per protocol");
+}
+
+/// Asserts that `log` says once of each exporter of `names` that its bound (300 ms) cut its
+/// last push, naming the setting.
+fn cut_once(names: &[&str], log: &str) {
+    for name in names {
+        let bound = PLUGINS.iter().find(|p| p.0 == *name).unwrap().2;
+        let cut = format!("{name}: {bound}=300 cut the last push short");
+        assert_eq!(log.matches(&cut).count(), 1, "{log}");
     }
-    assert_eq!(rx.requests().len(), sent + 2, "one attempt per protocol");
 }
 
 /// Waits (at most a minute) until `cond` holds.
@@ -450,11 +423,10 @@ fn credentials(heads: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Asserts that `out` (stdout and stderr) shows no canary, nor any of `sent` (the credentials
-/// sent), and that masking was at work (`<redacted>` where a refusal echoed the headers, in
-/// `logs`: the host callback's lines or stderr).
-fn assert_no_secret(what: &str, out: &Output, sent: &[String], logs: &str) {
-    let all = format!("{}\n{}", text(&out.stdout), text(&out.stderr));
+/// Asserts that `all` (what a process printed) shows no canary, nor any of `sent` (the
+/// credentials sent), and that masking was at work (`<redacted>` where a refusal echoed the
+/// headers, in `logs`: the host callback's lines or stderr).
+fn assert_no_secret(what: &str, all: &str, sent: &[String], logs: &str) {
     assert!(!all.contains(CANARY), "{what} shows a secret:\n{all}");
     for credential in sent {
         assert!(
@@ -553,20 +525,19 @@ fn no_configured_secret_reaches_a_log_line_or_an_error() {
         // ...and never logged.
         let what = format!("{plugin} logging to {sink}");
         let logs = if sink == "callback" {
-            let stdout = text(&out.stdout);
             assert!(
-                !text(&out.stderr).contains("push to"),
+                !out.stderr.contains("push to"),
                 "{what}: the callback did not take the log"
             );
-            stdout
+            out.stdout
                 .lines()
                 .filter(|l| l.contains(CALLBACK))
                 .collect::<Vec<_>>()
                 .join("\n")
         } else {
-            text(&out.stderr)
+            out.stderr.clone()
         };
-        assert_no_secret(&what, &out, &sent, &logs);
+        assert_no_secret(&what, &out.all(), &sent, &logs);
     }
     // URL user-info, in a URL that parses (refused: it would be shown) and in one that does not:
     // the creation fails with an error that does not show it.
@@ -581,15 +552,18 @@ fn no_configured_secret_reaches_a_log_line_or_an_error() {
         ];
         let out =
             Agents::start(plugin, url_var, &urls, false, std::slice::from_ref(&trace)).finish();
-        let stdout = text(&out.stdout);
-        let errors: Vec<&str> = stdout
+        let errors: Vec<&str> = out
+            .stdout
             .lines()
             .filter(|l| l.contains(CREATE_ERROR))
             .collect();
-        assert_eq!(errors.len(), 2, "{stdout}");
+        assert_eq!(errors.len(), 2, "{}", out.stdout);
         assert!(errors.iter().all(|e| e.contains(url_var)), "{errors:?}");
-        let all = format!("{stdout}\n{}", text(&out.stderr));
-        assert!(!all.contains(CANARY), "{plugin} {url_var}: {all}");
+        assert!(
+            !out.all().contains(CANARY),
+            "{plugin} {url_var}: {}",
+            out.all()
+        );
     }
     // The sidecar, each protocol to each receiver in turn, with every secret option and its
     // protocols' variables.
@@ -633,11 +607,10 @@ fn no_configured_secret_reaches_a_log_line_or_an_error() {
         let serve = sidecar(dir, &args, &env);
         good.wait_for(accepted + 2, std::time::Duration::from_secs(60));
         wait_until("two refusals", || echoing.heads().len() >= echoed + 2);
-        let out = stop(serve);
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        let log = stop(serve, dir);
         let sent = credentials(&echoing.heads().split_off(echoed));
         assert!(!sent.is_empty());
-        assert_no_secret("serve", &out, &sent, &text(&out.stderr));
+        assert_no_secret("serve", &log, &sent, &log);
     }
     for url in [
         "http://nixl:canary-url-c@127.0.0.1:1/api/v1/write",
@@ -652,7 +625,7 @@ fn no_configured_secret_reaches_a_log_line_or_an_error() {
                 .env("NIXL_LOG_LEVEL", "TRACE")
                 .output()
                 .unwrap();
-            let err = text(&out.stderr);
+            let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success() && err.contains(option), "{err}");
             assert!(!err.contains(CANARY), "{option} {url}: {err}");
         }

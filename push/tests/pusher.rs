@@ -51,15 +51,17 @@ fn warnings(name: &str) -> Vec<String> {
 }
 
 /// A payload whose body is the value of a shared counter (the "cumulative state"), recording
-/// the value last accepted.
+/// the value last accepted and the `exits` counter each build was given.
 struct Counter {
     value: Arc<AtomicU64>,
     built: u64,
     accepted: Arc<AtomicU64>,
+    exits: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Payload for Counter {
-    fn build(&mut self, _pushes: &nixl_telemetry_push::PushStatsSnapshot) -> Body {
+    fn build(&mut self, pushes: &nixl_telemetry_push::PushStatsSnapshot) -> Body {
+        self.exits.lock().unwrap().push(pushes.exits);
         self.built = self.value.load(Ordering::SeqCst);
         Body {
             bytes: self.built.to_string().into_bytes(),
@@ -77,6 +79,8 @@ struct Setup {
     pusher: Pusher,
     value: Arc<AtomicU64>,
     accepted: Arc<AtomicU64>,
+    /// The `exits` counter of each build, in order.
+    exits: Arc<Mutex<Vec<u64>>>,
 }
 
 fn start(name: &str, url: &str, interval_ms: u64, final_ms: u64) -> Setup {
@@ -92,12 +96,14 @@ fn start_with(name: &str, url: &str, interval_ms: u64, timeout_ms: u64, final_ms
         .push(("X-Scope-OrgID".into(), "tenant".into()));
     let value = Arc::new(AtomicU64::new(0));
     let accepted = Arc::new(AtomicU64::new(u64::MAX));
+    let exits = Arc::new(Mutex::new(Vec::new()));
     let pusher = Pusher::start(
         Client::new(target).unwrap(),
         Box::new(Counter {
             value: value.clone(),
             built: 0,
             accepted: accepted.clone(),
+            exits: exits.clone(),
         }),
         PushConfig {
             name: name.into(),
@@ -112,6 +118,7 @@ fn start_with(name: &str, url: &str, interval_ms: u64, timeout_ms: u64, final_ms
         pusher,
         value,
         accepted,
+        exits,
     }
 }
 
@@ -156,6 +163,14 @@ fn pushes_every_interval_with_the_state_of_then_and_a_last_push_at_drop() {
     assert!(all.len() > n, "the last push was made at drop");
     assert_eq!(all.last().unwrap().body, b"42");
     assert_eq!(s.accepted.load(Ordering::SeqCst), 42);
+    // Only the last push says the sender exits.
+    let exits = s.exits.lock().unwrap().clone();
+    assert_eq!(exits.len(), all.len(), "{exits:?}");
+    assert_eq!(exits.last(), Some(&1), "{exits:?}");
+    assert!(
+        exits[..exits.len() - 1].iter().all(|&e| e == 0),
+        "{exits:?}"
+    );
     assert!(before.attempts >= 2 && before.failures == 0, "{before:?}");
     assert!(before.successes + 1 >= before.attempts, "{before:?}");
     assert!(warnings("interval").is_empty());
@@ -263,14 +278,13 @@ fn a_receiver_that_never_answers_bounds_the_drop() {
     // The drop returns although the push in flight never ends (the test would hang
     // otherwise), and says the bound cut the last push, and what is not delivered.
     drop(s.pusher);
-    let w = warnings("never");
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(
-        w[0].starts_with(&format!(
-            "never: {FINAL_SETTING}=500 cut the last push short"
-        )) && w[0].contains("its thread is left to end")
-            && w[0].contains("not delivered: what was recorded since the start"),
-        "{w:?}"
+    cut_once(
+        "never",
+        500,
+        &[
+            "its thread is left to end",
+            "not delivered: what was recorded since the start",
+        ],
     );
 }
 
@@ -362,12 +376,20 @@ fn last_push_retries(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The warnings of exporter `name` that the final-push bound cut its last push.
-fn cut_warnings(name: &str) -> Vec<String> {
-    warnings(name)
+/// Asserts that exporter `name` warned once that its final-push bound, `ms`, cut its last push,
+/// saying each of `parts` (the push's own failure may be warned too, by its thread, after the
+/// drop has returned).
+fn cut_once(name: &str, ms: u64, parts: &[&str]) {
+    let cut: Vec<String> = warnings(name)
         .into_iter()
         .filter(|m| m.contains("cut the last push short"))
-        .collect()
+        .collect();
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    let prefix = format!("{name}: {FINAL_SETTING}={ms} cut the last push short");
+    assert!(cut[0].starts_with(&prefix), "{cut:?}");
+    for part in parts {
+        assert!(cut[0].contains(part), "{part} in {cut:?}");
+    }
 }
 
 #[test]
@@ -402,14 +424,7 @@ fn destroy_retries_only_a_receiver_that_answered_and_only_within_the_bound() {
     drop(s.pusher);
     assert!(rx.requests().len() >= 2, "{:?}", rx.requests().len());
     assert!(!last_push_retries("answered").is_empty());
-    let w = cut_warnings("answered");
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(
-        w[0].starts_with(&format!(
-            "answered: {FINAL_SETTING}=1000 cut the last push short"
-        )) && w[0].contains("no push was accepted"),
-        "{w:?}"
-    );
+    cut_once("answered", 1000, &["no push was accepted"]);
 }
 
 #[test]
@@ -420,17 +435,8 @@ fn destroy_waits_for_a_silent_receiver_at_most_the_final_push_bound_and_says_so(
     let s = start_with("silent-young", &rx.url("/w"), 3_600_000, 60_000, 300);
     drop(s.pusher);
     assert_eq!(rx.requests().len(), 1);
-    // One warning says so (the push's own failure may be warned too, by its thread, after the
-    // drop has returned).
-    let w = cut_warnings("silent-young");
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(
-        w[0].starts_with(&format!(
-            "silent-young: {FINAL_SETTING}=300 cut the last push short"
-        )) && w[0]
-            .contains("not delivered: what was recorded since the start (no push was accepted"),
-        "{w:?}"
-    );
+    let start = "not delivered: what was recorded since the start (no push was accepted";
+    cut_once("silent-young", 300, &[start]);
     // After accepted pushes, the receiver falls silent with a push in flight: the drop waits
     // for it at most the bound, and counts what is not delivered since the last accepted push.
     let rx = Receiver::start(Answer::Status(204, String::new()));
@@ -440,14 +446,13 @@ fn destroy_waits_for_a_silent_receiver_at_most_the_final_push_bound_and_says_so(
     let n = rx.requests().len();
     rx.wait_for(n + 1, LONG);
     drop(s.pusher);
-    let w = cut_warnings("silent-later");
-    assert_eq!(w.len(), 1, "{w:?}");
-    assert!(
-        w[0].starts_with(&format!(
-            "silent-later: {FINAL_SETTING}=300 cut the last push short"
-        )) && w[0].contains("its thread is left to end")
-            && w[0].contains("not delivered: what was recorded since the last accepted push, "),
-        "{w:?}"
+    cut_once(
+        "silent-later",
+        300,
+        &[
+            "its thread is left to end",
+            "not delivered: what was recorded since the last accepted push, ",
+        ],
     );
 }
 

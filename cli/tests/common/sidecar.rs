@@ -42,13 +42,28 @@ impl Sidecar {
     /// come from are removed unless given), at log level WARN; returns once it printed its
     /// first line.
     pub fn start(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Sidecar {
+        Sidecar::spawn(dir, args, env, Stdio::inherit())
+    }
+
+    /// [`Sidecar::start`], its stderr (its log) written to the file `log`.
+    pub fn start_logging(
+        dir: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Sidecar {
+        let file = std::fs::File::create(log).unwrap();
+        Sidecar::spawn(dir, args, env, file.into())
+    }
+
+    fn spawn(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Sidecar {
         let mut cmd = Command::cargo_bin("nixl-telemetry").unwrap();
         cmd.args(["serve", "--dir"])
             .arg(dir)
             .args(args)
             .env("NIXL_LOG_LEVEL", "WARN")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for v in [
             "NIXL_TELEMETRY_LABELS",
             "NIXL_TELEMETRY_LABELS_FROM",
