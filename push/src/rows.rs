@@ -186,6 +186,42 @@ mod tests {
     }
 
     #[test]
+    fn a_forked_child_has_an_identity_of_its_own() {
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        let parent = default_instance("h");
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child only works out its identity, writes it and exits without unwinding.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let id = default_instance("h");
+            // SAFETY: writes the bytes of `id` to the pipe's write end, then ends the child at
+            // once (no destructor or atexit handler of the parent's runs in it).
+            unsafe {
+                libc::write(fds[1], id.as_ptr().cast(), id.len());
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: the write end is this process's descriptor, closed once here; the read end is
+        // owned by the `File` from here on.
+        let mut read = unsafe {
+            libc::close(fds[1]);
+            std::fs::File::from_raw_fd(fds[0])
+        };
+        let mut child = String::new();
+        read.read_to_string(&mut child).unwrap();
+        let mut status = 0;
+        // SAFETY: waits for the child forked above, writing its status into `status`.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(child.starts_with(&format!("h:{pid}")), "{child}");
+        assert_ne!(child, parent);
+        assert_eq!(default_instance("h"), parent, "the parent's is unchanged");
+    }
+
+    #[test]
     fn duplicate_and_out_of_order_refusals_say_the_identity_may_be_shared() {
         for m in [
             "out of order sample",
