@@ -76,6 +76,7 @@ const PUSHES: PushStatsSnapshot = PushStatsSnapshot {
     successes: 9,
     failures: 1,
     bytes: 60_000,
+    exits: 0,
 };
 
 /// The 8 ranks' series and their labels, as each build takes them.

@@ -282,6 +282,7 @@ impl Payload for Otlp {
                         successes: pushes.successes - base.successes,
                         failures: pushes.failures - base.failures,
                         bytes: pushes.bytes - base.bytes,
+                        exits: pushes.exits - base.exits,
                     },
                     at,
                 )

@@ -87,6 +87,8 @@ pub struct PushStats {
     last_success_ms: AtomicU64,
     /// Pushes failed since the last accepted one (or since the start).
     failed_since_success: AtomicU64,
+    /// Set once the last push (at exit) is under way.
+    exiting: AtomicBool,
 }
 
 /// [`PushStats`] at one moment.
@@ -101,6 +103,10 @@ pub struct PushStatsSnapshot {
     pub failures: u64,
     /// Bytes of the bodies the receiver accepted.
     pub bytes: u64,
+    /// 1 once the sender is exiting (its last push, as its agent is destroyed or `serve`
+    /// stops), else 0: the receiver can tell a sender that ended on purpose from one that
+    /// went silent.
+    pub exits: u64,
 }
 
 /// One of the push loop's own counters, pushed beside the agents' series so the receiver shows
@@ -117,7 +123,7 @@ pub struct PushCounter {
 }
 
 /// The push loop's own counters, in the order they are pushed.
-pub const PUSH_COUNTERS: [PushCounter; 4] = [
+pub const PUSH_COUNTERS: [PushCounter; 5] = [
     PushCounter {
         name: "nixl_telemetry_push_attempts_total",
         help: "Pushes this sender attempted before this one.",
@@ -138,6 +144,11 @@ pub const PUSH_COUNTERS: [PushCounter; 4] = [
         help: "Bytes of the bodies the receiver accepted.",
         value: |s| s.bytes,
     },
+    PushCounter {
+        name: "nixl_telemetry_push_exits_total",
+        help: "1 in the sender's last push, made as it exits on purpose (its agent destroyed, serve stopping); 0 in every push before.",
+        value: |s| s.exits,
+    },
 ];
 
 impl PushStats {
@@ -148,6 +159,7 @@ impl PushStats {
             successes: self.successes.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            exits: u64::from(self.exiting.load(Ordering::Relaxed)),
         }
     }
 
@@ -373,6 +385,7 @@ impl Task for Loop {
 
     fn finish(&mut self, deadline: Option<Instant>) {
         let deadline = deadline.unwrap_or_else(|| Instant::now() + self.config.final_timeout);
+        self.stats.exiting.store(true, Ordering::Relaxed);
         self.last_push(deadline);
     }
 }

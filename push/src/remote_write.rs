@@ -622,6 +622,7 @@ mod tests {
             successes: attempts / 2,
             failures: 0,
             bytes: 10 * attempts,
+            exits: 0,
         };
         let mut encoder = Encoder::new();
         let mut check =
@@ -804,6 +805,7 @@ mod tests {
             successes: 2,
             failures: 1,
             bytes: 700,
+            exits: 1,
         };
         let own = OwnSeries {
             labels: &[("hostname", "h"), ("agent_name", "a")],
@@ -825,6 +827,7 @@ mod tests {
         assert_eq!(value("nixl_telemetry_push_successes_total"), 2.0);
         assert_eq!(value("nixl_telemetry_push_failures_total"), 1.0);
         assert_eq!(value("nixl_telemetry_push_bytes_total"), 700.0);
+        assert_eq!(value("nixl_telemetry_push_exits_total"), 1.0);
         let keys: Vec<Vec<(&str, &str)>> = request
             .timeseries
             .iter()

@@ -57,6 +57,7 @@ fn the_encoder_writes_the_bytes_of_the_request_message() {
         successes: 0,
         failures: 1,
         bytes: 1 << 40,
+        exits: 1,
     };
     let own = OwnPoints {
         attributes: &[("pusher", "test"), ("empty", "")],

@@ -173,6 +173,7 @@ fn the_rules_read_only_series_that_are_exposed_or_recorded() {
         "agent_rx_request_size_bytes",
         "nixl_telemetry_push_failures_total",
         "nixl_telemetry_push_successes_total",
+        "nixl_telemetry_push_exits_total",
     ] {
         assert!(read_series.contains(needed), "no rule reads {needed}");
     }

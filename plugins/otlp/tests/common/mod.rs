@@ -159,12 +159,13 @@ pub fn check_recorded(r: &Value) {
         .collect();
     assert_eq!(names, expected);
     // The sender's own counters: monotonic Sums with the agent's attributes; the only push
-    // (the last) counts none before it.
+    // (the last) counts none before it, and says the sender exits.
     for c in &nixl_telemetry_push::PUSH_COUNTERS {
         let m = metric(r, c.name);
         assert_eq!(m["sum"]["is_monotonic"], true, "{m}");
         let p = &m["sum"]["data_points"][0];
-        assert_eq!(int(&p["as_int"]), 0, "{m}");
+        let exits = c.name == "nixl_telemetry_push_exits_total";
+        assert_eq!(int(&p["as_int"]), u64::from(exits), "{m}");
         assert_eq!(
             attributes(&p["attributes"]),
             [
