@@ -32,8 +32,8 @@ fn fuzz_the_request_head_parser() {
                 assert!(!request.method.is_empty() && request.path.starts_with('/'));
                 http::route(
                     &request,
-                    || ("text/plain", b"x 1\n".to_vec()),
-                    || http::Health::ready(String::new()),
+                    || Some(("text/plain", b"x 1\n".to_vec())),
+                    |_| http::Health::ready(String::new()),
                 )
             }
             Err(e) => http::refuse(&e),
