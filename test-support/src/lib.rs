@@ -13,6 +13,7 @@ pub mod forked;
 pub mod fuzz;
 pub mod monitoring;
 pub mod other_user;
+pub mod ports;
 pub mod prometheus;
 pub mod promql;
 pub mod receiver;
@@ -21,7 +22,6 @@ pub mod scrape;
 pub mod transfers;
 
 use nixl_telemetry_base::sync::LockUnpoisoned;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -108,12 +108,11 @@ pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
     poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
 }
 
-/// A loopback port nobody listens on right now.
+/// A port for a server that must be told its port before it binds: reserved for this test
+/// process, below the kernel's ephemeral range ([`ports::reserve`]), so no other process is
+/// given it meanwhile.
 pub fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("cannot bind a loopback port")
-        .port()
+    ports::reserve()
 }
 
 /// Tests of one binary share the process's environment (and a plug-in's per-process state):
