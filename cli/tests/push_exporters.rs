@@ -290,11 +290,7 @@ fn echo(stream: std::net::TcpStream, seen: &Mutex<Vec<String>>) {
 
 /// The base URL of a port nothing listens on: connections to it are refused.
 fn refused_base() -> String {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = nixl_telemetry_test_support::free_port();
     format!("http://127.0.0.1:{port}")
 }
 

@@ -206,12 +206,8 @@ mod tests {
         );
         let e = get(&u, "text/plain", TIMEOUT, 5).unwrap_err();
         assert_eq!(e, format!("{u}: the answer is longer than 5 bytes"));
-        // Nothing listens any more on a port that was just free.
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Nothing listens on a port reserved for this test process.
+        let closed = nixl_telemetry_test_support::free_port();
         let e = get(&url(closed), "text/plain", TIMEOUT, 100).unwrap_err();
         assert!(
             e.starts_with(&url(closed).to_string()) && e.contains("Connection Failed"),

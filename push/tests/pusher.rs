@@ -242,11 +242,7 @@ fn retry_after_is_honoured() {
 #[test]
 fn a_receiver_that_is_down_is_retried_with_backoff_then_gets_the_latest_state() {
     // Reserve a port, then leave it closed: connections are refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = nixl_telemetry_test_support::free_port();
     let s = start("down", &format!("http://127.0.0.1:{port}/w"), 2_000, 1000);
     s.value.store(1, Ordering::SeqCst);
     let start = Instant::now();
@@ -303,12 +299,8 @@ const FINAL_MS: u64 = 20_000;
 
 #[test]
 fn a_receiver_that_refuses_connections_gets_one_last_attempt() {
-    // Nothing listens on a port that was just free: connections are refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Nothing listens on a port reserved for this test: connections are refused.
+    let port = nixl_telemetry_test_support::free_port();
     let s = start(
         "refusing",
         &format!("http://127.0.0.1:{port}/w"),
