@@ -260,6 +260,100 @@ fn once_from_a_scrape_endpoint_uses_counter_deltas_and_buckets() {
     );
 }
 
+/// A `prometheus_mp` page as `serve` with node totals serves it: two ranks of job 100 on one
+/// host, with the labels that make 66-character names, and the node total (no `agent_name`).
+fn node_page() -> String {
+    let ranks = [("1234567", "0"), ("1234568", "1")].map(|(pid, rank)| {
+        format!(
+            "agent_name=\"prefill\",hostname=\"gpu-node-017\",pid=\"{pid}\",\
+             agent_instance=\"0\",local_rank=\"{rank}\",slurm_job_id=\"100\""
+        )
+    });
+    let total = "hostname=\"gpu-node-017\",slurm_job_id=\"100\"".to_owned();
+    let mut s = String::from("# TYPE agent_tx_bytes_total counter\n");
+    for (labels, n) in [(&ranks[0], 1), (&ranks[1], 2), (&total, 3)] {
+        s += &format!("agent_tx_bytes_total{{{labels}}} {}\n", n * 1_000_000);
+        for (le, count) in ["100", "1000", "+Inf"].iter().zip([n, 2 * n, 2 * n]) {
+            s += &format!("agent_xfer_time_us_bucket{{{labels},le=\"{le}\"}} {count}\n");
+        }
+    }
+    s
+}
+
+/// An idle node page (its counters do not move) in a 200-column terminal, then at 120 and 80:
+/// the node total reads `all agents slurm_job_id=100 (sum)`, explained under the table; at 200
+/// columns every column and each row's idle note whole (below its row: 66 + 131 columns of
+/// numbers leave no room beside it); narrower, the first columns, the names shortened in the
+/// middle when the screen needs it, and the notes still whole.
+#[test]
+fn live_view_fits_long_names_and_idle_notes_to_the_terminal() {
+    let Some(tmux) = Tmux::new("wide") else {
+        return;
+    };
+    let port = endpoint(vec![node_page(); 2000]);
+    tmux.start(
+        200,
+        &format!("{BIN} top --interval 0.2 http://127.0.0.1:{port}/metrics; sleep 60"),
+    );
+    let note = "totals since the exporter started";
+    let rank0 = "prefill pid=1234567 agent_instance=0 local_rank=0 slurm_job_id=100";
+    let screen = tmux.wait("every row's idle note", |s| s.matches(note).count() == 3);
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines.iter().find(|l| l.starts_with("AGENT ")).unwrap();
+    for column in ["TX req", "post p50", "errors", "drops"] {
+        assert!(header.contains(column), "{screen}");
+    }
+    assert!(lines.iter().any(|l| l.starts_with(rank0)), "{screen}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("all agents slurm_job_id=100 (sum) ")),
+        "{screen}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with('?')), "{screen}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("(sum): a total its exporter adds")),
+        "{screen}"
+    );
+    for (width, names_whole) in [(120, true), (80, false)] {
+        let out = tmux.run(&[
+            "resize-window",
+            "-t",
+            "t",
+            "-x",
+            &width.to_string(),
+            "-y",
+            "40",
+        ]);
+        assert!(out.status.success());
+        let screen = tmux.wait(&format!("the {width}-column frame"), |s| {
+            // Laid out for this width: a frame drawn before the resize is only cut by the
+            // terminal, which leaves no whole "xfer p50", or "TX req" still there.
+            s.lines()
+                .any(|l| l.starts_with("AGENT ") && l.contains("xfer p50") && !l.contains("TX req"))
+                && s.matches(note).count() == 3
+        });
+        let lines: Vec<&str> = screen.lines().collect();
+        let header = lines.iter().find(|l| l.starts_with("AGENT ")).unwrap();
+        assert!(header.contains("xfer p50"), "{width}: {screen}");
+        assert_eq!(
+            lines.iter().any(|l| l.starts_with(rank0)),
+            names_whole,
+            "{width}: {screen}"
+        );
+        if !names_whole {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("prefill pid=123") && l.contains("…")),
+                "{width}: {screen}"
+            );
+        }
+    }
+}
+
 #[test]
 fn once_reports_an_unreachable_source_and_fails() {
     let port = nixl_telemetry_test_support::free_port();

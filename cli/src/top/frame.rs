@@ -120,6 +120,11 @@ fn percentile(q: Option<Quantile>, unit: fn(f64) -> String) -> (String, bool) {
     }
 }
 
+/// The line under the table explaining a row marked `(sum)`.
+pub const SUM_LEGEND: &str = "(sum): a total its exporter adds beside the series it sums (those \
+whose labels include its labels): prometheus_mp's node total, named \"all agents\" as it sums \
+agents of every name; shown, not added into the node row";
+
 /// The line under the table explaining `<=` and `>` percentiles.
 pub const BUCKET_LEGEND: &str = "<=x, >x: the percentile lies in the histogram bucket ending at \
 x (or above the last bound): this scrape has classic buckets only (the prometheus exporter \
@@ -211,8 +216,81 @@ const COLUMNS: [Column; 13] = [
     },
 ];
 
+/// The columns of ranks below this one are kept however narrow the screen: the rates and the
+/// transfer-time p50.
+const ALWAYS_KEPT: u8 = 3;
+
+/// The narrowest name column.
+const MIN_NAME: usize = 12;
+
+/// The name column's width for names at most `longest` wide: all of it, but on a screen
+/// `width` wide at most what the columns always kept leave (at least [`MIN_NAME`]).
+fn name_width(longest: usize, width: Option<usize>) -> usize {
+    let kept: usize = COLUMNS
+        .iter()
+        .filter(|c| c.keep < ALWAYS_KEPT)
+        .map(|c| 1 + c.width)
+        .sum();
+    match width {
+        None => longest.max(MIN_NAME),
+        Some(w) => longest.min(w.saturating_sub(kept)).max(MIN_NAME),
+    }
+}
+
+/// `name` in `width` columns: whole when it fits, else its start and end around `…` (an agent
+/// name comes first, the labels that tell ranks apart, such as `pid`, last).
+fn fit_name(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width {
+        return name.to_owned();
+    }
+    let tail = width.saturating_sub(1) / 2;
+    let head = width.saturating_sub(1) - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push('…');
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// `text` as lines starting with `indent`, broken between words so that each fits in `width`
+/// (a word longer than that alone on its line); one line without a width.
+fn wrapped(text: &str, indent: &str, width: Option<usize>) -> Vec<String> {
+    let Some(width) = width else {
+        return vec![format!("{indent}{text}")];
+    };
+    let mut lines = Vec::new();
+    let mut current = indent.to_owned();
+    for word in text.split(' ') {
+        let used = current.chars().count();
+        if used > indent.len() && used + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut current, indent.to_owned()));
+        }
+        if current.len() > indent.len() {
+            current.push(' ');
+        }
+        current.push_str(word);
+    }
+    lines.push(current);
+    lines
+}
+
+/// `line` with `note` after it when both fit in `width` (always without a width); else `line`,
+/// then the note on lines of its own, indented by two columns and wrapped at `width`.
+fn with_note(line: String, note: Option<&str>, width: Option<usize>) -> Vec<String> {
+    let Some(note) = note else {
+        return vec![line];
+    };
+    let inline = line.chars().count() + 2 + note.chars().count();
+    if width.is_some_and(|w| inline > w) {
+        let mut lines = vec![line];
+        lines.extend(wrapped(note, "  ", width));
+        return lines;
+    }
+    vec![format!("{line}  {note}")]
+}
+
 /// Which of [`COLUMNS`] fit in `width` screen columns after a name `name_width` wide (all of
-/// them without a width), keeping them by rank; at least the first three ranks.
+/// them without a width), keeping them by rank; at least the first [`ALWAYS_KEPT`] ranks.
 fn fitting(name_width: usize, width: Option<usize>) -> [bool; COLUMNS.len()] {
     let Some(width) = width else {
         return [true; COLUMNS.len()];
@@ -224,7 +302,7 @@ fn fitting(name_width: usize, width: Option<usize>) -> [bool; COLUMNS.len()] {
             .iter()
             .position(|c| c.keep == rank)
             .expect("every rank");
-        if used + 1 + COLUMNS[i].width > width && rank > 2 {
+        if used + 1 + COLUMNS[i].width > width && rank >= ALWAYS_KEPT {
             break;
         }
         used += 1 + COLUMNS[i].width;
@@ -235,7 +313,9 @@ fn fitting(name_width: usize, width: Option<usize>) -> [bool; COLUMNS.len()] {
 
 impl Frame {
     /// The frame's lines (without escapes), the table cut to the columns that fit in
-    /// [`Frame::width`].
+    /// [`Frame::width`]: the name column as wide as the longest name, but narrower when the
+    /// screen is (names are then shortened in the middle); a row's note after its numbers when
+    /// it fits, else on lines of its own below the row.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = vec![self.title.clone(), String::new()];
         // The node row's name counts too, so that its numbers line up with the others'.
@@ -243,16 +323,17 @@ impl Frame {
             "node ({} agents)",
             self.rows.iter().filter(|r| !r.aggregate).count()
         );
-        let width = self
+        let longest = self
             .rows
             .iter()
             .map(|r| r.name.chars().count() + if r.aggregate { " (sum)".len() } else { 0 })
             .chain((self.rows.len() > 1).then(|| node_name.chars().count()))
             .max()
-            .unwrap_or(0)
-            .clamp(12, 40);
+            .unwrap_or(0);
+        let width = name_width(longest, self.width);
         let shown = fitting(width, self.width);
         let line_of = |name: &str, cells: &[String]| {
+            let name = fit_name(name, width);
             let mut line = format!("{name:<width$}");
             for ((c, cell), show) in COLUMNS.iter().zip(cells).zip(shown) {
                 if show {
@@ -267,9 +348,10 @@ impl Frame {
         let mut counted = 0;
         let mut error_lines = Vec::new();
         let mut bucketed = false;
-        let mut row_line = |name: &str, rates: Option<&Rates>, note: Option<&str>, how| {
+        let mut row_lines = |name: &str, rates: Option<&Rates>, note: Option<&str>, how| {
             let Some(r) = rates else {
-                return format!("{name:<width$} {}", note.unwrap_or("-"));
+                let name = fit_name(name, width);
+                return vec![format!("{name:<width$} {}", note.unwrap_or("-"))];
             };
             let p = |t: EventType| r.per_s[t as usize];
             let amount = |v: f64| match how {
@@ -301,12 +383,7 @@ impl Frame {
                 number(r.errors()),
                 number(p(EventType::AgentTelemetryEventsDropped)),
             ];
-            let mut line = line_of(name, &cells);
-            if let Some(note) = note {
-                line.push_str("  ");
-                line.push_str(note);
-            }
-            line
+            with_note(line_of(name, &cells), note, self.width)
         };
         let mut node_totals: Option<Rates> = None;
         for row in &self.rows {
@@ -316,13 +393,13 @@ impl Frame {
                 row.name.clone()
             };
             match &row.totals {
-                Some(t) => lines.push(row_line(
+                Some(t) => lines.extend(row_lines(
                     &shown,
                     Some(t),
                     row.note.as_deref(),
                     Shown::Totals,
                 )),
-                None => lines.push(row_line(
+                None => lines.extend(row_lines(
                     &shown,
                     row.rates.as_ref(),
                     row.note.as_deref(),
@@ -362,18 +439,24 @@ impl Frame {
             debug_assert_eq!(name, format!("node ({counted} agents)"));
             let idle = node.as_ref().is_some_and(Rates::is_idle);
             match node_totals.filter(|t| idle && !t.is_idle()) {
-                Some(t) => lines.push(row_line(
+                Some(t) => lines.extend(row_lines(
                     &name,
                     Some(&t),
                     Some("idle: totals"),
                     Shown::Totals,
                 )),
-                None => lines.push(row_line(&name, node.as_ref(), None, Shown::Rates)),
+                None => lines.extend(row_lines(&name, node.as_ref(), None, Shown::Rates)),
             }
         }
-        if bucketed {
+        let summed = self.rows.iter().any(|r| r.aggregate);
+        if bucketed || summed {
             lines.push(String::new());
-            lines.push(BUCKET_LEGEND.to_owned());
+        }
+        if bucketed {
+            lines.extend(wrapped(BUCKET_LEGEND, "", self.width));
+        }
+        if summed {
+            lines.extend(wrapped(SUM_LEGEND, "", self.width));
         }
         if !error_lines.is_empty() {
             lines.push(String::new());
@@ -533,6 +616,109 @@ mod tests {
             size(sizes.histogram_quantile(0.9).unwrap())
         );
         assert!(!lines.iter().any(|l| l == BUCKET_LEGEND));
+    }
+
+    /// Two idle ranks with 66-character names (a `prometheus_mp` page's labels), the page's node
+    /// total and the idle note of a scrape: at 200 columns every column, the names whole and the
+    /// note whole (below its row); narrower, the first columns, the names shortened in the
+    /// middle, the note and the legend wrapped; every line within the width.
+    #[test]
+    fn long_names_and_idle_notes_fit_the_screen() {
+        let names = [
+            "prefill pid=1234567 agent_instance=0 local_rank=0 slurm_job_id=100",
+            "prefill pid=1234568 agent_instance=0 local_rank=1 slurm_job_id=100",
+        ];
+        assert_eq!(names[0].chars().count(), 66);
+        let note = "idle for 12.3 s: totals since the exporter started";
+        let idle = |name: &str, aggregate| Row {
+            note: Some(note.into()),
+            totals: row(name, &[Event::new(EventType::AgentTxBytes, 1 << 20)]).rates,
+            rates: Some(Rates::from_events(&Observed::default(), 1.0)),
+            aggregate,
+            name: name.into(),
+        };
+        let frame = |width| Frame {
+            title: "t".into(),
+            rows: vec![
+                idle(names[0], false),
+                idle(names[1], false),
+                idle("all agents slurm_job_id=100", true),
+            ],
+            notes: vec![],
+            width,
+        };
+        let words = |lines: &[String]| {
+            lines
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        for width in [None, Some(200), Some(120), Some(80), Some(50)] {
+            let lines = frame(width).lines();
+            if let Some(w) = width {
+                for l in &lines {
+                    assert!(l.chars().count() <= w, "{w}: {l:?}");
+                }
+            }
+            // Each row's note, whole, on its row or below it.
+            assert_eq!(
+                words(&lines).matches(note).count(),
+                3,
+                "{width:?}: {lines:#?}"
+            );
+            assert!(words(&lines).contains(&words(&[SUM_LEGEND.to_owned()])));
+            let header = &lines[2];
+            let kept = COLUMNS.iter().filter(|c| header.contains(c.header)).count();
+            let name_shown = fit_name(names[0], name_width(66, width));
+            let rank = lines.iter().find(|l| l.starts_with(&name_shown)).unwrap();
+            match width {
+                None => {
+                    assert_eq!(kept, COLUMNS.len());
+                    assert!(rank.starts_with(names[0]) && rank.ends_with(note), "{rank}");
+                }
+                Some(200) => {
+                    assert_eq!(kept, COLUMNS.len(), "{header}");
+                    assert!(
+                        rank.starts_with(names[0]) && !rank.contains("idle"),
+                        "{rank}"
+                    );
+                    assert!(
+                        lines.iter().any(|l| l == &format!("  {note}")),
+                        "{lines:#?}"
+                    );
+                    assert!(lines
+                        .iter()
+                        .any(|l| l.starts_with("all agents slurm_job_id=100 (sum) ")));
+                }
+                Some(w) => {
+                    // 120 columns keep the names whole; 80 and 50 shorten them.
+                    assert_eq!(
+                        name_shown.contains('…') && name_shown.ends_with("id=100"),
+                        w < 100,
+                        "{w}: {name_shown}"
+                    );
+                    assert!(kept >= usize::from(ALWAYS_KEPT), "{w}: {header}");
+                    assert!(header.contains("xfer p50"), "{w}: {header}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_shortened_in_the_middle_and_text_wrapped_between_words() {
+        assert_eq!(fit_name("rank-0", 12), "rank-0");
+        assert_eq!(fit_name("abcdefghijkl", 7), "abc…jkl");
+        assert_eq!(fit_name("abcdefghijkl", 6).chars().count(), 6);
+        assert_eq!(
+            wrapped("one two three four", "  ", Some(11)),
+            ["  one two", "  three", "  four"]
+        );
+        assert_eq!(
+            wrapped("a verylongword b", "", Some(5)),
+            ["a", "verylongword", "b"]
+        );
+        assert_eq!(wrapped("x y", "  ", None), ["  x y"]);
     }
 
     #[test]

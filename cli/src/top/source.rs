@@ -70,12 +70,18 @@ fn with_note(note: Option<String>, more: String) -> Option<String> {
 }
 
 /// The display name of a scraped series: `agent_name`, with the other labels (but `hostname`,
-/// unless the hosts differ) as `k=v`.
-fn series_name(id: &Identity, show_host: bool) -> String {
-    let agent = id
-        .iter()
-        .find(|(k, _)| k == "agent_name")
-        .map_or("?", |(_, v)| v.as_str());
+/// unless the hosts differ) as `k=v`. A series without `agent_name` is `all agents` when it is
+/// a sum of others (`aggregate`: `prometheus_mp`'s node total, over agents of any name), else
+/// `(no agent_name)`.
+fn series_name(id: &Identity, show_host: bool, aggregate: bool) -> String {
+    let agent = id.iter().find(|(k, _)| k == "agent_name").map_or(
+        if aggregate {
+            "all agents"
+        } else {
+            "(no agent_name)"
+        },
+        |(_, v)| v.as_str(),
+    );
     let mut name = agent.to_owned();
     for (k, v) in id {
         if k == "agent_name" || (k == "hostname" && !show_host) {
@@ -204,7 +210,7 @@ impl Source {
                                 other.len() > id.len() && id.iter().all(|l| other.contains(l))
                             });
                             let mut row = Row {
-                                name: series_name(id, hosts.len() > 1),
+                                name: series_name(id, hosts.len() > 1, aggregate),
                                 rates,
                                 note: None,
                                 totals: None,
