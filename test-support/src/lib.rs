@@ -1,18 +1,21 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
 //! and plug-ins, a free loopback port, polling until a condition holds ([`poll_for`]), the C
-//! ABI's last-error message, a test run again in a child process ([`child`]), forked children
-//! ([`forked`]) and a scrape with a chosen `Accept` header ([`scrape`]), the Go-built
-//! receivers: Prometheus 3, the OpenTelemetry Collector and VictoriaMetrics ([`receivers`]),
-//! and the dashboard's and recording rules' queries ([`monitoring`]). It depends on
-//! `nixl-telemetry` (with its `test-util` hooks) as an ordinary library, so an integration test
-//! links one copy of it and its statics exist once; the crate's own unit tests do not use it.
+//! ABI's last-error message, certificates for https ([`certs`]), a test run again in a child
+//! process ([`child`]), forked children ([`forked`]) and a scrape with a chosen `Accept` header
+//! ([`scrape`]), the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
+//! VictoriaMetrics ([`receivers`]), OTLP requests as JSON ([`otlp_json`]), and the dashboard's
+//! and recording rules' queries ([`monitoring`]). It depends on `nixl-telemetry` (with its
+//! `test-util` hooks) as an ordinary library, so an integration test links one copy of it and
+//! its statics exist once; the crate's own unit tests do not use it.
 
+pub mod certs;
 pub mod child;
 pub mod flood;
 pub mod forked;
 pub mod fuzz;
 pub mod monitoring;
 pub mod other_user;
+pub mod otlp_json;
 pub mod ports;
 pub mod prometheus;
 pub mod promql;

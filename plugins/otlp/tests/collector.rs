@@ -2,18 +2,22 @@
 //! `test-deps/go/otelcol` by scripts/install-test-deps.sh): what its OTLP/HTTP receiver took,
 //! as its file exporter wrote it, passes the same checks as the Python receiver's
 //! (`python_receiver.rs`: totals, resource and point attributes, exponential histograms, with
-//! and without gzip, the last push at exit); and sent on by its Prometheus remote-write exporter
-//! into Prometheus 3.16, the series keep the `prometheus` exporter's names and totals, and
-//! `histogram_quantile` over the native histograms the exponential ones became is within the
-//! schema's bound. Without the Go-built programs these tests fail saying how to build them,
-//! unless `NIXL_TELEMETRY_SKIP_GO_RECEIVERS=1`.
+//! and without gzip, over https, the last push at exit); and sent on by its Prometheus
+//! remote-write exporter into Prometheus 3.16, the series keep the `prometheus` exporter's names
+//! and totals, `histogram_quantile` over the native histograms the exponential ones became is
+//! within the schema's bound, and with `resource_to_telemetry_conversion` a `hostname` resource
+//! attribute is the `hostname` label the dashboard and the rules group by. Without the Go-built
+//! programs these tests fail saying how to build them, unless
+//! `NIXL_TELEMETRY_SKIP_GO_RECEIVERS=1`.
 
 mod common;
 
 use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
+use nixl_telemetry_test_support::certs::{make_ca, server_certificate};
+use nixl_telemetry_test_support::otlp_json::proto_field_names;
 use nixl_telemetry_test_support::prometheus::label_names;
-use nixl_telemetry_test_support::receivers::collector::OtelCollector;
+use nixl_telemetry_test_support::receivers::collector::{self, OtelCollector};
 use nixl_telemetry_test_support::receivers::prometheus3::{self, Options};
 use nixl_telemetry_test_support::receivers::scratch;
 use nixl_telemetry_test_support::transfers::assert_quantiles;
@@ -21,7 +25,7 @@ use nixl_telemetry_test_support::transfers::assert_quantiles;
 fn exact_totals_through_the_collector(gzip: bool) {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let otelcol = OtelCollector::start(work.path(), None);
+    let otelcol = OtelCollector::start(work.path(), &collector::Options::default());
     push_recorded_once(&otelcol.endpoint(), gzip);
     let all = otelcol.wait_for(1);
     assert_eq!(all.len(), 1, "the last push only (the interval is 60 s)");
@@ -38,11 +42,36 @@ fn the_collector_receives_exact_totals_gzipped() {
     exact_totals_through_the_collector(true);
 }
 
+/// Over https: the Collector's receiver presents a certificate for 127.0.0.1 signed by a CA
+/// the test makes (`tls: cert_file, key_file`), which the exporter trusts
+/// (`OTEL_EXPORTER_OTLP_CERTIFICATE`): the same exact totals, gzipped.
+#[test]
+fn the_collector_receives_exact_totals_over_https() {
+    let Some(work) = scratch() else { return };
+    let _s = serial();
+    let dir = work.path();
+    let ca = make_ca(dir, "ca");
+    let (cert, key) = server_certificate(dir, "ca", "otelcol");
+    let otelcol = OtelCollector::start(
+        dir,
+        &collector::Options {
+            tls: Some((&cert, &key)),
+            ..Default::default()
+        },
+    );
+    assert!(otelcol.endpoint().starts_with("https://127.0.0.1:"));
+    std::env::set_var("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca);
+    push_recorded_once(&otelcol.endpoint(), true);
+    let all = otelcol.wait_for(1);
+    assert_eq!(all.len(), 1, "the last push only (the interval is 60 s)");
+    check_recorded(&proto_field_names(&all[0]));
+}
+
 #[test]
 fn the_collector_receives_the_exponential_histograms() {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let otelcol = OtelCollector::start(work.path(), None);
+    let otelcol = OtelCollector::start(work.path(), &collector::Options::default());
     let values = push_exponential(&otelcol.endpoint(), 3000);
     let all = otelcol.wait_for(1);
     check_exponential_request(&proto_field_names(all.last().unwrap()), &values);
@@ -58,7 +87,13 @@ fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_b
     let Some(work) = scratch() else { return };
     let _s = serial();
     let prom = prometheus3::start(work.path(), &Options::default());
-    let otelcol = OtelCollector::start(work.path(), Some(&prom.write_url()));
+    let otelcol = OtelCollector::start(
+        work.path(),
+        &collector::Options {
+            remote_write: Some(&prom.write_url()),
+            ..Default::default()
+        },
+    );
     let n = 6000;
     let mut values = push_exponential(&otelcol.endpoint(), n);
     let sel = "{agent_name=\"otlp-exp\"}";
@@ -123,4 +158,57 @@ fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_b
         });
     }
     assert!(!otelcol.log().contains("\terror\t"), "{}", otelcol.log());
+}
+
+/// The dashboard and the recording rules keep hosts apart by the `hostname` label, which series
+/// through the Collector's `prometheus_remote_write` exporter lack (the host is `target_info`'s
+/// `host_name`). With `resource_to_telemetry_conversion: enabled: true` every resource
+/// attribute becomes a label of every series: `host.name` as `host_name`, and a `hostname`
+/// resource attribute of the sender (`OTEL_RESOURCE_ATTRIBUTES=hostname=...`) as `hostname`,
+/// by which the per-node sums group.
+#[test]
+fn with_resource_to_telemetry_conversion_a_hostname_attribute_is_the_hostname_label() {
+    let Some(work) = scratch() else { return };
+    let _s = serial();
+    let prom = prometheus3::start(work.path(), &Options::default());
+    let otelcol = OtelCollector::start(
+        work.path(),
+        &collector::Options {
+            remote_write: Some(&prom.write_url()),
+            resource_to_telemetry: true,
+            ..Default::default()
+        },
+    );
+    std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", otelcol.endpoint());
+    std::env::set_var("OTEL_RESOURCE_ATTRIBUTES", "hostname=node-7");
+    let c = collector("otlp-host");
+    record(&c);
+    drop(c);
+    let tx = prom.wait_for_value("agent_tx_bytes_total{agent_name=\"otlp-host\"}", 5096.0);
+    assert_eq!(
+        label_names(&tx),
+        [
+            "__name__",
+            "agent_name",
+            "host_name",
+            "hostname",
+            "instance",
+            "job",
+            "otel_scope_name",
+            "otel_scope_version",
+            "process_pid",
+            "service_instance_id",
+            "service_name"
+        ]
+    );
+    let pid = std::process::id().to_string();
+    let host = tx["instance"].as_str().unwrap().split(':').next().unwrap();
+    assert_eq!(
+        (&tx["hostname"], &tx["host_name"], &tx["process_pid"]),
+        (&"node-7".into(), &host.into(), &pid.into())
+    );
+    assert_eq!(
+        prom.by_label("hostname", "sum by (hostname) (agent_tx_bytes_total)"),
+        Some(vec![("node-7".to_owned(), 5096.0)])
+    );
 }

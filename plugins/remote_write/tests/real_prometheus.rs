@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nixl_telemetry_test_support::prometheus::{label_names, openssl, poll, Prometheus, Secure};
+use nixl_telemetry_test_support::certs::{make_ca, server_certificate};
+use nixl_telemetry_test_support::prometheus::{label_names, poll, Prometheus, Secure};
 use nixl_telemetry_test_support::{built_plugins, child, free_port};
 
 const ROLE: &str = "RW_TEST_ROLE";
@@ -560,86 +561,20 @@ fn job_totals_arrive(prom: &Prometheus, mut job: Proc, agent: &str) -> String {
     err
 }
 
-/// Makes a CA (`name`.crt/.key) with `openssl`.
-fn make_ca(dir: &Path, name: &str) -> PathBuf {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            &format!("/CN={name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    dir.join(format!("{name}.crt"))
-}
-
 #[test]
 fn https_with_basic_auth_succeeds_with_the_right_files_and_warns_once_otherwise() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
     let ca = make_ca(dir, "ca");
     let other_ca = make_ca(dir, "other-ca");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ],
-    );
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-out",
-            "server.crt",
-            "-extfile",
-            "ext.cnf",
-        ],
-    );
+    let (cert, key) = server_certificate(dir, "ca", "server");
     let web = dir.join("web.yml");
     std::fs::write(
         &web,
         format!(
             "tls_server_config:\n  cert_file: {}\n  key_file: {}\nbasic_auth_users:\n  nixl: '{PASSWORD_HASH}'\n",
-            dir.join("server.crt").display(),
-            dir.join("server.key").display()
+            cert.display(),
+            key.display()
         ),
     )
     .unwrap();
