@@ -315,7 +315,7 @@ pub fn inline_paths(code: &str) -> Vec<Vec<String>> {
                 || bytes[i - 1] == b':');
         let head = ["crate::", "super::", "self::"]
             .into_iter()
-            .find(|h| starts_word && code[i..].starts_with(h));
+            .find(|h| starts_word && bytes[i..].starts_with(h.as_bytes()));
         let Some(_) = head else {
             i += 1;
             continue;

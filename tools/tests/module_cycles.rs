@@ -55,6 +55,20 @@ fn a_cycle_through_a_use_and_a_path_is_found_and_named() {
     assert!(cycles[0].contains("b.rs uses crate::a"), "{cycles:?}");
 }
 
+/// Code with characters of several bytes (a char literal, outside comments and strings) is read
+/// as well.
+#[test]
+fn a_cycle_is_found_past_a_character_of_several_bytes() {
+    let (_dir, modules) = crate_of(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "const DOTS: char = '…';\nuse crate::b::thing;\n"),
+        ("b.rs", "pub fn f() { let _ = '…'; crate::a::other(); }\n"),
+    ]);
+    let cycles = modules.cycles();
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(cycles[0].contains("b.rs uses crate::a"), "{cycles:?}");
+}
+
 #[test]
 fn a_cycle_through_a_reexport_inside_a_folder_is_found() {
     // The shape the plug-in loader had: loader uses nixl_cpp, and nixl_cpp reaches the
