@@ -111,6 +111,8 @@ const NOT_SETTINGS: &[&str] = &[
     "NIXL_TELEMETRY_BLESS",
     "NIXL_TELEMETRY_REQUIRE_TMUX",
     "NIXL_TELEMETRY_REQUIRE_PYDATA",
+    // Skips the tests of the Go-built receivers (test-support/src/receivers/mod.rs).
+    "NIXL_TELEMETRY_SKIP_GO_RECEIVERS",
     // Not a variable: the symbol that marks a build with the test hooks (src/lib.rs), which
     // c-api/tests/install.rs looks for in an installed library.
     "NIXL_TELEMETRY_TEST_UTIL",
