@@ -22,26 +22,26 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// A self-signed certificate `name`.crt/.key, exactly as the user made it.
 fn self_signed(dir: &Path, name: &str, cn: &str, san: &str) {
-    openssl(
+    request(
         dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            &format!("/CN={cn}"),
-            "-addext",
-            &format!("subjectAltName={san}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-        ],
+        "-x509",
+        name,
+        cn,
+        &["-addext", &format!("subjectAltName={san}")],
     );
+}
+
+/// `openssl req <kind>` (`-x509`: a self-signed certificate `name`.crt, `-new`: a signing
+/// request `name`.csr) for subject `/CN=cn`, a new key `name`.key, and `extra` arguments.
+fn request(dir: &Path, kind: &str, name: &str, cn: &str, extra: &[&str]) {
+    let out = format!("{name}.{}", if kind == "-x509" { "crt" } else { "csr" });
+    let (key, subject) = (format!("{name}.key"), format!("/CN={cn}"));
+    let mut args = vec![
+        "req", kind, "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", &subject, "-keyout",
+        &key, "-out", &out,
+    ];
+    args.extend(extra);
+    openssl(dir, &args);
 }
 
 /// A TLS server on 127.0.0.1 answering every request with 204 and recording the request
@@ -224,60 +224,11 @@ fn a_certificate_without_a_subject_alt_name_is_refused_with_advice() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
     let requests = Arc::new(Mutex::new(Vec::new()));
-    // Self-signed, as `openssl req -x509` makes it without -addext.
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "bare.key",
-            "-out",
-            "bare.crt",
-        ],
-    );
-    // Signed by a CA, CA:FALSE, no subjectAltName.
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=test CA",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-new",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            "leaf.key",
-            "-out",
-            "leaf.csr",
-        ],
-    );
+    // Self-signed, as `openssl req -x509` makes it without -addext; and signed by a CA,
+    // CA:FALSE, with no subjectAltName.
+    request(dir, "-x509", "bare", "localhost", &[]);
+    request(dir, "-x509", "ca", "test CA", &[]);
+    request(dir, "-new", "leaf", "localhost", &[]);
     std::fs::write(dir.join("leaf.ext"), "basicConstraints=CA:FALSE\n").unwrap();
     openssl(
         dir,
