@@ -24,7 +24,7 @@ usage: scripts/install.sh [--prefix DIR] [--libdir DIR] [--release | --debug] [-
                           [--no-build] [--strip | --no-strip]
 
 Builds the shipped packages (release profile by default) and installs under the prefix:
-  bin/nixl-telemetry                      the command-line reader (read, stats, top, demo, fpm)
+  bin/nixl-telemetry                      the command (read, stats, top, demo, fpm, serve, config)
   lib/libnixl_telemetry.so.VERSION        the shared library (SONAME libnixl_telemetry.so.0),
   lib/libnixl_telemetry.so.0 -> ...       with the usual links
   lib/libnixl_telemetry.so   -> ...so.0

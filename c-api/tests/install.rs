@@ -33,6 +33,33 @@ fn help_describes_the_options_and_the_layout() {
         !text.contains("set -euo"),
         "prints help, not the script: {text}"
     );
+    // The command's line names every subcommand the built command lists.
+    let profile = nixl_telemetry_test_support::built_plugins(&[]);
+    let out = Command::new(profile.join("nixl-telemetry"))
+        .arg("--help")
+        .output()
+        .expect("run `cargo build --workspace` first");
+    let help = String::from_utf8(out.stdout).unwrap();
+    let commands: Vec<&str> = help
+        .split_once("Commands:\n")
+        .expect("a Commands: section")
+        .1
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 7, "{help}");
+    let bin = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("bin/nixl-telemetry "))
+        .unwrap();
+    for c in &commands {
+        assert!(
+            bin.split([' ', '(', ')', ',']).any(|w| w == *c),
+            "install.sh --help does not name `{c}`: {bin}"
+        );
+    }
     let out = Command::new("bash")
         .arg(install_sh())
         .arg("--bogus")

@@ -2,13 +2,14 @@
 //! (`docs/SUMMARY.md` included) names a file or directory that exists, and a link with an
 //! anchor into a Markdown file (`page.md#section`, or `#section` in the same page) names one of
 //! that file's headings, by the anchor rule GitHub and mdBook share. Every page under `docs/` is
-//! listed in `docs/SUMMARY.md`, so the book shows it.
+//! listed in `docs/SUMMARY.md`, so the book shows it. The exporter overview and the
+//! introduction name every exporter plug-in the workspace ships.
 //!
 //! Links are read the way Markdown reads them: nothing inside a fenced code block or a code
 //! span is a link; a destination may be written `<...>` and may carry a title. Links with a
 //! scheme (`https:`, `mailto:`) are not checked.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use nixl_telemetry_tools::files_with_extension;
@@ -278,6 +279,65 @@ fn every_relative_link_of_the_readme_and_the_book_resolves() {
     );
     let broken = broken_links(root, &pages);
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The shipped exporter plug-ins, by plug-in name: the workspace's default members under
+/// `plugins/`, each its library's name without `telemetry_exporter_`.
+fn shipped_exporters(root: &Path) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("default-members = ["))
+        .expect("default-members in Cargo.toml");
+    members
+        .split('"')
+        .filter_map(|m| m.strip_prefix("plugins/"))
+        .map(|dir| {
+            let plugin =
+                std::fs::read_to_string(root.join("plugins").join(dir).join("Cargo.toml")).unwrap();
+            let lib = plugin.split_once("[lib]").expect("a [lib] section").1;
+            let name = lib
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("name = \""))
+                .and_then(|n| n.strip_suffix('"'))
+                .expect("the library's name");
+            name.strip_prefix("telemetry_exporter_").unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// The names in `libtelemetry_exporter_{a,b}.so` on `page`.
+fn shipped_on(page: &str) -> BTreeSet<String> {
+    let (_, rest) = page
+        .split_once("libtelemetry_exporter_{")
+        .expect("a libtelemetry_exporter_{...}.so list");
+    let (list, _) = rest.split_once("}.so").unwrap();
+    list.split(',').map(|n| n.trim().to_owned()).collect()
+}
+
+/// The exporter overview's table has a row for every shipped exporter plug-in, and the overview
+/// and the introduction list the same shipped libraries as the workspace builds.
+#[test]
+fn the_overview_and_the_introduction_name_every_shipped_exporter() {
+    let root = nixl_telemetry_tools::root();
+    let shipped = shipped_exporters(root);
+    assert!(
+        shipped.contains("remote_write") && shipped.len() >= 5,
+        "{shipped:?}"
+    );
+    let overview = std::fs::read_to_string(root.join("docs/exporters/README.md")).unwrap();
+    for name in &shipped {
+        assert!(
+            overview
+                .lines()
+                .any(|l| l.starts_with(&format!("| `{name}` |"))),
+            "docs/exporters/README.md has no row for {name}"
+        );
+    }
+    for page in ["docs/exporters/README.md", "docs/introduction.md"] {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        assert_eq!(shipped_on(&text), shipped, "{page}");
+    }
 }
 
 #[test]

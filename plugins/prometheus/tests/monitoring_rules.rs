@@ -124,6 +124,27 @@ fn check_rules(promtool: impl Fn(&[&str]) -> (bool, String)) {
     assert!(printed.contains("SUCCESS"), "{printed}");
 }
 
+/// The number of rules the page says `promtool check rules` counts is the rules file's.
+#[test]
+fn the_page_counts_the_rules_of_the_file() {
+    let rules = read(&bundle().join(RULES));
+    let count = entries(&rules, "record").len() + entries(&rules, "alert").len();
+    let doc = read(&bundle().join(DOC));
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with("promtool check rules "))
+        .unwrap_or_else(|| panic!("{DOC} has no `promtool check rules` line"));
+    let said: usize = line
+        .split_once("counts ")
+        .and_then(|(_, n)| n.strip_suffix(" rules"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{DOC}: no \"counts N rules\" in {line:?}"));
+    assert_eq!(
+        said, count,
+        "{DOC} says {said} rules, the rules file has {count}"
+    );
+}
+
 #[test]
 fn the_rules_read_only_series_that_are_exposed_or_recorded() {
     let rules = read(&bundle().join(RULES));
