@@ -57,16 +57,20 @@ fn serve_pushes_exact_totals_and_its_resource_into_the_collector_at_exit() {
             ..Default::default()
         },
     );
+    // Each rank's bytes sent and transfer time (µs), one transfer each.
+    let ranks = [(1000, 30), (2000, 60)];
     let dir = work.path().join("mp");
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-    let writers: Vec<_> = (0..2u64)
-        .map(|r| {
+    let writers: Vec<_> = ranks
+        .iter()
+        .zip(0..)
+        .map(|(&(bytes, time), rank)| {
             let events = [
-                Event::new(EventType::AgentTxBytes, 1000 * (r + 1)),
+                Event::new(EventType::AgentTxBytes, bytes),
                 Event::new(EventType::AgentTxRequestsNum, 1),
-                Event::new(EventType::AgentXferTime, 30 * (r + 1)),
+                Event::new(EventType::AgentXferTime, time),
             ];
-            rank_store(&dir, "ranked", r, WorkloadLabels::none(), false, &events)
+            rank_store(&dir, "ranked", rank, WorkloadLabels::none(), false, &events)
         })
         .collect();
     let serve = Sidecar::start(
@@ -112,6 +116,7 @@ fn serve_pushes_exact_totals_and_its_resource_into_the_collector_at_exit() {
     let tx = points(&r, "agent_tx_bytes_total");
     assert_eq!(tx.len(), 2, "{tx:?}");
     let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+    // Rank 0's 500 bytes more came after the sidecar started.
     for (rank, ((attrs, point), value)) in tx.iter().zip([1500, 2000]).enumerate() {
         assert_eq!(int(&point["as_int"]), value, "rank {rank}");
         // Both stores are agents `ranked` of this process: the second is instance 1.
@@ -129,9 +134,9 @@ fn serve_pushes_exact_totals_and_its_resource_into_the_collector_at_exit() {
     let requests = points(&r, "agent_tx_requests_num_total");
     assert!(requests.iter().all(|(_, p)| int(&p["as_int"]) == 1));
     let times = points(&r, "agent_xfer_time_us");
-    for (rank, ((_, point), sum)) in times.iter().zip([30.0, 60.0]).enumerate() {
+    for (rank, ((_, point), (_, time))) in times.iter().zip(ranks).enumerate() {
         assert_eq!(int(&point["count"]), 1, "rank {rank}");
-        assert_eq!(point["sum"].as_f64(), Some(sum), "rank {rank}");
+        assert_eq!(point["sum"].as_f64(), Some(time as f64), "rank {rank}");
     }
     // The sidecar's own counters: its one push says it exits.
     let exits = points(&r, "nixl_telemetry_push_exits_total");

@@ -12,6 +12,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::*;
 use nixl_telemetry_series::native::{bucket_width_bound, DEFAULT_SCHEMA};
 use nixl_telemetry_test_support::certs::{make_ca, server_certificate};
@@ -19,7 +21,7 @@ use nixl_telemetry_test_support::otlp_json::proto_field_names;
 use nixl_telemetry_test_support::prometheus::label_names;
 use nixl_telemetry_test_support::receivers::collector::{self, OtelCollector};
 use nixl_telemetry_test_support::receivers::prometheus3::{self, Options};
-use nixl_telemetry_test_support::receivers::scratch;
+use nixl_telemetry_test_support::receivers::{scratch, QueryServer};
 use nixl_telemetry_test_support::transfers::assert_quantiles;
 
 fn exact_totals_through_the_collector(gzip: bool) {
@@ -77,6 +79,21 @@ fn the_collector_receives_the_exponential_histograms() {
     check_exponential_request(&proto_field_names(all.last().unwrap()), &values);
 }
 
+/// A Prometheus 3.16 and, in front of it, a Collector sending on every metric it receives by
+/// remote write, with `resource_to_telemetry_conversion` as `resource_to_telemetry` says.
+fn into_prometheus3(work: &Path, resource_to_telemetry: bool) -> (QueryServer, OtelCollector) {
+    let prom = prometheus3::start(work, &Options::default());
+    let otelcol = OtelCollector::start(
+        work,
+        &collector::Options {
+            remote_write: Some(&prom.write_url()),
+            resource_to_telemetry,
+            ..Default::default()
+        },
+    );
+    (prom, otelcol)
+}
+
 /// Through the Collector's `prometheus_remote_write` exporter (default settings) into Prometheus
 /// 3.16: the same names as the `prometheus` exporter's, exact totals, the resource's
 /// `service.name` and `service.instance.id` as `job` and `instance` (its other attributes in
@@ -86,14 +103,7 @@ fn the_collector_receives_the_exponential_histograms() {
 fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_bound() {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let prom = prometheus3::start(work.path(), &Options::default());
-    let otelcol = OtelCollector::start(
-        work.path(),
-        &collector::Options {
-            remote_write: Some(&prom.write_url()),
-            ..Default::default()
-        },
-    );
+    let (prom, otelcol) = into_prometheus3(work.path(), false);
     let n = 6000;
     let mut values = push_exponential(&otelcol.endpoint(), n);
     let sel = "{agent_name=\"otlp-exp\"}";
@@ -170,15 +180,7 @@ fn through_the_collector_into_prometheus3_the_quantiles_are_within_the_schemas_b
 fn with_resource_to_telemetry_conversion_a_hostname_attribute_is_the_hostname_label() {
     let Some(work) = scratch() else { return };
     let _s = serial();
-    let prom = prometheus3::start(work.path(), &Options::default());
-    let otelcol = OtelCollector::start(
-        work.path(),
-        &collector::Options {
-            remote_write: Some(&prom.write_url()),
-            resource_to_telemetry: true,
-            ..Default::default()
-        },
-    );
+    let (prom, otelcol) = into_prometheus3(work.path(), true);
     std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", otelcol.endpoint());
     std::env::set_var("OTEL_RESOURCE_ATTRIBUTES", "hostname=node-7");
     let c = collector("otlp-host");
@@ -201,12 +203,14 @@ fn with_resource_to_telemetry_conversion_a_hostname_attribute_is_the_hostname_la
             "service_name"
         ]
     );
-    let pid = std::process::id().to_string();
-    let host = tx["instance"].as_str().unwrap().split(':').next().unwrap();
+    // The attribute given, and the sender's own host and pid: those of its `instance`.
+    assert_eq!(tx["hostname"], "node-7");
+    let label = |name: &str| tx[name].as_str().unwrap_or_default();
     assert_eq!(
-        (&tx["hostname"], &tx["host_name"], &tx["process_pid"]),
-        (&"node-7".into(), &host.into(), &pid.into())
+        label("instance"),
+        format!("{}:{}", label("host_name"), label("process_pid"))
     );
+    assert_eq!(tx["process_pid"], std::process::id().to_string());
     assert_eq!(
         prom.by_label("hostname", "sum by (hostname) (agent_tx_bytes_total)"),
         Some(vec![("node-7".to_owned(), 5096.0)])

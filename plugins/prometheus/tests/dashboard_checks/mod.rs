@@ -131,6 +131,41 @@ pub fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-12)
 }
 
+/// The result of `e` on `server` at `at` (keyed), checked, as `what`, against the same query
+/// with its node-total branch disabled (`pid="-"`: the per-rank series alone): not empty, the
+/// same series, the same values.
+fn as_the_ranks_give(what: &str, server: &PromQl, e: &str, at: f64) -> Vec<(String, f64)> {
+    let got = keyed(
+        server
+            .vector_at(e, at)
+            .unwrap_or_else(|| panic!("{what}: {e}")),
+    );
+    let ranks_only = e.replace(r#"pid="""#, r#"pid="-""#);
+    let truth = keyed(server.vector_at(&ranks_only, at).unwrap());
+    assert!(!got.is_empty(), "{what}: no result for {e}");
+    alike(&format!("{what}, the ranks give\n{e}"), &got, &truth, 1e-9);
+    got
+}
+
+/// `got` and `want` (keyed results) have the same series, with values within `rel` of each
+/// other (checked as `what`).
+fn alike(what: &str, got: &[(String, f64)], want: &[(String, f64)], rel: f64) {
+    let keys = |v: &[(String, f64)]| v.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+    assert_eq!(keys(got), keys(want), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(close(g.1, w.1, rel), "{what}: {g:?} vs {w:?}");
+    }
+}
+
+/// `e` gives nothing on `server` at `at` (checked as `what`): a query of series the server does
+/// not keep, never a wrong value.
+fn nothing(what: &str, server: &PromQl, e: &str, at: f64) {
+    let got = server
+        .vector_at(e, at)
+        .unwrap_or_else(|| panic!("{what}: {e}"));
+    assert!(got.is_empty(), "{what}: {got:?}\n{e}");
+}
+
 /// The choices of variables every panel is checked with: all at All, and one host and rank.
 const CHOICES: [&[(&str, &str)]; 2] = [&[], &[("$hostname", "node-a"), ("$local_rank", "1")]];
 
@@ -154,54 +189,20 @@ pub fn every_panel_gives_the_ranks_totals(plain: &PromQl, summed: &PromQl) {
         for chosen in CHOICES {
             for (title, expr) in panel_expressions(&d) {
                 let e = expand_with(&expr, chosen);
+                let what = format!("{server}, {title}, {chosen:?}");
                 if native_only(&e) {
-                    // These servers have no native histograms: nothing, never a wrong value.
-                    let got = prom.vector_at(&e, at).unwrap_or_else(|| panic!("{e}"));
-                    assert!(got.is_empty(), "{server}, {title}: {got:?}");
+                    // These servers have no native histograms.
+                    nothing(&what, prom, &e, at);
                     continue;
                 }
-                let got = keyed(prom.vector_at(&e, at).unwrap_or_else(|| panic!("{e}")));
-                // The node-total branch disabled: the per-rank series alone.
-                let ranks_only = e.replace(r#"pid="""#, r#"pid="-""#);
-                let truth = keyed(prom.vector_at(&ranks_only, at).unwrap());
-                assert!(
-                    !got.is_empty(),
-                    "{server}, {title}, {chosen:?}: no result for {e}"
-                );
-                assert_eq!(
-                    got.iter().map(|g| &g.0).collect::<Vec<_>>(),
-                    truth.iter().map(|t| &t.0).collect::<Vec<_>>(),
-                    "{server}, {title}: {e}"
-                );
-                for (g, t) in got.iter().zip(&truth) {
-                    assert!(
-                        close(g.1, t.1, 1e-9),
-                        "{server}, {title}, {chosen:?}: {} is {}, the ranks give {}\n{e}",
-                        g.0,
-                        g.1,
-                        t.1
-                    );
-                }
+                let got = as_the_ranks_give(&what, prom, &e, at);
                 if server == "without node totals" {
                     plain_results.push(got);
                 } else {
                     // The same panels on the other server (scraped at other instants): the
                     // same series, and rates within a few percent (doubling would be 2x).
                     let plain = plain_results.remove(0);
-                    assert_eq!(
-                        got.iter().map(|g| &g.0).collect::<Vec<_>>(),
-                        plain.iter().map(|p| &p.0).collect::<Vec<_>>(),
-                        "{title}: {e}"
-                    );
-                    for (g, p) in got.iter().zip(&plain) {
-                        assert!(
-                            close(g.1, p.1, 0.2),
-                            "{title}, {}: {} vs {}\n{e}",
-                            g.0,
-                            g.1,
-                            p.1
-                        );
-                    }
+                    alike(&format!("{what}, the other server\n{e}"), &got, &plain, 0.2);
                 }
             }
         }
@@ -230,17 +231,7 @@ fn known_totals(server: &str, prom: &PromQl, at: f64) {
     // The same instant computed from the per-rank series: the panel must give exactly that.
     let reference = |promql: &str| keyed(prom.vector_at(promql, at).unwrap());
     let same = |panel: Vec<(String, f64)>, reference: Vec<(String, f64)>| {
-        assert_eq!(
-            panel.len(),
-            reference.len(),
-            "{server}: {panel:?} vs {reference:?}"
-        );
-        for (p, r) in panel.iter().zip(&reference) {
-            assert!(
-                p.0 == r.0 && close(p.1, r.1, 1e-9),
-                "{server}: {p:?} vs {r:?}"
-            );
-        }
+        alike(server, &panel, &reference, 1e-9);
     };
     // Exact: node-a registered 4096 + 8192 and deregistered 2 x 1024; node-b 12288 + 16384
     // and 2 x 1024.
@@ -327,29 +318,16 @@ pub fn every_panel_gives_the_ranks_native_histograms(native: &PromQl) {
     for chosen in CHOICES {
         for (title, expr) in panel_expressions(&d) {
             let mut e = expand_with(&expr, chosen);
+            let what = format!("native, {title}, {chosen:?}");
             if classic_only(&e) {
-                let got = native.vector_at(&e, at).unwrap_or_else(|| panic!("{e}"));
-                assert!(got.is_empty(), "native, {title}: {got:?}");
+                nothing(&what, native, &e, at);
                 continue;
             }
             if native_only(&e) && !e.starts_with("histogram_") {
                 // A heatmap's query is one histogram: its count is compared.
                 e = format!("histogram_count({e})");
             }
-            let got = keyed(native.vector_at(&e, at).unwrap_or_else(|| panic!("{e}")));
-            let ranks_only = e.replace(r#"pid="""#, r#"pid="-""#);
-            let truth = keyed(native.vector_at(&ranks_only, at).unwrap());
-            assert!(
-                !got.is_empty(),
-                "native, {title}, {chosen:?}: no result for {e}"
-            );
-            assert_eq!(got.len(), truth.len(), "native, {title}: {e}");
-            for (g, t) in got.iter().zip(&truth) {
-                assert!(
-                    g.0 == t.0 && close(g.1, t.1, 1e-9),
-                    "native, {title}, {chosen:?}: {g:?}, the ranks give {t:?}\n{e}"
-                );
-            }
+            as_the_ranks_give(&what, native, &e, at);
         }
     }
     let bound = nixl_telemetry_series::native::bucket_width_bound(
