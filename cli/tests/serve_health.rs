@@ -21,13 +21,26 @@ use nixl_telemetry_test_support::prometheus::poll;
 use nixl_telemetry_test_support::receiver::{Answer, Receiver};
 use serde_json::Value;
 
-/// A store directory under `work` with one live rank.
-fn store_dir(work: &Path) -> (std::path::PathBuf, StoreWriter) {
-    let dir = work.join("mp");
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-    let events = [Event::new(EventType::AgentTxBytes, 1000)];
-    let w = rank_store(&dir, "r", 0, WorkloadLabels::none(), false, &events);
-    (dir, w)
+/// A store directory with one live rank, removed on drop.
+struct Node {
+    _work: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    _rank: StoreWriter,
+}
+
+impl Node {
+    fn new() -> Node {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("mp");
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        let events = [Event::new(EventType::AgentTxBytes, 1000)];
+        let rank = rank_store(&dir, "r", 0, WorkloadLabels::none(), false, &events);
+        Node {
+            _work: work,
+            dir,
+            _rank: rank,
+        }
+    }
 }
 
 /// `serve` on a free loopback scrape port with `args`: a port taken by another process between
@@ -64,6 +77,13 @@ fn ready_becomes(serve: &Sidecar, status: u16) -> Value {
     doc
 }
 
+/// The receiver comes back: ready again, then `serve` stops cleanly.
+fn back_then_stop(rx: &Receiver, serve: Sidecar) {
+    rx.come_back();
+    ready_becomes(&serve, 200);
+    serve.stop();
+}
+
 /// The push loop `name`'s object in a health answer.
 fn push_of<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["push"]
@@ -77,8 +97,7 @@ fn push_of<'a>(doc: &'a Value, name: &str) -> &'a Value {
 /// gone by without an accepted push.
 #[test]
 fn push_only_readiness_follows_a_receiver_that_is_down_and_comes_back() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, _rank) = store_dir(work.path());
+    let node = Node::new();
     let rx = Receiver::start(Answer::Status(204, String::new()));
     rx.go_down();
     let url = rx.url("/api/v1/write");
@@ -89,7 +108,7 @@ fn push_only_readiness_follows_a_receiver_that_is_down_and_comes_back() {
         "--push-interval-ms",
         "200",
     ];
-    let serve = Sidecar::start(&dir, &args, &[]);
+    let serve = Sidecar::start(&node.dir, &args, &[]);
     assert!(
         serve.first_line.starts_with("pushing ") && serve.address().ip().is_loopback(),
         "{}",
@@ -129,10 +148,7 @@ fn push_only_readiness_follows_a_receiver_that_is_down_and_comes_back() {
         "the age of the last accepted push: {down}"
     );
     assert!(rw["successes"].as_u64().unwrap() >= 1, "{down}");
-
-    rx.come_back();
-    ready_becomes(&serve, 200);
-    serve.stop();
+    back_then_stop(&rx, serve);
 }
 
 /// `serve` with its scrape port pushing OTLP, two intervals as the bound
@@ -140,12 +156,11 @@ fn push_only_readiness_follows_a_receiver_that_is_down_and_comes_back() {
 /// they are not, ready again when the receiver is back; the scrape page is served throughout.
 #[test]
 fn serve_readiness_follows_its_pushes_on_the_scrape_port() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, _rank) = store_dir(work.path());
+    let node = Node::new();
     let rx = Receiver::start(Answer::Status(200, String::new()));
     let url = rx.url("/v1/metrics");
     let serve = serving(
-        &dir,
+        &node.dir,
         &[
             "--otlp",
             &url,
@@ -176,18 +191,15 @@ fn serve_readiness_follows_its_pushes_on_the_scrape_port() {
             >= 0.4
     );
     assert_eq!(probe(serve.address(), "/metrics").unwrap().0, 200);
-    rx.come_back();
-    ready_becomes(&serve, 200);
-    serve.stop();
+    back_then_stop(&rx, serve);
 }
 
 /// `serve`'s scrape endpoint under an idle-connection flood from 40 source addresses: every
 /// `/metrics` and `/health` request is answered (test-support's `flood`).
 #[test]
 fn every_request_is_answered_under_an_idle_flood_from_many_addresses() {
-    let work = tempfile::tempdir().unwrap();
-    let (dir, _rank) = store_dir(work.path());
-    let serve = serving(&dir, &[]);
+    let node = Node::new();
+    let serve = serving(&node.dir, &[]);
     let report = requests_under_flood(serve.address(), 120);
     assert!(report.failures.is_empty(), "{report:#?}");
     serve.stop();

@@ -1,55 +1,17 @@
 //! An idle-connection flood from many loopback source addresses ([`IdleFlood`]), and the
 //! legitimate requests made beside it ([`request_from`]), for the scrape endpoints' tests: a
-//! client socket bound to `127.0.0.N` before it connects stands for another host, so one test
-//! plays clients at many addresses on 127.0.0.0/8.
+//! client socket bound to `127.0.0.N` before it connects ([`crate::sockets::connect_from`])
+//! stands for another host, so one test plays clients at many addresses on 127.0.0.0/8.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::fd::FromRawFd;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// A TCP connection to `addr` (IPv4) from the local address `from`.
-pub fn connect_from(from: Ipv4Addr, addr: SocketAddr) -> io::Result<TcpStream> {
-    let SocketAddr::V4(to) = addr else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "an IPv4 address",
-        ));
-    };
-    let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(ip).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    let (local, remote) = (sockaddr(from, 0), sockaddr(*to.ip(), to.port()));
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: socket(2) takes integers; the descriptor it returns is owned by the TcpStream
-    // made from it below (or closed here on failure).
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is ours; both addresses are initialised sockaddr_in values of `len` bytes.
-    let ok = unsafe {
-        libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) == 0
-            && libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) == 0
-    };
-    if !ok {
-        let e = io::Error::last_os_error();
-        // SAFETY: closing the descriptor this function opened and nothing else owns.
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
-    // SAFETY: `fd` is an open, connected TCP socket that nothing else owns.
-    Ok(unsafe { TcpStream::from_raw_fd(fd) })
-}
+use crate::sockets::{connect_from, reset_on_close};
 
 /// `GET path` from `from` to `addr`, sent `pause` after connecting (as a client descheduled on
 /// a loaded machine sends it), the whole reply read within `patience`: the status, or why
@@ -87,29 +49,6 @@ pub fn request_from(
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("no status in {head:?}"))?;
     Ok((status, body.to_owned()))
-}
-
-/// Makes closing `c` reset the connection (`SO_LINGER` 0) instead of leaving it in TIME_WAIT
-/// for a minute: a flood's hundred thousand connections would otherwise hold the ephemeral
-/// ports of their source addresses, and a test binding `0.0.0.0` to a port found free on
-/// 127.0.0.1 would then find it taken.
-fn reset_on_close(c: &TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt(2) reads `size_of::<linger>()` bytes from `&linger`, alive for the
-    // call, on the descriptor `c` holds open.
-    unsafe {
-        libc::setsockopt(
-            c.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
 }
 
 /// What [`requests_under_flood`] saw.
@@ -177,7 +116,7 @@ impl IdleFlood {
                     while !stop.load(Ordering::Relaxed) {
                         let Some(&source) = from.next() else { return };
                         if let Ok(c) = connect_from(source, addr) {
-                            reset_on_close(&c);
+                            let _ = reset_on_close(&c);
                             connects.fetch_add(1, Ordering::Relaxed);
                             held.push_back(c);
                             if held.len() > hold {

@@ -1,8 +1,9 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
 //! and plug-ins, a free loopback port, polling until a condition holds ([`poll_for`]), the C
 //! ABI's last-error message, certificates for https ([`certs`]), a test run again in a child
-//! process ([`child`]), forked children ([`forked`]) and a scrape with a chosen `Accept` header
-//! ([`scrape`]), the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
+//! process ([`child`]), forked children ([`forked`]), a scrape with a chosen `Accept` header
+//! ([`scrape`]), an idle-connection flood and the requests made beside it ([`flood`]) on raw
+//! sockets ([`sockets`]), the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
 //! VictoriaMetrics ([`receivers`]), OTLP requests as JSON ([`otlp_json`]), and the dashboard's
 //! and recording rules' queries ([`monitoring`]). It depends on `nixl-telemetry` (with its
 //! `test-util` hooks) as an ordinary library, so an integration test links one copy of it and
@@ -22,6 +23,7 @@ pub mod promql;
 pub mod receiver;
 pub mod receivers;
 pub mod scrape;
+pub mod sockets;
 pub mod transfers;
 
 use nixl_telemetry_base::sync::LockUnpoisoned;

@@ -7,11 +7,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::sockets::reuseport_socket;
 
 /// How the receiver answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,50 +74,6 @@ struct Serving {
     listener: Arc<TcpListener>,
     stopping: Arc<AtomicBool>,
     thread: JoinHandle<()>,
-}
-
-/// A TCP socket with `SO_REUSEPORT` bound to 127.0.0.1:`port` (0: a free one), listening or
-/// not.
-fn reuseport_socket(port: u16, listen: bool) -> std::io::Result<OwnedFd> {
-    let last = || std::io::Error::last_os_error();
-    // SAFETY: socket(2) takes integers; the descriptor is owned by the OwnedFd made at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(last());
-    }
-    // SAFETY: `fd` was just opened and nothing else owns it.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    let addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: setsockopt reads one c_int from `&one`, bind reads `addr` (a sockaddr_in of the
-    // given size), listen takes integers; all on `fd`, open for the calls.
-    let ok = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_REUSEPORT,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-            && libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            ) == 0
-            && (!listen || libc::listen(fd.as_raw_fd(), 128) == 0)
-    };
-    if ok {
-        Ok(fd)
-    } else {
-        Err(last())
-    }
 }
 
 impl Receiver {
