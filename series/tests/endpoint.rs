@@ -395,8 +395,13 @@ fn agent(name: &str) -> Arc<AgentSeries> {
     Arc::new(AgentSeries::new(name, "h", Buckets::default()))
 }
 
+/// A loopback address on a port reserved for this test process (test-support's `free_port`),
+/// for the tests that check the port is bound and then free again.
 fn free_port() -> SocketAddr {
-    TcpListener::bind(loopback()).unwrap().local_addr().unwrap()
+    SocketAddr::from((
+        Ipv4Addr::LOCALHOST,
+        nixl_telemetry_test_support::free_port(),
+    ))
 }
 
 #[test]
@@ -639,10 +644,11 @@ fn health_probes_answer_200_or_503_with_a_json_body() {
 #[test]
 fn the_shared_endpoint_answers_protobuf_when_asked_and_native_histograms_are_on() {
     let _g = SERIAL.lock_unpoisoned();
-    let addr = free_port();
     let native =
         AgentSeries::new("n", "h", Buckets::default()).with_native_histograms(true, 3, 160);
-    let a = ENDPOINT.join(addr, Arc::new(native)).unwrap();
+    // Port 0: the endpoint binds a port of the kernel's choosing and reports it.
+    let a = ENDPOINT.join(loopback(), Arc::new(native)).unwrap();
+    let addr = ENDPOINT.local_addr().unwrap();
     a.apply(&[Event::new(EventType::AgentXferTime, 100)]);
     let ask = |accept: &str| {
         exchange(
