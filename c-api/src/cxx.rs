@@ -17,7 +17,7 @@ use nixl_telemetry_base::settings::process_settings;
 /// underlying integers (`nixl_status_t` is an `int`-sized unscoped enum, the event type a
 /// `uint32_t` scoped enum). NIXL aborts for any other status; this one logs an error and
 /// returns `AGENT_ERR_UNKNOWN` (15), so a stray status never takes the process down.
-#[export_name = "_Z31nixlTelemetryEventTypeForStatus13nixl_status_t"]
+#[unsafe(export_name = "_Z31nixlTelemetryEventTypeForStatus13nixl_status_t")]
 pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
     const UNKNOWN: u32 = EventType::AgentErrUnknown as u32;
     boundary::catch("nixlTelemetryEventTypeForStatus", UNKNOWN, || {
@@ -41,13 +41,13 @@ pub extern "C" fn nixl_telemetry_cxx_event_type_for_status(status: i32) -> u32 {
 /// its telemetry core. This library has `BUFFER` and `NOP` built in and chooses them itself,
 /// so it returns NULL, which NIXL's manager takes as "no such static plug-in" (it logs its
 /// INFO line and registers nothing).
-#[export_name = "_Z24createStaticBUFFERPluginv"]
+#[unsafe(export_name = "_Z24createStaticBUFFERPluginv")]
 pub extern "C" fn nixl_telemetry_cxx_create_static_buffer_plugin() -> *mut std::ffi::c_void {
     std::ptr::null_mut()
 }
 
 /// `nixlTelemetryPlugin *createStaticNOPPlugin()`: as the BUFFER one, NULL.
-#[export_name = "_Z21createStaticNOPPluginv"]
+#[unsafe(export_name = "_Z21createStaticNOPPluginv")]
 pub extern "C" fn nixl_telemetry_cxx_create_static_nop_plugin() -> *mut std::ffi::c_void {
     std::ptr::null_mut()
 }

@@ -55,7 +55,7 @@ unsafe fn trace<'a>(function: &str, t: *const nixl_telemetry_fpm_trace_t) -> Res
 ///
 /// # Safety
 /// The strings are NULL or NUL-terminated; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_open(
     namespace: *const c_char,
     component: *const c_char,
@@ -86,7 +86,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_open(
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `bytes` is NULL or readable for `len` bytes.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record_msgpack(
     t: *const nixl_telemetry_fpm_trace_t,
     bytes: *const u8,
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record_msgpack(
 /// # Safety
 /// `t` is NULL or a live handle; `payload` is NULL or points to a payload whose `worker_id` is
 /// NULL or NUL-terminated.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record(
     t: *const nixl_telemetry_fpm_trace_t,
     payload: *const nixl_telemetry_fpm_payload_t,
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_record(
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_get_stats(
     t: *const nixl_telemetry_fpm_trace_t,
     out: *mut FpmStats,
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_get_stats(
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_flush(
     t: *const nixl_telemetry_fpm_trace_t,
 ) -> nixl_telemetry_status_t {
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn nixl_telemetry_fpm_trace_flush(
 /// # Safety
 /// `t` is NULL or a handle from `nixl_telemetry_fpm_trace_open` not yet closed, with no call on
 /// it in progress.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_fpm_trace_close(t: *mut nixl_telemetry_fpm_trace_t) {
     boundary::catch("nixl_telemetry_fpm_trace_close", (), || {
         // SAFETY: the caller's contract is release's.

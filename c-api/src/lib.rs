@@ -45,5 +45,5 @@ pub use types::*;
 /// functions, which a C library never exports, so this symbol is how `tests/install.rs` sees in
 /// an installed `libnixl_telemetry.so` that it was built without them.
 #[cfg(feature = "test-util")]
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub static NIXL_TELEMETRY_TEST_UTIL: u8 = 1;

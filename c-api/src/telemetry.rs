@@ -59,7 +59,7 @@ fn recorded_status(r: Recorded) -> nixl_telemetry_status_t {
 ///
 /// # Safety
 /// `agent_name` is NULL or a NUL-terminated string; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_create(
     agent_name: *const c_char,
     capture_telemetry: bool,
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn nixl_telemetry_create(
 /// `agent_name` is NULL or a NUL-terminated string; `options` is NULL or readable for the
 /// `struct_size` bytes it declares, with its string fields NULL or NUL-terminated; `out` is
 /// NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_create_with_options(
     agent_name: *const c_char,
     options: *const nixl_telemetry_options_t,
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn nixl_telemetry_create_with_options(
 ///
 /// # Safety
 /// `t` is NULL or a handle from `nixl_telemetry_create` not yet destroyed.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_destroy(t: *mut nixl_telemetry_t) {
     boundary::catch("nixl_telemetry_destroy", (), || {
         // SAFETY: the caller's contract is release's.
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn nixl_telemetry_destroy(t: *mut nixl_telemetry_t) {
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_update_data(
     t: *mut nixl_telemetry_t,
     event_type: u32,
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn nixl_telemetry_update_data(
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_update_error(
     t: *mut nixl_telemetry_t,
     nixl_status: i32,
@@ -204,7 +204,7 @@ pub unsafe extern "C" fn nixl_telemetry_update_error(
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_add_xfer_stats(
     t: *mut nixl_telemetry_t,
     xfer_time_us: u64,
@@ -290,7 +290,7 @@ unsafe extern "C" fn add_xfer_stats_guarded(
 ///
 /// # Safety
 /// `t` is NULL or a live handle.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_flush(t: *mut nixl_telemetry_t) -> nixl_telemetry_status_t {
     const FUNCTION: &str = "nixl_telemetry_flush";
     entry(FUNCTION, || {
@@ -304,7 +304,7 @@ pub unsafe extern "C" fn nixl_telemetry_flush(t: *mut nixl_telemetry_t) -> nixl_
 ///
 /// # Safety
 /// `t` is NULL or a live handle; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_get_stats(
     t: *const nixl_telemetry_t,
     out: *mut CollectorStats,
@@ -321,7 +321,7 @@ pub unsafe extern "C" fn nixl_telemetry_get_stats(
 
 /// The name of event type `event_type` (`agent_tx_bytes`, ...), or NULL for an unknown type.
 /// The string is static: never free it.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn nixl_telemetry_event_name(event_type: u32) -> *const c_char {
     EventType::c_name_of(event_type).map_or(std::ptr::null(), |name| name.as_ptr())
 }
@@ -334,7 +334,7 @@ pub extern "C" fn nixl_telemetry_event_name(event_type: u32) -> *const c_char {
 ///
 /// # Safety
 /// `buf` is NULL or writable for `len` bytes.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_last_error(buf: *mut c_char, len: usize) -> usize {
     // SAFETY: the caller's contract is copy_last_error's.
     boundary::catch("nixl_telemetry_last_error", 0, || unsafe {
@@ -349,7 +349,7 @@ pub unsafe extern "C" fn nixl_telemetry_last_error(buf: *mut c_char, len: usize)
 ///
 /// # Safety
 /// `cb` is NULL or a function valid for the rest of the process (or until replaced).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_set_log_callback(
     cb: nixl_telemetry_log_fn_t,
     user_data: *mut c_void,
@@ -367,7 +367,7 @@ pub unsafe extern "C" fn nixl_telemetry_set_log_callback(
 ///
 /// # Safety
 /// `dir` is NULL or a NUL-terminated string.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_add_plugin_dir(
     dir: *const c_char,
 ) -> nixl_telemetry_status_t {
@@ -390,7 +390,7 @@ pub unsafe extern "C" fn nixl_telemetry_add_plugin_dir(
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_open(
     path: *const c_char,
     out: *mut *mut nixl_telemetry_ring_t,
@@ -422,7 +422,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_open(
 ///
 /// # Safety
 /// `r` is NULL or a live reader; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_pop(
     r: *mut nixl_telemetry_ring_t,
     out: *mut Event,
@@ -453,7 +453,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_pop(
 ///
 /// # Safety
 /// `r` is NULL or a live reader.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_check(
     r: *const nixl_telemetry_ring_t,
 ) -> nixl_telemetry_status_t {
@@ -484,7 +484,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_check(
 ///
 /// # Safety
 /// `r` is NULL or a live reader; `out` is NULL or writable.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_lost(
     r: *const nixl_telemetry_ring_t,
     out: *mut u64,
@@ -516,7 +516,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_lost(
 ///
 /// # Safety
 /// `r` is NULL or a live reader.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_capacity(r: *const nixl_telemetry_ring_t) -> u64 {
     boundary::catch("nixl_telemetry_ring_capacity", 0, || {
         // SAFETY: the caller's contract: NULL or a live reader.
@@ -529,7 +529,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_capacity(r: *const nixl_telemetry_r
 ///
 /// # Safety
 /// `r` is NULL or a live reader.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_version(r: *const nixl_telemetry_ring_t) -> i32 {
     boundary::catch("nixl_telemetry_ring_version", 0, || {
         // SAFETY: the caller's contract: NULL or a live reader.
@@ -541,7 +541,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_version(r: *const nixl_telemetry_ri
 ///
 /// # Safety
 /// `r` is NULL or a live reader.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_len(r: *const nixl_telemetry_ring_t) -> u64 {
     boundary::catch("nixl_telemetry_ring_len", 0, || {
         // SAFETY: the caller's contract: NULL or a live reader.
@@ -553,7 +553,7 @@ pub unsafe extern "C" fn nixl_telemetry_ring_len(r: *const nixl_telemetry_ring_t
 ///
 /// # Safety
 /// `r` is NULL or a reader from `nixl_telemetry_ring_open` not yet closed.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_ring_close(r: *mut nixl_telemetry_ring_t) {
     boundary::catch("nixl_telemetry_ring_close", (), || {
         // SAFETY: the caller's contract is release's.

@@ -43,7 +43,7 @@ extern "C" {
 }
 
 /// The bridge ABI version (`NIXL_TELEMETRY_CPP_BRIDGE_ABI`).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn nixl_telemetry_cpp_bridge_abi() -> u32 {
     // SAFETY: takes no arguments and cannot fail.
     unsafe { nixl_telemetry_cpp_bridge_abi_impl() }
@@ -55,7 +55,7 @@ pub extern "C" fn nixl_telemetry_cpp_bridge_abi() -> u32 {
 /// As `nixl_telemetry_cpp_bridge_inspect` in `include/nixl_telemetry_cpp_bridge.h`: `plugin`
 /// is what a version-2 plug-in's `nixl_telemetry_plugin_init` returned, and each buffer is
 /// NULL or writable for its length.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_inspect(
     plugin: *const c_void,
     name: *mut c_char,
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_inspect(
 /// # Safety
 /// As `nixl_telemetry_cpp_bridge_create`: `plugin` passed `inspect`, `agent_name` is a
 /// NUL-terminated string, `state` is writable and `error` NULL or writable for `error_len`.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_create(
     plugin: *const c_void,
     agent_name: *const c_char,
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_create(
 /// # Safety
 /// As `nixl_telemetry_cpp_bridge_export`: `state` came from `create` and is used by one thread
 /// at a time; `events` points to `count` records (or is NULL with `count` 0).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_export(
     state: *mut c_void,
     events: *const c_void,
@@ -127,7 +127,7 @@ pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_export(
 ///
 /// # Safety
 /// `state` came from `create` and is not used again.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nixl_telemetry_cpp_bridge_destroy(state: *mut c_void) {
     // SAFETY: the caller's guarantees are the C++ function's contract.
     unsafe { nixl_telemetry_cpp_bridge_destroy_impl(state) }

@@ -47,14 +47,14 @@ extern "C" {
 
 /// NIXL's entry point: this adapter's `nixlTelemetryPlugin` object, or NULL (after an error on
 /// the log) when the plug-in it presents cannot be opened.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn nixl_telemetry_plugin_init() -> *mut c_void {
     // SAFETY: the services are static; the C++ function catches every exception.
     unsafe { nixl_telemetry_nixl_adapter_init_impl(&SERVICES) }
 }
 
 /// NIXL's unload hook: nothing to release (the plug-in behind the adapter stays loaded).
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn nixl_telemetry_plugin_fini() {}
 
 /// Checks the plug-in at `path` as this library's loader does before it opens one

@@ -215,7 +215,7 @@ fn install_host_log(f: nixl_telemetry_plugin_log_fn_t) {
 macro_rules! export_telemetry_plugin {
     ($ty:ty) => {
         /// The plug-in entry point: returns the static version-3 descriptor.
-        #[no_mangle]
+        #[unsafe(no_mangle)]
         pub extern "C" fn nixl_telemetry_plugin_init(
         ) -> *const $crate::plugin::abi::nixl_telemetry_plugin_desc_t {
             static DESCRIPTOR: $crate::plugin::abi::nixl_telemetry_plugin_desc_t =
