@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | 0 | 8 | magic `NIXLMPS1` (written last, with release ordering) |
 //! | 8 | 4 | schema version (1) |
-//! | 12 | 4 | slot count (21, one per event type) |
+//! | 12 | 4 | slot count (21, one per event type of NIXL's merged sources) |
 //! | 16 | 8 | pid (i64) |
 //! | 24 | 8 | last update, `CLOCK_MONOTONIC` ns |
 //! | 32 | 8 | instance (per-process exporter counter) |
@@ -19,6 +19,16 @@
 //! | 920 | 168 | gauges, u64\[21\] |
 //! | 1088 | 5544 | per-bucket (not cumulative) histogram counts, u64\[21\]\[33\]; index `bucket count` is the overflow (`+Inf`) bucket |
 //! | 6632 | 168 | histogram sums, u64\[21\] |
+//!
+//! # Event types without a slot
+//!
+//! The store has a slot for each event type of NIXL's merged sources (0..20). The stalled
+//! transfer of NIXL's open pull request #2047 (`agent_err_xfer_stalled`, 21) has none, and the
+//! layout stays NIXL's (6,800 bytes: NIXL's reader keeps reading our stores, ours NIXL's), so the
+//! writer counts it in `agent_err_unknown`'s slot ([`slot_of`]): every reader of the store,
+//! NIXL's included, counts it as an error, under `status="unknown"`, which is also what a process
+//! records when `NIXL_TELEMETRY_XFER_STALLED_EVENT` is unset; a node page has no
+//! `status="xfer_stalled"` series.
 //!
 //! # The workload-labels extension (ours)
 //!
@@ -53,7 +63,7 @@
 //! | 12 | 4 | 0 (reserved) |
 //! | 16 | 4 | histogram count (u32): 4 |
 //! | 20 | 4 | buckets per histogram at most (u32): 160 |
-//! | 24 | 8 | sequence (u64): odd while the writer updates the histograms |
+//! | 24 | 8 | sequence (u64): odd while the writer updates the histograms (the publication sequence's value, below) |
 //! | 32 | 4 x 1,328 | the histograms of `agent_xfer_time_us`, `agent_xfer_post_time_us`, `agent_tx_request_size_bytes`, `agent_rx_request_size_bytes` (the series engine's `NATIVE_EVENTS`), each: |
 //! | +0 | 8 | schema (i64), from 3 down to -4 |
 //! | +8 | 8 | index of the first held bucket (i64) |
@@ -65,21 +75,43 @@
 //!
 //! Its header (everything but the sequence and the histograms) is written before the store is
 //! published and never changed. The histograms change at every flush that observes a transfer,
-//! as one update of the four under the sequence (a seqlock, the series engine's scheme for its
-//! batches): the writer makes the sequence odd, writes the words, makes it even again; a reader
-//! takes the sequence (acquire), reads the words, and keeps what it read only when the sequence
-//! was even and is unchanged afterwards (an acquire fence before the second load), so it never
-//! keeps a torn histogram, nor histograms of different updates. Every word is written and read
-//! atomically, as the counters are. The 160-bucket bound (the histograms lower their schema
-//! rather than hold more) is what makes the size fixed.
+//! inside the flush's publication (below); the extension's own sequence takes the publication
+//! sequence's values, so that a reader of an earlier version, which reads the histograms under
+//! this sequence alone, still never keeps a torn one. Every word is written and read atomically,
+//! as the counters are. The 160-bucket bound (the histograms lower their schema rather than hold
+//! more) is what makes the size fixed.
+//!
+//! # The publication extension (ours)
+//!
+//! Every store our writer creates ends with a last extension, 24 bytes at the next multiple of
+//! 8 after the others (6,800 when there is none):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `NIXLSEQ1` |
+//! | 8 | 4 | length of the rest (u32): 8 |
+//! | 12 | 4 | 0 (reserved) |
+//! | 16 | 8 | the publication sequence (u64): odd while the writer publishes a flush |
+//!
+//! Each flush is published as one update under it (a seqlock, the series engine's scheme for its
+//! batches): the writer makes the sequence odd, writes every value the flush changed (counters,
+//! gauges, histogram buckets and sums, the heartbeat, the native histograms), makes it even
+//! again (release). A reader takes the sequence (acquire), reads the values, and keeps what it
+//! read only when the sequence was even and is unchanged afterwards (an acquire fence before
+//! the second load): it sees the store as it was before a flush or after it, never in between,
+//! for the classic values and the native histograms alike. It is last so that a reader of an
+//! earlier version, which stops at a magic it does not know, still finds the others.
 //!
 //! A reader walks the extensions from 6,800: each starts with its magic and the u32 length of
 //! the rest, and the next one starts at the end of the previous one rounded up to a multiple of
 //! 8. A magic it does not know ends the walk (the bytes after it are ignored). NIXL's reader
 //! maps only the first 6,800 bytes and reads such a store as any other; a store written with
-//! native histograms off has no such extension and is byte for byte what it was without it.
+//! native histograms off has no native-histograms extension. A native-histograms extension
+//! that is not of this shape costs the store its native histograms only (it is read without
+//! them); a labels extension that is not valid makes the store invalid (its series would lose
+//! the labels that tell them apart).
 
-use nixl_telemetry_base::event::EVENT_TYPE_COUNT;
+use nixl_telemetry_base::event::EventType;
 use nixl_telemetry_series::native::{NativeHistogram, DEFAULT_MAX_BUCKETS};
 use nixl_telemetry_series::{WorkloadLabels, NATIVE_EVENTS};
 
@@ -91,7 +123,8 @@ pub const STORE_WORDS: usize = STORE_SIZE / 8;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NIXLMPS1");
 /// The layout version this module describes.
 pub const SCHEMA_VERSION: u32 = 1;
-/// Slots per array: one per event type.
+/// Slots per array: one per event type of NIXL's merged sources (0..20, the dropped-events
+/// report last).
 pub const SLOT_COUNT: usize = 21;
 /// Largest number of finite bucket bounds a store holds.
 pub const MAX_BUCKETS: usize = 32;
@@ -136,7 +169,7 @@ pub const OFF_HIST_BUCKETS: usize = 1088;
 pub const OFF_HIST_SUMS: usize = 6632;
 
 const _: () = {
-    assert!(SLOT_COUNT == EVENT_TYPE_COUNT);
+    assert!(SLOT_COUNT == EventType::AgentTelemetryEventsDropped as usize + 1);
     assert!(OFF_HOSTNAME == OFF_AGENT_NAME + AGENT_NAME_LEN);
     assert!(OFF_LOCAL_RANK == OFF_HOSTNAME + HOSTNAME_LEN);
     assert!(OFF_BOUNDS == OFF_LOCAL_RANK + LOCAL_RANK_LEN);
@@ -178,10 +211,20 @@ pub const NATIVE_OFF_HISTOGRAMS: usize = 32;
 /// Bytes of the native-histograms extension (fixed).
 pub const NATIVE_EXTENSION_SIZE: usize =
     NATIVE_OFF_HISTOGRAMS + NATIVE_HISTOGRAM_COUNT * NATIVE_HISTOGRAM_BYTES;
-/// The most bytes a store file has: NIXL's, the largest labels extension, its padding, and the
-/// native-histograms extension.
-pub const MAX_FILE_SIZE: usize =
-    STORE_SIZE + LABELS_HEADER + MAX_LABEL_BYTES + 7 + NATIVE_EXTENSION_SIZE;
+/// The publication extension's magic, the bytes `NIXLSEQ1` read as a little-endian u64.
+pub const SEQUENCE_MAGIC: u64 = u64::from_le_bytes(*b"NIXLSEQ1");
+/// Offset, in the publication extension, of the publication sequence.
+pub const SEQUENCE_OFF_VALUE: usize = 16;
+/// Bytes of the publication extension.
+pub const SEQUENCE_EXTENSION_SIZE: usize = SEQUENCE_OFF_VALUE + 8;
+/// The most bytes a store file has: NIXL's, the largest labels extension, its padding, the
+/// native-histograms extension and the publication extension.
+pub const MAX_FILE_SIZE: usize = STORE_SIZE
+    + LABELS_HEADER
+    + MAX_LABEL_BYTES
+    + 7
+    + NATIVE_EXTENSION_SIZE
+    + SEQUENCE_EXTENSION_SIZE;
 
 const _: () = {
     assert!(NATIVE_EXTENSION_SIZE == 5344);
@@ -193,27 +236,50 @@ pub const fn native_word(slot: usize, word: usize) -> usize {
     NATIVE_OFF_HISTOGRAMS + slot * NATIVE_HISTOGRAM_BYTES + 8 * word
 }
 
-/// What a store's extensions hold: its workload labels, and where its native histograms are.
+/// What a store's extensions hold: its workload labels, where its native histograms and its
+/// publication sequence are, and why it has no native histograms when it has a native-histograms
+/// extension that is not of its shape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Extensions {
     /// The workload labels (none without a labels extension).
     pub labels: WorkloadLabels,
-    /// The file offset of the native-histograms extension, if the store has one.
+    /// The file offset of the native-histograms extension, if the store has one that is of its
+    /// shape.
     pub native: Option<usize>,
+    /// Why a native-histograms extension is not read (its header is not of its shape).
+    pub native_problem: Option<String>,
+    /// The file offset of the publication extension, if the store has one.
+    pub sequence: Option<usize>,
 }
 
 /// The extension bytes of a store (the bytes after [`OFF_LABELS`]): the labels extension for
 /// `labels` (none when there is no label), then, when `native` holds histograms, the padding
-/// and the native-histograms extension with them (sequence 0); and the file offset of the
-/// native-histograms extension. Empty without labels and native histograms.
+/// and the native-histograms extension with them (sequence 0), then the padding and the
+/// publication extension (sequence 0); and where they are (as [`decode_extensions`] finds
+/// them).
 pub fn encode_extensions(
     labels: &WorkloadLabels,
     native: Option<&[NativeHistogram; NATIVE_HISTOGRAM_COUNT]>,
-) -> (Vec<u8>, Option<usize>) {
+) -> (Vec<u8>, Extensions) {
     let mut out = encode_labels(labels);
-    let Some(native) = native else {
-        return (out, None);
+    let native_at = native.map(|native| encode_native(&mut out, native));
+    out.resize(out.len().next_multiple_of(8), 0);
+    let sequence_at = OFF_LABELS + out.len();
+    out.extend_from_slice(&SEQUENCE_MAGIC.to_ne_bytes());
+    out.extend_from_slice(&((SEQUENCE_EXTENSION_SIZE - LABELS_HEADER) as u32).to_ne_bytes());
+    out.extend_from_slice(&[0; 4 + 8]);
+    let placed = Extensions {
+        labels: labels.clone(),
+        native: native_at,
+        native_problem: None,
+        sequence: Some(sequence_at),
     };
+    (out, placed)
+}
+
+/// Appends the padding and the native-histograms extension holding `native` to `out` (the
+/// extension bytes so far); returns its file offset.
+fn encode_native(out: &mut Vec<u8>, native: &[NativeHistogram; NATIVE_HISTOGRAM_COUNT]) -> usize {
     out.resize(out.len().next_multiple_of(8), 0);
     let at = OFF_LABELS + out.len();
     let mut ext = vec![0u8; NATIVE_EXTENSION_SIZE];
@@ -237,7 +303,7 @@ pub fn encode_extensions(
         }
     }
     out.extend_from_slice(&ext);
-    (out, Some(at))
+    at
 }
 
 /// The words of a stored native histogram, from its first (the schema) to its last bucket
@@ -290,8 +356,11 @@ pub fn decode_native_histogram(
 }
 
 /// Walks the extensions of a store (`tail`: the bytes of the file after [`OFF_LABELS`]): its
-/// labels, and where its native histograms are; an error saying why when an extension it knows
-/// is truncated or malformed.
+/// labels, where its native histograms and its publication sequence are; an error saying why
+/// when its labels extension is truncated or malformed. A native-histograms extension that is
+/// not of its shape is noted ([`Extensions::native_problem`]) and the walk goes on after it
+/// when its length is the extension's; a publication extension that is not of its shape, or
+/// anything else, ends the walk.
 pub fn decode_extensions(tail: &[u8]) -> Result<Extensions, String> {
     let mut out = Extensions::default();
     let mut at = 0usize;
@@ -299,30 +368,41 @@ pub fn decode_extensions(tail: &[u8]) -> Result<Extensions, String> {
         tail.get(i..i + 8)
             .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
     };
+    let fits = |at: usize, size: usize| tail.len() >= at + size;
     while let Some(magic) = word(at) {
-        let len = word(at + 8).map_or(u64::MAX, |h| h & 0xffff_ffff) as usize;
+        let header = word(at + 8).unwrap_or(u64::MAX);
+        let (len, reserved) = ((header & 0xffff_ffff) as usize, header >> 32);
         match magic {
             LABELS_MAGIC if at == 0 => {
                 out.labels = decode_labels(&tail[at..])?;
                 at += LABELS_HEADER + len;
             }
-            NATIVE_MAGIC if out.native.is_none() => {
+            NATIVE_MAGIC if out.native.is_none() && out.native_problem.is_none() => {
                 let shape = word(at + NATIVE_OFF_SHAPE).unwrap_or(0);
                 let expected =
                     (NATIVE_HISTOGRAM_COUNT as u64) | ((NATIVE_MAX_BUCKETS as u64) << 32);
-                if len != NATIVE_EXTENSION_SIZE - LABELS_HEADER
-                    || word(at + 8).map(|h| h >> 32) != Some(0)
-                    || shape != expected
-                    || tail.len() < at + NATIVE_EXTENSION_SIZE
-                {
-                    return Err(
-                        "its native-histograms extension is truncated or of another \
-                                shape"
-                            .into(),
+                let sized = len == NATIVE_EXTENSION_SIZE - LABELS_HEADER;
+                if sized && reserved == 0 && shape == expected && fits(at, NATIVE_EXTENSION_SIZE) {
+                    out.native = Some(OFF_LABELS + at);
+                } else {
+                    out.native_problem = Some(
+                        "its native-histograms extension is truncated or of another shape".into(),
                     );
+                    if !sized {
+                        break;
+                    }
                 }
-                out.native = Some(OFF_LABELS + at);
                 at += NATIVE_EXTENSION_SIZE;
+            }
+            SEQUENCE_MAGIC if out.sequence.is_none() => {
+                if len != SEQUENCE_EXTENSION_SIZE - LABELS_HEADER
+                    || reserved != 0
+                    || !fits(at, SEQUENCE_EXTENSION_SIZE)
+                {
+                    break;
+                }
+                out.sequence = Some(OFF_LABELS + at);
+                at += SEQUENCE_EXTENSION_SIZE;
             }
             _ => break,
         }
@@ -382,6 +462,19 @@ pub fn decode_labels(tail: &[u8]) -> Result<WorkloadLabels, String> {
         pairs.push((text(pair[0])?, text(pair[1])?));
     }
     WorkloadLabels::from_pairs(pairs).map_err(|e| format!("its workload labels are invalid: {e}"))
+}
+
+/// The slot events of numeric type `event_type` are counted in: their own for NIXL's event types,
+/// `agent_err_unknown`'s for `agent_err_xfer_stalled` (see "Event types without a slot" above),
+/// `None` for a type this library does not know.
+pub const fn slot_of(event_type: u32) -> Option<usize> {
+    if (event_type as usize) < SLOT_COUNT {
+        Some(event_type as usize)
+    } else if event_type == EventType::AgentErrXferStalled as u32 {
+        Some(EventType::AgentErrUnknown as usize)
+    } else {
+        None
+    }
 }
 
 /// Offset of `counters[slot]`.
@@ -544,16 +637,21 @@ mod tests {
         );
         let labels = WorkloadLabels::from_pairs(vec![("team".into(), "abc".into())]).unwrap();
         for labels in [WorkloadLabels::none(), labels] {
-            let (bytes, at) = encode_extensions(&labels, Some(&hs));
-            let at = at.unwrap();
+            let (bytes, placed) = encode_extensions(&labels, Some(&hs));
+            let at = placed.native.unwrap();
             let labels_len = encode_labels(&labels).len();
-            // After the labels, at a multiple of 8, always the same size.
+            // After the labels, at a multiple of 8, always the same size; the publication
+            // extension last.
             assert_eq!(at, OFF_LABELS + labels_len.next_multiple_of(8));
             assert_eq!(at % 8, 0);
-            assert_eq!(bytes.len() + OFF_LABELS, at + NATIVE_EXTENSION_SIZE);
+            let sequence = at + NATIVE_EXTENSION_SIZE;
+            assert_eq!(placed.sequence, Some(sequence));
+            assert_eq!(bytes.len() + OFF_LABELS, sequence + SEQUENCE_EXTENSION_SIZE);
             assert!(OFF_LABELS + bytes.len() <= MAX_FILE_SIZE);
             assert_eq!(&bytes[at - OFF_LABELS..][..8], b"NIXLNHS1");
+            assert_eq!(&bytes[sequence - OFF_LABELS..][..8], b"NIXLSEQ1");
             let ext = decode_extensions(&bytes).unwrap();
+            assert_eq!(ext, placed);
             assert_eq!((ext.labels, ext.native), (labels.clone(), Some(at)));
             let word = |off: usize| {
                 let i = at - OFF_LABELS + off;
@@ -564,32 +662,46 @@ mod tests {
                 assert_eq!(decode_native_histogram(word, slot).as_ref(), Ok(h));
             }
         }
-        // Native histograms off: the labels extension alone, or nothing.
-        assert_eq!(
-            encode_extensions(&WorkloadLabels::none(), None),
-            (vec![], None)
-        );
+        // Native histograms off: the publication extension alone, at 6,800.
+        let (bytes, placed) = encode_extensions(&WorkloadLabels::none(), None);
+        assert_eq!(bytes.len(), SEQUENCE_EXTENSION_SIZE);
+        assert_eq!(&bytes[..8], b"NIXLSEQ1");
+        assert_eq!((placed.native, placed.sequence), (None, Some(OFF_LABELS)));
+        assert_eq!(decode_extensions(&bytes).unwrap(), placed);
         assert_eq!(decode_extensions(&[]).unwrap(), Extensions::default());
     }
 
     #[test]
     fn a_native_extension_of_another_shape_is_refused_and_unknown_bytes_are_ignored() {
         let hs = histograms(&[&[5], &[6], &[7], &[8]]);
-        let (bytes, _) = encode_extensions(&WorkloadLabels::none(), Some(&hs));
-        assert!(decode_extensions(&bytes[..bytes.len() - 8]).is_err());
+        let (bytes, placed) = encode_extensions(&WorkloadLabels::none(), Some(&hs));
+        let native_only = &bytes[..NATIVE_EXTENSION_SIZE];
+        // Truncated, or of another shape: no native histograms, with why; the publication
+        // extension after one of the right length is still found.
         let mut other = bytes.clone();
         other[NATIVE_OFF_SHAPE + 4] = 100; // another bucket bound
-        assert!(decode_extensions(&other).is_err());
-        // Bytes after the extension that are not one we know are ignored.
+        for (bad, sequence) in [
+            (&native_only[..NATIVE_EXTENSION_SIZE - 8], None),
+            (&other[..], placed.sequence),
+        ] {
+            let ext = decode_extensions(bad).unwrap();
+            assert_eq!((ext.native, ext.sequence), (None, sequence));
+            assert!(ext.native_problem.unwrap().contains("another shape"));
+        }
+        // Bytes after the extensions that are not one we know are ignored.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0xff; 24]);
-        assert_eq!(decode_extensions(&longer).unwrap().native, Some(OFF_LABELS));
+        assert_eq!(decode_extensions(&longer).unwrap(), placed);
+        assert_eq!(
+            decode_extensions(native_only).unwrap().native,
+            Some(OFF_LABELS)
+        );
         // A histogram whose words are not one: more buckets than the bound, a count that is
-        // not its buckets', a schema out of range.
-        for (word, value) in [(2, 161), (4, 99), (0, 9)] {
+        // not its buckets', a schema out of range, a first bucket no value can be in.
+        for (word, value) in [(2, 161), (4, 99), (0, 9), (1, i32::MAX as u64 - 1)] {
             let mut bad = bytes.clone();
             let off = native_word(1, word);
-            bad[off..off + 8].copy_from_slice(&(value as u64).to_ne_bytes());
+            bad[off..off + 8].copy_from_slice(&value.to_ne_bytes());
             let read = |off: usize| u64::from_ne_bytes(bad[off..off + 8].try_into().unwrap());
             assert!(decode_native_histogram(read, 1).is_err(), "word {word}");
             assert!(decode_native_histogram(read, 0).is_ok());

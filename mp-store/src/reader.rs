@@ -3,6 +3,13 @@
 //! the series engine's [`AgentSnapshot`] so the shared encoders can expose it; the workload
 //! labels and the native histograms, when the file has their extensions ([`crate::layout`]),
 //! with it.
+//!
+//! A store of ours is read between two of its writer's publications (its publication
+//! sequence, [`crate::layout`]): the values of one moment, before or after a flush, never
+//! part of each. A read that meets a publication at every one of [`READ_ATTEMPTS`] tries
+//! serves the last values this reader kept of the store, or, when it has none,
+//! [`ReadOutcome::InUpdate`]. A native part that is not valid costs the store its native
+//! histograms only ([`StoreView::native_problem`]).
 
 use std::fs::File;
 use std::io;
@@ -13,6 +20,7 @@ use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 use nixl_telemetry_base::fault_guard::{self, FaultGuard};
+use nixl_telemetry_base::sync::LockUnpoisoned;
 use nixl_telemetry_series::native::NativeHistogram;
 use nixl_telemetry_series::{
     AgentSnapshot, Buckets, HistogramSnapshot, WorkloadLabels, HISTOGRAM_EVENTS,
@@ -33,6 +41,10 @@ pub struct StoreView {
     pub local_rank: String,
     /// The values, with the agent name and host name.
     pub snapshot: AgentSnapshot,
+    /// Why the store is read without its native histograms although it has a native part
+    /// (that part is not valid): its other series are served, and the reason is worth one
+    /// warning.
+    pub native_problem: Option<String>,
 }
 
 /// What a store file holds.
@@ -48,6 +60,12 @@ pub enum ReadOutcome {
         /// True when the reason is not worth a warning.
         quiet: bool,
     },
+    /// A store of ours whose writer was publishing at each of [`READ_ATTEMPTS`] tries, read by
+    /// a reader that kept no earlier values of it: what the store held then, without its
+    /// native histograms, possibly part of one flush and part of the next. Its writer is either
+    /// alive (in the middle of a publication: serve nothing of it this time) or died in the
+    /// middle of one (what it left is final).
+    InUpdate(Box<StoreView>),
 }
 
 fn invalid(reason: String) -> ReadOutcome {
@@ -73,9 +91,9 @@ pub fn read_file(file: &File, len: u64) -> io::Result<ReadOutcome> {
     }
 }
 
-/// How many times a read of the native histograms tries to find the writer between two
-/// updates (each try after the first yields the processor) before the read goes without them.
-pub const NATIVE_READ_ATTEMPTS: usize = 100;
+/// How many times a read tries to find the writer between two publications (each try after
+/// the first yields the processor) before it gives up (see [`ReadOutcome::InUpdate`]).
+pub const READ_ATTEMPTS: usize = 100;
 
 /// A store file mapped once and read at every scrape (the store scan keeps one per file
 /// between scrapes: no open, map and unmap per scrape); its extensions' headers, written
@@ -92,6 +110,18 @@ pub struct OpenStore {
     len: u64,
     /// The extensions, once read.
     extensions: std::sync::OnceLock<Result<Extensions, String>>,
+    /// The last copy read between two publications (served when a later read meets a
+    /// publication at every try), and a spare one to copy into.
+    copies: std::sync::Mutex<Copies>,
+}
+
+/// An [`OpenStore`]'s copies of its store's values.
+#[derive(Default)]
+struct Copies {
+    /// The last one read between two publications.
+    last: Option<Copied>,
+    /// One to copy into (the last but one), so a read allocates none.
+    spare: Option<Copied>,
 }
 
 impl OpenStore {
@@ -112,6 +142,7 @@ impl OpenStore {
             map,
             len,
             extensions: std::sync::OnceLock::new(),
+            copies: std::sync::Mutex::new(Copies::default()),
         }))
     }
 
@@ -124,71 +155,138 @@ impl OpenStore {
                 "it was truncated while it was read",
             )
         };
-        if self.guard.faulted() {
-            return Err(truncated());
-        }
-        let outcome = decode(&self.words());
-        if self.guard.faulted() {
-            return Err(truncated());
-        }
-        let ReadOutcome::Valid(mut view) = outcome else {
-            return Ok(outcome);
+        let published = self.len > STORE_SIZE as u64 && self.words().u64_at(OFF_MAGIC) == MAGIC;
+        let outcome = match published {
+            // NIXL's layout alone (NIXL's stores), or not a store: no extension to read.
+            false => decode(&self.words()),
+            true => match self.extensions(file)? {
+                Err(reason) => invalid(reason.clone()),
+                Ok(extensions) => match extensions.sequence {
+                    Some(at) => self.read_published(extensions, at),
+                    None => self.read_unpublished(extensions),
+                },
+            },
         };
-        if self.len > STORE_SIZE as u64 {
-            let extensions = match self.extensions.get() {
-                Some(extensions) => extensions,
-                None => {
-                    let tail_len = (self.len.min(MAX_FILE_SIZE as u64)) as usize - STORE_SIZE;
-                    let mut tail = vec![0u8; tail_len];
-                    file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
-                    self.extensions.get_or_init(|| decode_extensions(&tail))
-                }
-            };
-            let extensions = match extensions {
-                Ok(extensions) => extensions,
-                Err(reason) => return Ok(invalid(reason.clone())),
-            };
-            view.snapshot.labels = extensions.labels.clone();
-            if let Some(at) = extensions.native {
-                let native = self.read_native(at);
-                if self.guard.faulted() {
-                    return Err(truncated());
-                }
-                match native {
-                    Ok(native) => view.snapshot.native = native,
-                    Err(reason) => return Ok(invalid(reason)),
-                }
-            }
+        if self.guard.faulted() {
+            return Err(truncated());
         }
-        Ok(ReadOutcome::Valid(view))
+        Ok(outcome)
     }
 
-    /// The native histograms of the extension at file offset `at`, read between two updates
-    /// of the writer (see [`crate::layout`]): `None` when the writer was updating them at each
-    /// of [`NATIVE_READ_ATTEMPTS`] tries (never a torn histogram); an error when a read
-    /// between two updates finds words that are not histograms.
-    pub fn read_native(&self, at: usize) -> Result<Option<Box<[NativeHistogram; 4]>>, String> {
-        let word = |off: usize, order: Ordering| self.ext_word(at + off, order);
-        for attempt in 0..NATIVE_READ_ATTEMPTS {
+    /// The store's extensions, read once (they are written before the store is published and
+    /// never changed).
+    fn extensions(&self, file: &File) -> io::Result<&Result<Extensions, String>> {
+        if let Some(extensions) = self.extensions.get() {
+            return Ok(extensions);
+        }
+        let tail_len = (self.len.min(MAX_FILE_SIZE as u64)) as usize - STORE_SIZE;
+        let mut tail = vec![0u8; tail_len];
+        file.read_exact_at(&mut tail, OFF_LABELS as u64)?;
+        Ok(self.extensions.get_or_init(|| decode_extensions(&tail)))
+    }
+
+    /// A store with a publication extension at file offset `at`: its values copied between two
+    /// publications (the sequence even and unchanged around the copy), then decoded; after
+    /// [`READ_ATTEMPTS`] tries that each met a publication, the last copy this reader kept, or,
+    /// with none, what the last try copied ([`ReadOutcome::InUpdate`]).
+    fn read_published(&self, extensions: &Extensions, at: usize) -> ReadOutcome {
+        let sequence = |order| self.ext_word(at + SEQUENCE_OFF_VALUE, order);
+        let native = extensions.native.is_some();
+        let spare = self.copies.lock_unpoisoned().spare.take();
+        let mut copy = spare.unwrap_or_else(|| Copied::new(native));
+        let consistent = (0..READ_ATTEMPTS).any(|attempt| {
             if attempt > 0 {
                 std::thread::yield_now();
             }
-            let before = word(NATIVE_OFF_SEQUENCE, Ordering::Acquire);
-            if before & 1 == 1 {
-                continue;
-            }
-            let read: [Result<NativeHistogram, String>; NATIVE_HISTOGRAM_COUNT] =
-                std::array::from_fn(|slot| {
-                    decode_native_histogram(|off| word(off, Ordering::Relaxed), slot)
-                });
+            let before = sequence(Ordering::Acquire);
+            self.copy(&mut copy, extensions.native);
             fence(Ordering::Acquire);
-            if word(NATIVE_OFF_SEQUENCE, Ordering::Relaxed) != before {
-                continue;
-            }
-            let [a, b, c, d] = read;
-            return Ok(Some(Box::new([a?, b?, c?, d?])));
+            before & 1 == 0 && sequence(Ordering::Relaxed) == before
+        });
+        let mut copies = self.copies.lock_unpoisoned();
+        if consistent {
+            copies.spare = copies.last.replace(copy);
+        } else if copies.last.is_none() {
+            return match decode(&copy) {
+                ReadOutcome::Valid(mut view) => {
+                    view.snapshot.labels = extensions.labels.clone();
+                    ReadOutcome::InUpdate(view)
+                }
+                not_valid => not_valid,
+            };
         }
-        Ok(None)
+        let kept = copies
+            .last
+            .as_ref()
+            .expect("a copy read between two publications");
+        let mut view = match decode(kept) {
+            ReadOutcome::Valid(view) => view,
+            not_valid => return not_valid,
+        };
+        let native = extensions.native.map(|_| kept.histograms());
+        with_extensions(&mut view, extensions, native);
+        ReadOutcome::Valid(view)
+    }
+
+    /// A store of ours of an earlier version (no publication extension): its classic values as
+    /// they are, its native histograms copied under the native-histograms extension's own
+    /// sequence, without them when the writer was updating them at every try.
+    fn read_unpublished(&self, extensions: &Extensions) -> ReadOutcome {
+        let mut view = match decode(&self.words()) {
+            ReadOutcome::Valid(view) => view,
+            not_valid => return not_valid,
+        };
+        let mut copy = Copied::new(true);
+        let native = extensions.native.and_then(|at| {
+            let sequence = |order| self.ext_word(at + NATIVE_OFF_SEQUENCE, order);
+            (0..READ_ATTEMPTS).find_map(|attempt| {
+                if attempt > 0 {
+                    std::thread::yield_now();
+                }
+                let before = sequence(Ordering::Acquire);
+                self.copy(&mut copy, Some(at));
+                fence(Ordering::Acquire);
+                (before & 1 == 0 && sequence(Ordering::Relaxed) == before)
+                    .then(|| copy.histograms())
+            })
+        });
+        match native {
+            None if extensions.native.is_some() => {
+                view.snapshot.labels = extensions.labels.clone();
+            }
+            native => with_extensions(&mut view, extensions, native),
+        }
+        ReadOutcome::Valid(view)
+    }
+
+    /// Copies into `copy` (relaxed loads) the words of NIXL's layout a decode reads (the
+    /// header, the counters and gauges, the histograms' buckets and sums) and, when `native`
+    /// (the file offset of the native-histograms extension) is given, each native histogram's
+    /// words up to its last held bucket.
+    fn copy(&self, copy: &mut Copied, native: Option<usize>) {
+        let words = self.words();
+        let mut take = |from: usize, to: usize| {
+            for off in (from..to).step_by(8) {
+                copy.words[off / 8] = words.u64_at(off);
+            }
+        };
+        take(OFF_MAGIC, OFF_HIST_BUCKETS);
+        for t in HISTOGRAM_EVENTS {
+            let slot = t as usize;
+            take(hist_bucket(slot, 0), hist_bucket(slot, HIST_STRIDE));
+            take(hist_sum(slot), hist_sum(slot) + 8);
+        }
+        let Some(at) = native else {
+            return;
+        };
+        for slot in 0..NATIVE_HISTOGRAM_COUNT {
+            let held = self.ext_word(at + native_word(slot, 2), Ordering::Relaxed);
+            let held = held.min(NATIVE_MAX_BUCKETS as u64) as usize;
+            let end = native_word(slot, NATIVE_HISTOGRAM_HEADER_WORDS + held);
+            for off in (native_word(slot, 0)..end).step_by(8) {
+                copy.native[off / 8] = self.ext_word(at + off, Ordering::Relaxed);
+            }
+        }
     }
 
     /// The word at file offset `off` of the mapping (past NIXL's 6,800 bytes), loaded with
@@ -211,6 +309,21 @@ impl OpenStore {
     }
 }
 
+/// `view` with the labels of `extensions` and the native histograms `native` read from them:
+/// none, with why, when they are not valid (the native part only is lost).
+fn with_extensions(
+    view: &mut StoreView,
+    extensions: &Extensions,
+    native: Option<Result<Box<[NativeHistogram; 4]>, String>>,
+) {
+    view.snapshot.labels = extensions.labels.clone();
+    match native {
+        Some(Ok(native)) => view.snapshot.native = Some(native),
+        Some(Err(reason)) => view.native_problem = Some(reason),
+        None => view.native_problem = extensions.native_problem.clone(),
+    }
+}
+
 impl std::fmt::Debug for OpenStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenStore")
@@ -218,6 +331,39 @@ impl std::fmt::Debug for OpenStore {
             .field("len", &self.len)
             .field("truncated", &self.guard.faulted())
             .finish()
+    }
+}
+
+/// A store's words copied out of the mapping (a read copies them between two publications,
+/// then decodes the copy): NIXL's layout, and the native-histograms extension when it has one.
+struct Copied {
+    words: Box<[u64; STORE_WORDS]>,
+    native: Vec<u64>,
+}
+
+impl Copied {
+    /// Room for a store's words, and for its native histograms when `native`.
+    fn new(native: bool) -> Copied {
+        Copied {
+            words: Box::new([0; STORE_WORDS]),
+            native: vec![0; if native { NATIVE_EXTENSION_SIZE / 8 } else { 0 }],
+        }
+    }
+
+    /// The four native histograms copied; an error saying why when the words are not
+    /// histograms.
+    fn histograms(&self) -> Result<Box<[NativeHistogram; 4]>, String> {
+        let word = |off: usize| self.native[off / 8];
+        let read: [Result<NativeHistogram, String>; NATIVE_HISTOGRAM_COUNT] =
+            std::array::from_fn(|slot| decode_native_histogram(word, slot));
+        let [a, b, c, d] = read;
+        Ok(Box::new([a?, b?, c?, d?]))
+    }
+}
+
+impl StoreWords for Copied {
+    fn u64_at(&self, off: usize) -> u64 {
+        self.words[off / 8]
     }
 }
 
@@ -283,8 +429,17 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
             "its bucket bounds {bounds:?} are not strictly increasing positive numbers"
         ));
     };
-    let counters = std::array::from_fn(|t| image.u64_at(counter(t)));
-    let gauges = std::array::from_fn(|t| image.u64_at(gauge(t)));
+    // One slot per event type NIXL's store knows; the stalled transfer has none (its writer
+    // counts it as `unknown`, see `crate::layout`): 0.
+    let slot = |t: usize, offset: fn(usize) -> usize| {
+        if t < SLOT_COUNT {
+            image.u64_at(offset(t))
+        } else {
+            0
+        }
+    };
+    let counters = std::array::from_fn(|t| slot(t, counter));
+    let gauges = std::array::from_fn(|t| slot(t, gauge));
     let histograms = HISTOGRAM_EVENTS.map(|t| {
         let slot = t as usize;
         HistogramSnapshot {
@@ -304,11 +459,13 @@ pub fn decode(image: &impl StoreWords) -> ReadOutcome {
             agent_name: Arc::from(image.c_str_at(OFF_AGENT_NAME, AGENT_NAME_LEN)),
             hostname: Arc::from(image.c_str_at(OFF_HOSTNAME, HOSTNAME_LEN)),
             labels: WorkloadLabels::none(),
+            xfer_stalled: false,
             counters,
             gauges,
             histograms,
             native: None,
         },
+        native_problem: None,
     }))
 }
 
@@ -357,7 +514,7 @@ mod tests {
         };
         let reason = |o: ReadOutcome| match o {
             ReadOutcome::Invalid { reason, quiet } => (reason, quiet),
-            ReadOutcome::Valid(_) => panic!("valid"),
+            other => panic!("{other:?}"),
         };
         let (r, quiet) = reason(with(OFF_MAGIC, 0));
         assert!(quiet && r.contains("magic is 0"), "{r}");

@@ -4,7 +4,8 @@
 //! layout module (the parser is in `common/`):
 //!
 //! - NIXL's stores decode to the values their event streams imply, every other byte zero;
-//! - our writer, fed the same streams, writes the same bytes (all but the heartbeat);
+//! - our writer, fed the same streams, writes the same bytes (all but the heartbeat), then our
+//!   extensions (the last one, the publication sequence, in every store of ours);
 //! - our store scan serves NIXL's stores with the same samples as NIXL's own scrape page.
 
 mod common;
@@ -172,6 +173,17 @@ fn nixls_stores_decode_to_their_streams_values() {
     }
 }
 
+/// `store` ends with the documented publication extension at `at`: magic `NIXLSEQ1`, the
+/// length of the rest (8), 0, then the sequence, even (no publication under way).
+fn assert_publication_extension(store: &[u8], at: usize) {
+    let u32_at = |off: usize| u32::from_le_bytes(store[off..off + 4].try_into().unwrap());
+    assert_eq!(&store[at..at + 8], b"NIXLSEQ1");
+    assert_eq!((u32_at(at + 8), u32_at(at + 12)), (8, 0));
+    let sequence = u64::from_le_bytes(store[at + 16..at + 24].try_into().unwrap());
+    assert_eq!(sequence % 2, 0);
+    assert_eq!(store.len(), at + 24);
+}
+
 /// Applies the events of NIXL's fixture `store` to our store `w`: our file's bytes, NIXL's file
 /// (exactly 6,800 bytes), and the offsets where ours differ from it.
 fn applied_beside_nixl(w: &StoreWriter, store: &Value) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
@@ -196,11 +208,13 @@ fn our_writer_writes_nixls_bytes_for_the_same_stream() {
             w.path().file_name().unwrap().to_str().unwrap(),
             store["original_name"].as_str().unwrap()
         );
-        let (_, _, differing) = applied_beside_nixl(&w, store);
+        let (ours, _, differing) = applied_beside_nixl(&w, store);
         assert!(
             differing.iter().all(|i| (24..32).contains(i)),
             "{name}: bytes {differing:?} differ (only the heartbeat at 24..32 may)"
         );
+        // NIXL's reader maps the first 6,800 bytes; ours finds the publication extension after.
+        assert_publication_extension(&ours, 6800);
         let meta = std::fs::metadata(w.path()).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     }
@@ -229,12 +243,16 @@ fn a_labelled_store_is_nixls_bytes_then_the_labels_extension() {
                 .all(|i| (24..32).contains(i) || (16..24).contains(i)),
             "{name}: bytes {differing:?} differ (only the pid and the heartbeat may)"
         );
-        // The documented extension, read with this file's own parser.
+        // The documented extensions, read with this file's own parser: the labels, then, at
+        // the next multiple of 8, the publication extension.
         assert_eq!(&ours[6800..6808], b"NIXLLBL1");
         let n = u32::from_le_bytes(ours[6808..6812].try_into().unwrap()) as usize;
         assert_eq!(&ours[6812..6816], [0; 4]);
-        assert_eq!(ours.len(), 6816 + n);
-        assert_eq!(&ours[6816..], b"slurm_job_id\x004242\x00team\x00kv\x00");
+        assert_eq!(
+            &ours[6816..6816 + n],
+            b"slurm_job_id\x004242\x00team\x00kv\x00"
+        );
+        assert_publication_extension(&ours, (6816 + n).next_multiple_of(8));
         // NIXL's own store beside it, its writer alive (holding the lock).
         holders.push(live_nixl_store(dir.path(), store));
         writers.push(w);
@@ -384,7 +402,7 @@ fn a_native_store_is_nixls_bytes_then_its_extension_and_is_served_beside_nixls()
         assert_eq!(&ours[6800..6808], b"NIXLNHS1");
         assert_eq!((u32_at(6808), u32_at(6812)), (5328, 0));
         assert_eq!((u32_at(6816), u32_at(6820)), (4, 160));
-        assert_eq!(ours.len(), 6800 + 5344);
+        assert_publication_extension(&ours, 6800 + 5344);
         // NIXL's own store beside it, its writer alive (holding the lock).
         holders.push(live_nixl_store(dir.path(), store));
         writers.push(w);

@@ -59,7 +59,9 @@ impl std::fmt::Debug for DetailsSlot {
 impl StoreScan {
     /// The endpoint's health: ready while a rank's store is served, with how many and the
     /// newest update's age in seconds; unavailable, with the reason, when none is (no rank
-    /// updated its store within the stale TTL, or the directory cannot be read).
+    /// updated its store within the stale TTL, or the directory cannot be read). Both say how
+    /// many times a store was skipped because its writer was publishing at every try
+    /// (`skipped_mid_update`, in this process).
     pub fn health(&self) -> Health {
         use nixl_telemetry_series::endpoint::http::json_string;
         let stores = self.live_stores();
@@ -69,9 +71,13 @@ impl StoreScan {
             .map(|s| now.saturating_sub(s.last_update_ns))
             .min();
         let dir = json_string(&self.config.dir.display().to_string());
+        let more = format!(
+            r#","skipped_mid_update":{}"#,
+            super::removal::skipped_mid_update()
+        );
         let own = match newest {
             Some(age_ns) => Health::ready(format!(
-                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}"#,
+                r#""dir":{dir},"ranks":{},"newest_update_age_s":{:.3}{more}"#,
                 stores.len(),
                 age_ns as f64 / 1e9
             )),
@@ -81,7 +87,7 @@ impl StoreScan {
                     self.config.dir.display(),
                     self.config.stale_ttl.as_secs()
                 ),
-                format!(r#""dir":{dir},"ranks":0"#),
+                format!(r#""dir":{dir},"ranks":0{more}"#),
             ),
         };
         own.and(self.more_health(Probe::Ready))

@@ -1,15 +1,31 @@
 //! Which stores are served, and the removal of the others: a store is served while its writer
 //! holds its lock or for the stale TTL after its last update (the lock is probed only past the
 //! TTL); a store past it whose writer is gone is removed, and so is an invalid file (too small,
-//! of another schema or magic) that nobody holds.
+//! of another schema or magic) that nobody holds. A store whose native part is not valid is
+//! served without its native histograms (one warning). A store read in the middle of a
+//! publication at every try, with no earlier values of it kept
+//! ([`ReadOutcome::InUpdate`]), is skipped for that scrape while its writer lives (counted,
+//! [`skipped_mid_update`]); a writer that died in the middle of one left it as it will stay,
+//! and it is served so, without its native histograms.
 
 use std::fs;
 use std::fs::File;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::StoreScan;
 use crate::reader::{ReadOutcome, StoreView};
 use crate::sys;
+
+/// Stores skipped by this process's scans because their writer was in the middle of a
+/// publication at every try (see the module documentation).
+static SKIPPED_MID_UPDATE: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this process's scans skipped a store because its writer was in the middle of
+/// a publication at every try and no earlier values of it were kept (`/health` gives it).
+pub(super) fn skipped_mid_update() -> u64 {
+    SKIPPED_MID_UPDATE.load(Ordering::Relaxed)
+}
 
 impl StoreScan {
     /// Whether a store whose heartbeat is `last_update_ns` is served without its writer.
@@ -27,7 +43,21 @@ impl StoreScan {
         now: u64,
     ) -> Option<StoreView> {
         match outcome {
+            ReadOutcome::InUpdate(_) if writer_alive(file) => {
+                SKIPPED_MID_UPDATE.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            // Its writer died in the middle of a publication: what it left is final.
+            ReadOutcome::InUpdate(view) => self.judge(path, file, ReadOutcome::Valid(view), now),
             ReadOutcome::Valid(view) => {
+                if let Some(why) = &view.native_problem {
+                    self.warn_once(
+                        path,
+                        &format!(
+                            "only its native histograms, as {why} (its other series are served)"
+                        ),
+                    );
+                }
                 // Updated within the TTL: served whether its writer lives or not, so the lock
                 // is probed only past it.
                 if self.fresh(view.last_update_ns, now) || writer_alive(file) {

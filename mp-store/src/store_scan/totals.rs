@@ -175,7 +175,9 @@ mod tests {
                 let w = StoreWriter::create(dir.path(), &id, &Buckets::default()).unwrap();
                 w.apply(&[Event::new(EventType::AgentTxBytes, bytes)]);
                 let len = std::fs::metadata(w.path()).unwrap().len();
-                assert_eq!(len > crate::layout::STORE_SIZE as u64, !j.is_empty());
+                // NIXL's bytes and the publication extension, the labels between them.
+                let unlabelled = crate::layout::STORE_SIZE + crate::layout::SEQUENCE_EXTENSION_SIZE;
+                assert_eq!(len > unlabelled as u64, !j.is_empty());
                 w
             })
             .collect();
