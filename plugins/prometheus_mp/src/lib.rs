@@ -12,7 +12,10 @@
 //! Per agent: the exporter creates the agent's store; every flush applies the batch to it on
 //! the flush thread (the producer hot path never touches it) and then polls the election, and
 //! so does every empty flush, so a survivor takes over the port within about
-//! `RUN_INTERVAL` + 200 ms of the serving process's exit even when it records nothing.
+//! `RUN_INTERVAL` + 200 ms of the serving process's exit even when it records nothing. Every
+//! flush, empty or not, and the agent's destruction also check the store: one that another
+//! process truncated, deleted or replaced is made again from the writer's own copy of its
+//! values (see [`nixl_telemetry_mp_store::store`]).
 //! `nixl-telemetry serve --dir DIR` runs the same store scan, endpoint and election as a
 //! standalone process.
 //!
@@ -76,11 +79,20 @@ impl TelemetryPlugin for PrometheusMpExporter {
 
     fn export(&mut self, events: &[Event]) -> usize {
         let applied = self.store.apply(events);
-        self.tick();
+        self.poll_election();
         applied
     }
 
+    /// An idle flush: the store is checked (another process may have truncated, deleted or
+    /// replaced it: it is made again), then the election polled.
     fn tick(&mut self) {
+        self.store.check();
+        self.poll_election();
+    }
+}
+
+impl PrometheusMpExporter {
+    fn poll_election(&self) {
         if let Some(e) = &self.election {
             e.tick(Instant::now());
         }

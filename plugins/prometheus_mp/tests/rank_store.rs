@@ -1,6 +1,7 @@
 //! A store written through the plug-in by a rank process has the documented layout, read with
 //! the store library tests' parser of the documented offsets (`parse_store`): its name, its
-//! fields, its directory's mode, and the lock its writer holds.
+//! fields (NIXL's 6,800 bytes, then our publication extension), its directory's mode, and the
+//! lock its writer holds.
 
 mod common;
 
@@ -40,7 +41,10 @@ fn a_store_written_through_the_plug_in_has_the_documented_layout() {
         (parts[0], parts[1], parts[3], parts[4]),
         ("nixl", &*rank.pid.to_string(), "0", "mmap")
     );
-    let p = parse_store(&std::fs::read(dir.join(&names[0])).unwrap());
+    let bytes = std::fs::read(dir.join(&names[0])).unwrap();
+    // NIXL's 6,800 bytes, then the publication extension that ends every store of ours.
+    assert_eq!((bytes.len(), &bytes[6800..6808]), (6824, &b"NIXLSEQ1"[..]));
+    let p = parse_store(&bytes[..6800]);
     assert_eq!(&p.magic, b"NIXLMPS1");
     assert_eq!((p.schema, p.slots, p.instance), (1, 21, 0));
     assert_eq!(p.pid, i64::from(rank.pid));

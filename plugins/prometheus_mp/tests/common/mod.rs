@@ -1,6 +1,7 @@
 //! Helpers of the `prometheus_mp` integration tests: rank processes (this test binary run
 //! again as a child that creates an agent exporting through the plug-in, records a known
-//! transfer, and waits for its standard input to close), a foreign port holder, finding which
+//! transfer, or keeps recording (`recording`), and waits for its standard input to close), a
+//! foreign port holder, finding which
 //! process listens on a port, polling with a deadline, the Prometheus plug-in tests' HTTP
 //! client and the store library tests' store parser and sample sets (shared, not copied).
 //!
@@ -17,6 +18,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 #[path = "../../../prometheus/tests/common/mod.rs"]
 mod http;
+mod recording;
 #[path = "../../../../mp-store/tests/common/mod.rs"]
 mod store_files;
 
@@ -27,6 +29,8 @@ pub use http::{
 };
 use nixl_telemetry_test_support::child;
 pub use nixl_telemetry_test_support::free_port;
+#[allow(unused_imports)] // not every test binary uses all of them
+pub use recording::{accepted, spawn_recording, stores_of, transfers_in, RECORDING};
 #[allow(unused_imports)] // not every test binary uses all of them
 pub use store_files::{parse_store, sample_set, Parsed};
 
@@ -79,12 +83,15 @@ fn wait_for_stdin() {
 
 /// A rank: an agent whose exporter is `prometheus_mp` (configured by the parent through the
 /// environment), one transfer recorded and flushed (or, with [`TRANSFERS`], its share of
-/// [`rank_transfers`]), then idle until stdin closes.
+/// [`rank_transfers`]), then idle until stdin closes; with [`RECORDING`], it keeps recording.
 fn rank() {
     let agent = std::env::var(AGENT).unwrap();
     let bytes: u64 = std::env::var(BYTES).unwrap().parse().unwrap();
     let c = nixl_telemetry_core::Collector::from_env(&agent, true)
         .unwrap_or_else(|e| panic!("creating {agent}: {e:?}"));
+    if let Ok(spec) = std::env::var(RECORDING) {
+        return recording::record(c, &spec);
+    }
     match std::env::var(TRANSFERS) {
         Ok(share) => {
             let (rank, ranks, n) = parse_share(&share);
@@ -162,6 +169,11 @@ impl Proc {
         }
     }
 
+    /// Whether it still runs.
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     /// `kill -9`.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
@@ -202,6 +214,20 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// A node for a test: a scratch directory, the store directory in it (`mp`, which the ranks
+/// create) and a free port.
+pub fn scratch_node() -> (tempfile::TempDir, PathBuf, u16) {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("mp");
+    (scratch, dir, free_port())
+}
+
+/// The variables of ranks keeping native histograms, on a node that serves totals.
+pub const NATIVE_WITH_TOTALS: [(&str, &str); 2] = [
+    ("NIXL_TELEMETRY_NATIVE_HISTOGRAMS", "true"),
+    ("NIXL_TELEMETRY_MP_AGGREGATE", "sum"),
+];
 
 /// A rank process's settings.
 pub struct RankSpec<'a> {
