@@ -1,8 +1,8 @@
-//! Reading one store file (ours or NIXL's): the words a decode needs, read in place from the
-//! mapping with atomic loads (the magic first, with acquire ordering), checked, and decoded into
-//! the series engine's [`AgentSnapshot`] so the shared encoders can expose it; the workload
-//! labels and the native histograms, when the file has their extensions ([`crate::layout`]),
-//! with it.
+//! Reading one store file (ours or NIXL's): the words a decode needs, loaded from the mapping
+//! with atomic loads (the magic first, with acquire ordering; in place for NIXL's stores, copied
+//! between two publications for ours, below), checked, and decoded into the series engine's
+//! [`AgentSnapshot`] so the shared encoders can expose it; the workload labels and the native
+//! histograms, when the file has their extensions ([`crate::layout`]), with it.
 //!
 //! A store of ours is read between two of its writer's publications (its publication
 //! sequence, [`crate::layout`]): the values of one moment, before or after a flush, never
@@ -120,7 +120,7 @@ pub struct OpenStore {
 struct Copies {
     /// The last one read between two publications.
     last: Option<Copied>,
-    /// One to copy into (the last but one), so a read allocates none.
+    /// One to copy into (the last but one), so that reads after the first two allocate none.
     spare: Option<Copied>,
 }
 
