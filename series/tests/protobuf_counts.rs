@@ -10,11 +10,7 @@ use nixl_telemetry_series::{AgentSeries, Buckets};
 #[test]
 fn a_native_histograms_count_and_sum_are_its_own() {
     let s = AgentSeries::new("a0", "h", Buckets::default()).with_native_histograms(true, 3, 160);
-    s.apply(&[
-        Event::new(EventType::AgentXferTime, 0),
-        Event::new(EventType::AgentXferTime, 100),
-        Event::new(EventType::AgentXferTime, 5000),
-    ]);
+    s.apply(&[0, 100, 5000].map(|us| Event::new(EventType::AgentXferTime, us)));
     let mut snapshot = s.snapshot();
     // Classic values of another moment than the native ones: two more observations.
     let classic = &mut snapshot.histograms[0];
