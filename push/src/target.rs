@@ -422,8 +422,7 @@ impl Client {
             }
             Err(ureq::Error::Transport(t)) => Outcome::Retry {
                 // The pusher's warning names the URL: the reason does not repeat it.
-                reason: tls::advice_message(&t)
-                    .unwrap_or_else(|| crate::http::transport_error(&t)),
+                reason: tls::advice_message(&t).unwrap_or_else(|| crate::http::transport_error(&t)),
                 key: t.kind().to_string(),
                 after: None,
                 status: None,
