@@ -415,12 +415,14 @@ nixl_telemetry_status_t nixl_telemetry_ring_pop(nixl_telemetry_ring_t *r, nixl_t
 nixl_telemetry_status_t nixl_telemetry_ring_check(const nixl_telemetry_ring_t *r);
 
 // Stores in `*out` how many events the ring's writer could not put into this ring since it
-// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`, or
+// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`,
 // `NIXL_TELEMETRY_ERR_NOT_FOUND` (`*out` unchanged) when the writer keeps no count for this
-// ring (NIXL's writer). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
+// ring (NIXL's writer), or `NIXL_TELEMETRY_ERR_NOT_ALLOWED` (`*out` unchanged) when what is
+// there cannot be believed (another user's file, a link, a file others may write: the error
+// message says which). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
 // readers never open, and read with `pread` (one `open`, one `pread`); the writer updates it
 // after a flush that lost events, at most once per 10 ms (a later count is written by its
-// next flush, idle ones included), and removes it when the agent is destroyed.
+// next flush, idle ones included), and leaves it when the agent is destroyed, as the ring.
 //
 // # Safety
 // `r` is NULL or a live reader; `out` is NULL or writable.

@@ -652,7 +652,10 @@ mod tests {
             (256, 4, 253, 4)
         );
         // The ring's readers see the ring's loss too, through its loss file.
-        assert_eq!(r.lost_events(), Some(4));
+        assert_eq!(
+            r.lost_events(),
+            crate::ring::loss_file::LossCount::Counted(4)
+        );
     }
 
     #[test]

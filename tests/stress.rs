@@ -167,7 +167,7 @@ fn thirty_two_producers_overflowing_a_ring_lose_whole_transfers_and_its_reader_c
     // checked below through what was read, which holds no piece of a transfer.)
     assert_eq!(
         ring.lost_events(),
-        Some(stats.events_lost),
+        nixl_telemetry_core::ring::loss_file::LossCount::Counted(stats.events_lost),
         "the reader sees the loss"
     );
     // Every transfer read is whole: drop reports between them, never a piece.

@@ -21,7 +21,7 @@
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::owner_only::euid;
@@ -73,22 +73,6 @@ pub fn open_trusted(path: &Path, place: Place) -> Result<File, Untrusted> {
     Ok(file)
 }
 
-/// The kind of a file that is not a regular file, in words.
-fn kind(meta: &Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Whether `meta`'s owner is this process's user or root.
 fn owner_trusted(meta: &Metadata) -> bool {
     meta.uid() == euid() || meta.uid() == 0
@@ -115,8 +99,8 @@ fn owner_or_mode_problem(meta: &Metadata) -> Option<Untrusted> {
 }
 
 fn check_file(path: &Path, meta: &Metadata) -> Result<(), Untrusted> {
-    if !meta.is_file() {
-        return Err(format!("is {}, not a regular file", kind(meta)));
+    if let Some(kind) = crate::owner_only::not_regular(meta) {
+        return Err(format!("is {kind}, not a regular file"));
     }
     match owner_or_mode_problem(meta) {
         None => Ok(()),

@@ -23,6 +23,7 @@ use nixl_telemetry_base::event::{Event, EventType};
 use nixl_telemetry_base::logging;
 use nixl_telemetry_core::collector::{Collector, CollectorStats, Recorded};
 use nixl_telemetry_core::config::Options;
+use nixl_telemetry_core::ring::loss_file::LossCount;
 use nixl_telemetry_core::ring::RingReader;
 
 /// The collector behind the handle argument `t`: an error when it is NULL, or when it was
@@ -475,12 +476,14 @@ pub unsafe extern "C" fn nixl_telemetry_ring_check(
 }
 
 /// Stores in `*out` how many events the ring's writer could not put into this ring since it
-/// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`, or
+/// created it (a reader behind, a flush larger than the ring): `NIXL_TELEMETRY_SUCCESS`,
 /// `NIXL_TELEMETRY_ERR_NOT_FOUND` (`*out` unchanged) when the writer keeps no count for this
-/// ring (NIXL's writer). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
+/// ring (NIXL's writer), or `NIXL_TELEMETRY_ERR_NOT_ALLOWED` (`*out` unchanged) when what is
+/// there cannot be believed (another user's file, a link, a file others may write: the error
+/// message says which). The count is kept in `.<ring name>.lost` beside the ring, which NIXL's
 /// readers never open, and read with `pread` (one `open`, one `pread`); the writer updates it
 /// after a flush that lost events, at most once per 10 ms (a later count is written by its
-/// next flush, idle ones included), and removes it when the agent is destroyed.
+/// next flush, idle ones included), and leaves it when the agent is destroyed, as the ring.
 ///
 /// # Safety
 /// `r` is NULL or a live reader; `out` is NULL or writable.
@@ -495,12 +498,19 @@ pub unsafe extern "C" fn nixl_telemetry_ring_lost(
         let r = unsafe { handle(FUNCTION, "r", r) }?;
         let out = out_arg(FUNCTION, "out", out)?;
         match r.reader.lost_events() {
-            Some(lost) => {
+            LossCount::Counted(lost) => {
                 // SAFETY: `out` is not NULL and writable by the caller's contract.
                 unsafe { out.write(lost) };
                 Ok(NIXL_TELEMETRY_SUCCESS)
             }
-            None => Err(Error::new(
+            LossCount::Untrusted(why) => Err(Error::new(
+                Status::NotAllowed,
+                format!(
+                    "the loss count of telemetry ring {} is not trusted: {why}",
+                    r.reader.path().display()
+                ),
+            )),
+            LossCount::Unknown => Err(Error::new(
                 Status::NotFound,
                 format!(
                     "the writer of telemetry ring {} keeps no loss count for it (a ring written \

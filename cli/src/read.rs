@@ -6,6 +6,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use nixl_telemetry_core::ring::loss_file::LossCount;
+
 use crate::filter::EventFilter;
 use crate::output::{self, CliError, CliResult, Format};
 use crate::rings::{Mode, RingSet, Tracked};
@@ -312,12 +314,17 @@ fn totals(
     }
     if let Some(r) = ring.reader() {
         writeln!(out, "Final buffer size: {} events", r.len())?;
-        if let Some(lost) = r.lost_events().filter(|&n| n > 0) {
-            writeln!(
+        match r.lost_events() {
+            LossCount::Counted(lost) if lost > 0 => writeln!(
                 out,
                 "Events the writer could not put into this ring: {lost} (its reader was behind, \
                  or a flush was larger than the ring)"
-            )?;
+            )?,
+            LossCount::Untrusted(why) => writeln!(
+                out,
+                "Events the writer could not put into this ring: untrusted ({why}: not believed)"
+            )?,
+            _ => {}
         }
     }
     if peek {

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use nixl_telemetry_core::exporter::trace::NIXL_EVENT_SCHEMA;
+use nixl_telemetry_core::ring::loss_file::LossCount;
 use nixl_telemetry_core::segments::{segments_of, SegmentReader};
 use nixl_telemetry_core::{Event, EventType};
 use serde_json::{json, Value};
@@ -177,16 +178,20 @@ struct Section {
     agent: String,
     source: String,
     summary: Summary,
-    /// For a ring: the events its writer could not put into it (its loss file; `None` when the
-    /// writer keeps no count, as NIXL's does not).
-    ring_lost: Option<u64>,
+    /// For a ring: the events its writer could not put into it (its loss file; unknown when the
+    /// writer keeps no count, as NIXL's does not, and for other sources).
+    ring_lost: LossCount,
 }
 
 impl Section {
     /// The ring-loss line of the text report, if this section is a ring whose writer counts.
     fn write_ring_lost(&self, out: &mut impl Write) -> std::io::Result<()> {
-        match self.ring_lost {
-            Some(lost) => writeln!(
+        match &self.ring_lost {
+            LossCount::Untrusted(why) => writeln!(
+                out,
+                "Events the writer could not put into this ring: untrusted ({why}: not believed)"
+            ),
+            &LossCount::Counted(lost) => writeln!(
                 out,
                 "Events the writer could not put into this ring: {lost}{}",
                 if lost > 0 {
@@ -196,7 +201,7 @@ impl Section {
                     ""
                 }
             ),
-            None => Ok(()),
+            LossCount::Unknown => Ok(()),
         }
     }
 }
@@ -260,7 +265,7 @@ fn read_segments(
                             agent: agent.to_owned(),
                             source: source.clone(),
                             summary: Summary::default(),
-                            ring_lost: None,
+                            ring_lost: LossCount::Unknown,
                         });
                         sections.len() - 1
                     }
@@ -311,7 +316,9 @@ pub fn run(args: &StatsArgs) -> CliResult {
                 agent: ring.name.clone(),
                 source: format!("ring {}", ring.path.display()),
                 summary,
-                ring_lost: ring.reader().and_then(|r| r.lost_events()),
+                ring_lost: ring
+                    .reader()
+                    .map_or(LossCount::Unknown, |r| r.lost_events()),
             });
         }
     }
@@ -332,7 +339,14 @@ pub fn run(args: &StatsArgs) -> CliResult {
                 a["agent"] = json!(s.agent);
                 a["source"] = json!(s.source);
                 if s.source.starts_with("ring ") {
-                    a["ring_lost"] = json!(s.ring_lost);
+                    a["ring_lost"] = match &s.ring_lost {
+                        LossCount::Counted(lost) => json!(lost),
+                        LossCount::Unknown => Value::Null,
+                        LossCount::Untrusted(why) => {
+                            a["ring_lost_untrusted"] = json!(why);
+                            json!("untrusted")
+                        }
+                    };
                 }
                 a
             })

@@ -95,18 +95,15 @@ fn read_reports_what_the_ring_lost_and_skips_its_loss_file_in_a_directory() {
 }
 
 /// In a ring directory other users can write, `nobody` replaces the ring's loss file with a link
-/// to a count of its own, then with a file of its own: readers believe neither. Needs root, to
-/// act as `nobody`; otherwise it says why and passes.
+/// to a count of its own, then with a file of its own: readers believe neither, and say so
+/// (`read`, `stats` in text and JSON, `top`) rather than show a number or nothing. Needs root,
+/// to act as `nobody`; otherwise it says why and passes.
 #[test]
 fn a_loss_count_planted_by_another_user_is_not_reported() {
-    use nixl_telemetry_test_support::other_user::{other_user, run_as_other_user};
+    use nixl_telemetry_test_support::other_user::{other_user_or_skip, run_as_other_user};
     use std::os::unix::fs::PermissionsExt;
-    let (uid, gid) = match other_user() {
-        Ok(ids) => ids,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((uid, gid)) = other_user_or_skip() else {
+        return;
     };
     let scratch = tempfile::tempdir().unwrap();
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -139,6 +136,12 @@ fn a_loss_count_planted_by_another_user_is_not_reported() {
     run_as_other_user("ln", &["-s".as_ref(), theirs.as_os_str(), lost.as_os_str()]);
     let (text, _) = run_with_status(&["read".as_ref(), "--peek".as_ref(), dir.as_os_str()], 0);
     assert!(!text.contains("123456789"), "a link was believed: {text}");
+    let untrusted = format!(
+        "Events the writer could not put into this ring: untrusted ({} is a symbolic link: not \
+         believed)",
+        lost.display()
+    );
+    assert!(text.contains(&untrusted), "{text}");
     std::fs::remove_file(&lost).unwrap();
     run_as_other_user("cp", &[theirs.as_os_str(), lost.as_os_str()]);
     let (text, _) = run_with_status(&["read".as_ref(), "--peek".as_ref(), dir.as_os_str()], 0);
@@ -146,6 +149,24 @@ fn a_loss_count_planted_by_another_user_is_not_reported() {
         !text.contains("123456789"),
         "another user's file was believed: {text}"
     );
+    let why = format!("{} is owned by uid {uid}, not uid 0", lost.display());
+    assert!(
+        text.contains(&format!("untrusted ({why}: not believed)")),
+        "{text}"
+    );
+    let text = stdout_of(&["stats".as_ref(), dir.as_os_str()]);
+    assert!(
+        text.contains(&format!("untrusted ({why}: not believed)")),
+        "{text}"
+    );
+    let json = stdout_of(&["stats".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let agent = &doc["agents"][0];
+    assert_eq!(agent["ring_lost"], "untrusted", "{json}");
+    assert_eq!(agent["ring_lost_untrusted"], why.as_str(), "{json}");
+    let top = ["top", "--once", "--interval", "0.5"].map(std::ffi::OsStr::new);
+    let frame = stdout_of(&[&top[..], &[dir.as_os_str()]].concat());
+    assert!(frame.contains("loss count untrusted"), "{frame}");
 }
 
 #[test]

@@ -91,7 +91,9 @@ class RingReader:
         """How many events the ring's writer could not put into this ring since it created it
         (its reader was behind, or a flush was larger than the ring); ``None`` when the writer
         keeps no count for it (a ring written by NIXL). Read from ``.<name>.lost`` beside the
-        ring, which NIXL's readers never open."""
+        ring, which NIXL's readers never open. Raises :class:`~nixl_telemetry.errors.NotAllowedError` when the file
+        there cannot be believed (another user's, a link, a file others may write), rather than
+        give its number or ``None``."""
         return self._ring.lost_events()
 
     def __len__(self) -> int:

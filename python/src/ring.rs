@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use nixl_telemetry_core::ring::layout::{self, Layout};
+use nixl_telemetry_core::ring::loss_file::LossCount;
 use nixl_telemetry_core::{Error, RingReader, Status};
 use pyo3::prelude::*;
 
@@ -59,9 +60,17 @@ impl Ring {
     }
 
     /// Events the ring's writer could not put into this ring since it created it, or None when
-    /// it keeps no count for it (NIXL's writer).
+    /// it keeps no count for it (NIXL's writer); raises `NotAllowedError` when the file there
+    /// cannot be believed (another user's, a link, a file others may write).
     fn lost_events(&self) -> PyResult<Option<u64>> {
-        self.with_open(|o| Ok(o.reader.lost_events()))
+        self.with_open(|o| match o.reader.lost_events() {
+            LossCount::Counted(lost) => Ok(Some(lost)),
+            LossCount::Unknown => Ok(None),
+            LossCount::Untrusted(why) => Err(errors::from_core(Error::new(
+                Status::NotAllowed,
+                format!("the ring's loss count is not trusted: {why}"),
+            ))),
+        })
     }
 
     /// Number of unread events.

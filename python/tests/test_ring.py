@@ -4,6 +4,7 @@ layouts."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from nixl_telemetry import (
     Event,
     InvalidArgumentError,
     NixlTelemetryError,
+    NotAllowedError,
     NotFoundError,
     Recorded,
     RingFormatError,
@@ -242,6 +244,19 @@ def test_a_reader_learns_how_many_events_its_ring_lost(ring_env, fixture_copy):
         assert telemetry.stats()["events_lost"] == 4
     # A ring written by NIXL has no count.
     assert RingReader(fixture_copy("nixl-ring-v4-cap8-full.bin")).lost_events is None
+
+
+def test_a_loss_count_others_may_write_is_reported_as_untrusted(ring_env):
+    # Left before the agent started, writable by others: the writer refuses it and leaves it as it
+    # is; a reader neither believes it nor takes it for "no count".
+    lost = ring_env / ".shared.lost"
+    lost.write_bytes(b"NIXLLOST" + bytes(16))
+    os.chmod(lost, 0o666)
+    with Telemetry("shared"):
+        reader = RingReader(ring_env / "shared")
+        with pytest.raises(NotAllowedError, match=r"\.shared\.lost is writable by group or others"):
+            reader.lost_events
+    assert lost.read_bytes() == b"NIXLLOST" + bytes(16)
 
 
 def test_faulthandler_enabled_after_a_reader_opened_does_not_turn_a_truncated_ring_into_a_crash(ring_env):

@@ -33,7 +33,8 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::exporter::{flush_len, Exporter, FlushOutcome, LossCause, Reason};
 use crate::ring::layout::{Layout, LAYOUTS};
-use crate::ring::loss_file::LossFile;
+use crate::owner_only::OwnFileError;
+use crate::ring::loss_file::{self, LossFile};
 use crate::ring::RingWriter;
 use crate::settings::RING_VERSION;
 
@@ -141,7 +142,22 @@ impl BufferExporter {
         };
         self.loss_file = match LossFile::create(ring.path(), ring.inode()) {
             Ok(f) => Some(f),
-            Err(e) => {
+            Err(OwnFileError::Refused(what)) => {
+                if !std::mem::replace(&mut self.warned_loss_file, true) {
+                    log::warn!(
+                        "not using {} as the loss count of telemetry ring {}: it is {what}, \
+                         not a file of this user's only it may write (in a directory others may \
+                         write, it may have been planted by another user); it is left as it is \
+                         and no loss count is kept beside this ring: its readers report what \
+                         is there as untrusted, and the agent's stats still count every loss \
+                         (events_lost)",
+                        loss_file::path_for(ring.path()).display(),
+                        ring.path().display()
+                    );
+                }
+                None
+            }
+            Err(OwnFileError::Io(e)) => {
                 self.loss_warning(&e);
                 None
             }
@@ -157,6 +173,7 @@ impl BufferExporter {
         }
     }
 
+    /// Warns, once for the exporter's life, that the loss count cannot be written.
     fn loss_warning(&mut self, e: &std::io::Error) {
         if !std::mem::replace(&mut self.warned_loss_file, true) {
             log::warn!(

@@ -13,6 +13,7 @@ use super::layout::{
     Layout, LAYOUTS, MAX_HEADER_SIZE, MIN_HEADER_SIZE, RECORD_TYPE_OFFSET, RECORD_VALUE_OFFSET,
     VERSION_OFFSET, WRITE_POS_OFFSET,
 };
+use super::loss_file::LossCount;
 use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
@@ -260,12 +261,14 @@ impl RingReader {
 
     /// How many events the ring's writer could not put into this ring since it created it (a
     /// reader behind, a flush larger than the ring), from the ring's loss file
-    /// ([`super::loss_file`]); `None` when the writer keeps none for this ring (NIXL's writer,
-    /// or a file left by an earlier ring). One `open` and one `pread`.
-    pub fn lost_events(&self) -> Option<u64> {
-        use std::os::unix::fs::MetadataExt;
-        let owner = self.file.metadata().ok()?.uid();
-        super::loss_file::read(&self.path, self.file_id.1, owner)
+    /// ([`super::loss_file`]): [`LossCount::Unknown`] when the writer keeps none for this ring
+    /// (NIXL's writer, or a file left by an earlier ring), [`LossCount::Untrusted`] when the
+    /// file there is not the ring owner's alone. One `open`, one `fstat` and one `pread`.
+    pub fn lost_events(&self) -> LossCount {
+        match self.file.metadata() {
+            Ok(ring) => super::loss_file::read(&self.path, self.file_id.1, ring.uid()),
+            Err(_) => LossCount::Unknown,
+        }
     }
 
     /// Whether the file shrank under this reader (every later read fails).

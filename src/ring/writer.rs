@@ -13,7 +13,7 @@ use super::mapped::Mapped;
 use crate::error::{Error, Result, Status};
 use crate::event::Event;
 use crate::fork::{replace_in_child, ReplacedInChild};
-use crate::owner_only;
+use crate::owner_only::{self, OwnFileError};
 
 /// Checks that `name` can safely be used as the ring's file name inside the telemetry
 /// directory: not empty, no `/` or NUL, not `.` or `..`.
@@ -318,20 +318,16 @@ unsafe fn write_records(dst: *mut u8, events: &[Event]) {
 }
 
 /// Opens (or, with `create_new`, exclusively creates) the ring file for writing: owner-only,
-/// never through a symbolic link, only a regular file with a single link owned by this user,
-/// and locked against a second writer.
+/// only this user's own regular file with a single link, never through a symbolic link
+/// ([`owner_only::open_own_file`]), and locked against a second writer.
 fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
     let shown = path.display();
-    let refuse = |why: &str| {
-        Error::new(
+    let file = owner_only::open_own_file(path, create_new).map_err(|e| match e {
+        OwnFileError::Refused(what) => Error::new(
             Status::NotAllowed,
-            format!("refusing to use {shown} as a telemetry ring: {why}"),
-        )
-    };
-    let file = owner_only::open_file(path, create_new).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            refuse("it is a symbolic link")
-        } else {
+            format!("refusing to use {shown} as a telemetry ring: it is {what}"),
+        ),
+        OwnFileError::Io(e) => {
             let what = format!("cannot create telemetry ring {shown}");
             match missing_directory(path) {
                 Some(why) => Error::new(Status::NotFound, format!("{what}: {why}")),
@@ -339,18 +335,6 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
             }
         }
     })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io(format!("cannot stat {shown}"), &e))?;
-    if !meta.file_type().is_file() {
-        return Err(refuse("not a regular file"));
-    }
-    if meta.nlink() != 1 {
-        return Err(refuse("it has other hard links"));
-    }
-    if !owner_only::is_mine(&meta) {
-        return Err(refuse("it belongs to another user"));
-    }
     lock_exclusive(&file, path)?;
     owner_only::set_file_mode(&file).map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
     Ok(file)

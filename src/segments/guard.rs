@@ -20,8 +20,9 @@
 //! - **A lock file this user does not own is not trusted.** Anyone can create
 //!   `<prefix>.<producer>.lock` before the writer does (under the default `/tmp` prefix any user
 //!   can), read-only for us or locked forever by its owner. So a lock file is used only when it is
-//!   a regular file owned by the effective uid. Anything else at that name (another user's file,
-//!   a symlink, a FIFO) is left alone, one warning per lock file and process says so, and the
+//!   a regular file with a single link owned by the effective uid, the rule of every file a
+//!   writer keeps beside others' ([`crate::owner_only`]). Anything else at that name (another
+//!   user's file, a symlink, a FIFO, a hard link to another file) is left alone, one warning per lock file and process says so, and the
 //!   writer goes on **without** the cross-process lock: it writes, but a second process of this
 //!   user writing the same prefix would not be refused (in this process the prefix is still
 //!   claimed once).
@@ -29,16 +30,14 @@
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::fs::{self, File, Metadata};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::fork::{Generation, LockOrder};
-use crate::owner_only;
+use crate::owner_only::{self, OwnFileError};
 use crate::owner_only::{create_dir_all, set_file_mode};
-use crate::owner_only::{euid, is_mine};
 use crate::segments::naming::SegmentNaming;
 use crate::sync::LockUnpoisoned;
 
@@ -187,32 +186,6 @@ impl PrefixGuard {
     }
 }
 
-/// Why the entry `meta` at a lock file's name is not trusted, if it is not (see the module
-/// documentation).
-fn distrust(meta: &Metadata) -> Option<String> {
-    let kind = meta.file_type();
-    if kind.is_symlink() {
-        Some("a symbolic link".into())
-    } else if !kind.is_file() {
-        Some(
-            if kind.is_fifo() {
-                "a FIFO"
-            } else {
-                "not a regular file"
-            }
-            .into(),
-        )
-    } else if !is_mine(meta) {
-        Some(format!(
-            "owned by uid {}, not by this user (uid {})",
-            meta.uid(),
-            euid()
-        ))
-    } else {
-        None
-    }
-}
-
 /// The lock files already reported as not trusted.
 fn untrusted_warned() -> MutexGuard<'static, HashSet<PathBuf>> {
     static WARNED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
@@ -248,22 +221,16 @@ fn lock_prefix(
         )
     };
     create_dir_all(naming.dir()).map_err(io_err)?;
-    let file = match owner_only::open_file(&path, false) {
+    // The rule of every file a writer keeps beside others' (checked on the opened descriptor:
+    // root opens anyone's file).
+    let file = match owner_only::open_own_file(&path, false) {
         Ok(file) => file,
-        // Another user's file (EACCES) or a symlink (ELOOP) at the name.
-        Err(e) => match fs::symlink_metadata(&path).ok().as_ref().and_then(distrust) {
-            Some(why) => {
-                warn_untrusted(what, &path, &why);
-                return Ok(None);
-            }
-            None => return Err(io_err(e)),
-        },
+        Err(OwnFileError::Refused(why)) => {
+            warn_untrusted(what, &path, &why);
+            return Ok(None);
+        }
+        Err(OwnFileError::Io(e)) => return Err(io_err(e)),
     };
-    // Opened: it may still be another user's (root opens anything) or not a regular file.
-    if let Some(why) = distrust(&file.metadata().map_err(io_err)?) {
-        warn_untrusted(what, &path, &why);
-        return Ok(None);
-    }
     set_file_mode(&file).map_err(io_err)?;
     match owner_only::try_claim(&file) {
         Ok(true) => Ok(Some(file)),
@@ -283,6 +250,7 @@ fn lock_prefix(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
     #[test]

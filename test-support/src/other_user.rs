@@ -22,6 +22,11 @@ pub fn other_user() -> Result<(u32, u32), String> {
     }
 }
 
+/// [`other_user`], or `None` after printing why a test that needs it is skipped.
+pub fn other_user_or_skip() -> Option<(u32, u32)> {
+    other_user().map_err(|why| eprintln!("skipped: {why}")).ok()
+}
+
 /// Runs `program` with `args` as `nobody` (see [`other_user`]) and asserts that it succeeded.
 pub fn run_as_other_user(program: &str, args: &[&std::ffi::OsStr]) {
     use std::os::unix::process::CommandExt;

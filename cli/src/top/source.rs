@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use nixl_telemetry_core::ring::loss_file::LossCount;
+
 use crate::rings::{Mode, RingSet};
 use crate::scrape::{self, Identity, Totals, Url};
 use crate::top::frame::Row;
@@ -145,9 +147,15 @@ impl Source {
                              (use --consume to be its reader)"
                                 .to_owned(),
                         ),
-                        Some(r) => r.lost_events().filter(|&n| n > 0).map(|n| {
-                            format!("{n} events lost at the ring (its reader was behind)")
-                        }),
+                        Some(r) => match r.lost_events() {
+                            LossCount::Counted(n) if n > 0 => Some(format!(
+                                "{n} events lost at the ring (its reader was behind)"
+                            )),
+                            LossCount::Untrusted(why) => {
+                                Some(format!("loss count untrusted: {why}"))
+                            }
+                            _ => None,
+                        },
                     };
                     let rates = (!baseline && ring.reader().is_some())
                         .then(|| Rates::from_events(&observed, seconds));
