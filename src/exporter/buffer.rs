@@ -8,8 +8,12 @@
 //! and at most once per millisecond (before every flush at the default run interval) one
 //! `fstat` notices a truncation without touching the mapping ([`RingWriter::ready_to_write`]);
 //! a truncation it does not see faults into the guard, and the events written are counted as
-//! lost. A damaged ring is recreated with one warning; events
-//! whose writes faulted are counted as lost.
+//! lost. A damaged ring is recreated with one warning that says what happened to it
+//! ([`crate::ring::Damage`]: deleted, replaced, truncated, or a write that failed with the file
+//! in place); events whose writes faulted are counted as lost. The ring's space is reserved on
+//! its file system when it is created, so a file system that fills up later costs no event, and
+//! one that is full when the ring is (re)created fails that creation with its error (ENOSPC,
+//! EDQUOT, EIO), not with a fault.
 //!
 //! Events the ring cannot take are the newest of the flush, cut so that a transfer is written
 //! whole or not at all ([`RingWriter::push_runs`]), and counted twice: in the collector's stats
@@ -32,8 +36,8 @@ use crate::env::{parse_u64, Lookup};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::exporter::{flush_len, Exporter, FlushOutcome, LossCause, Reason};
-use crate::ring::layout::{Layout, LAYOUTS};
 use crate::owner_only::OwnFileError;
+use crate::ring::layout::{Layout, LAYOUTS};
 use crate::ring::loss_file::{self, LossFile};
 use crate::ring::RingWriter;
 use crate::settings::RING_VERSION;
@@ -204,12 +208,15 @@ impl BufferExporter {
         }
         let path = self.dir.join(&self.agent);
         if let Some(old) = self.ring.take() {
+            let size = self.layout.file_size(self.capacity as u64).unwrap_or(0);
+            let what = match old.damage() {
+                Some(damage) => damage.describe(&path, size),
+                None => format!("telemetry ring {} changed under its writer", path.display()),
+            };
             drop(old); // unmaps it and releases its lock before the file is made again
             if !self.warned_recreate {
                 log::warn!(
-                    "telemetry ring {} was truncated, deleted or replaced by another process; recreating \
-                     it (events written to it meanwhile are counted as lost)",
-                    path.display()
+                    "{what}; recreating it (events written to it meanwhile are counted as lost)"
                 );
             }
         }

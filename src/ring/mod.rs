@@ -24,4 +24,4 @@ mod reader;
 mod writer;
 
 pub use reader::{Peeked, RingHeader, RingReader, MAX_READER_CAPACITY};
-pub use writer::{validate_file_name, Pushed, RingWriter};
+pub use writer::{validate_file_name, Damage, Pushed, RingWriter};

@@ -2,6 +2,7 @@
 //! a second writer, and appending events published with one release store.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -45,6 +46,45 @@ pub struct Pushed {
     /// The reader's position (masked) as this push saw it: a producer that compares it between
     /// pushes learns whether any reader has ever consumed from the ring.
     pub read_pos: u64,
+}
+
+/// What happened to a ring file that is no longer what its readers open
+/// ([`RingWriter::damage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Damage {
+    /// Its path names nothing (deleted, or its directory is gone).
+    Deleted,
+    /// Its path names another file.
+    Replaced,
+    /// Its size is no longer the ring's: the size it has.
+    Resized(u64),
+    /// A write into the mapping faulted although the file is in place, whole: its file system
+    /// could not give it a page (full, or over a quota) or failed (an I/O error).
+    WriteFailed,
+}
+
+impl Damage {
+    /// The warning's first sentence for the ring at `path` of `size` bytes.
+    pub fn describe(self, path: &Path, size: u64) -> String {
+        let path = path.display();
+        match self {
+            Damage::Deleted => format!("telemetry ring {path} was deleted by another process"),
+            Damage::Replaced => format!(
+                "telemetry ring {path} was replaced by another file (another process created or \
+                 renamed one at its name)"
+            ),
+            Damage::Resized(now) if now < size => format!(
+                "telemetry ring {path} was truncated to {now} bytes (of {size}) by another process"
+            ),
+            Damage::Resized(now) => format!(
+                "telemetry ring {path} was extended to {now} bytes (of {size}) by another process"
+            ),
+            Damage::WriteFailed => format!(
+                "a write into telemetry ring {path} failed with the file in place: its file \
+                 system is full, over a quota or failing (ENOSPC, EDQUOT or EIO)"
+            ),
+        }
+    }
 }
 
 /// The producer side: creates (or resets) the ring file and appends events.
@@ -111,15 +151,20 @@ impl RingWriter {
         let file_id = (meta.dev(), meta.ino());
         let mapped_file = file
             .set_len(size)
-            .and_then(|()| MmapOptions::new().len(size as usize).map_raw(&file));
+            .map_err(|e| ("size", e))
+            .and_then(|()| reserve(&file, size).map_err(|e| ("reserve the space of", e)))
+            .and_then(|()| {
+                let map = MmapOptions::new().len(size as usize).map_raw(&file);
+                map.map_err(|e| ("map", e))
+            });
         let map = match mapped_file {
             Ok(map) => map,
-            Err(e) => {
+            Err((step, e)) => {
                 // Leave no unusable file behind.
                 let _ = std::fs::remove_file(&path);
                 return Err(Error::io(
                     format!(
-                        "cannot size and map telemetry ring {} ({size} bytes)",
+                        "cannot {step} telemetry ring {} ({size} bytes)",
                         path.display()
                     ),
                     &e,
@@ -169,19 +214,32 @@ impl RingWriter {
         self.file_id.1
     }
 
-    /// Whether the ring is still what readers open: no write went past the end of the file,
-    /// the file still has the ring's size, and its path still names it. False when another
-    /// process truncated, deleted or replaced it (writes would reach no reader). One system
-    /// call (the path's `lstat`: when it names our file, its size is our file's);
-    /// [`RingWriter::faulted`] is the free part of the check.
+    /// Whether the ring is still what readers open: puts the SIGBUS guard back on top
+    /// ([`Self::ready_to_write`]) and finds no [`Self::damage`]. False when another process
+    /// truncated, deleted or replaced it, or a write into it failed (writes would reach no
+    /// reader). One system call (the path's `lstat`: when it names our file, its size is our
+    /// file's); [`RingWriter::faulted`] is the free part of the check.
     pub fn is_intact(&self) -> bool {
-        let size = self.mapped.map.len() as u64;
+        nixl_telemetry_base::fault_guard::reassert();
+        self.damage().is_none()
+    }
+
+    /// What happened to the ring file, if it is no longer what its readers open: its path names
+    /// nothing or another file, its size changed, or a write into the mapping faulted with the
+    /// file in place (the file system could not give it a page). One `lstat`.
+    pub fn damage(&self) -> Option<Damage> {
         let Ok(named) = std::fs::symlink_metadata(&self.path) else {
-            return false;
+            return Some(Damage::Deleted);
         };
-        self.ready_to_write(true)
-            && (named.dev(), named.ino()) == self.file_id
-            && named.len() == size
+        if (named.dev(), named.ino()) != self.file_id {
+            Some(Damage::Replaced)
+        } else if named.len() != self.mapped.map.len() as u64 {
+            Some(Damage::Resized(named.len()))
+        } else if self.faulted() {
+            Some(Damage::WriteFailed)
+        } else {
+            None
+        }
     }
 
     /// Puts the SIGBUS guard back on top if the host replaced it
@@ -338,6 +396,27 @@ fn open_for_writing(path: &Path, create_new: bool) -> Result<File> {
     lock_exclusive(&file, path)?;
     owner_only::set_file_mode(&file).map_err(|e| Error::io(format!("cannot chmod {shown}"), &e))?;
     Ok(file)
+}
+
+/// Allocates the file's `size` bytes on its file system (`fallocate`), so that a file system
+/// that fills up later never fails a write into the mapping (a fault the guard absorbs, but the
+/// events written are lost): a full file system, a quota or an I/O error shows here, as what it
+/// is (ENOSPC, EDQUOT, EIO). A file system that cannot reserve space (`EOPNOTSUPP`) keeps the
+/// file sparse, as NIXL's are.
+fn reserve(file: &File, size: u64) -> std::io::Result<()> {
+    let len = libc::off_t::try_from(size).map_err(std::io::Error::other)?;
+    loop {
+        // SAFETY: fallocate(2) on the descriptor `file` keeps open; no memory is passed.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP | libc::ENOSYS) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
 }
 
 /// Why the directory of the ring `path` cannot hold it, when it does not exist or is not a

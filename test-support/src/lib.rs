@@ -1,7 +1,8 @@
 //! Helpers shared by the workspace's integration tests: where cargo put the built libraries
 //! and plug-ins, a free loopback port, polling until a condition holds ([`poll_for`]), the C
 //! ABI's last-error message, certificates for https ([`certs`]), a test run again in a child
-//! process ([`child`]), forked children ([`forked`]), a scrape with a chosen `Accept` header
+//! process ([`child`]), forked children ([`forked`]), a file system that fills up
+//! ([`full_disk`]), a scrape with a chosen `Accept` header
 //! ([`scrape`]), an idle-connection flood and the requests made beside it ([`flood`]) on raw
 //! sockets ([`sockets`]), the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
 //! VictoriaMetrics ([`receivers`]), OTLP requests as JSON ([`otlp_json`]), and the dashboard's
@@ -13,6 +14,7 @@ pub mod certs;
 pub mod child;
 pub mod flood;
 pub mod forked;
+pub mod full_disk;
 pub mod fuzz;
 pub mod monitoring;
 pub mod other_user;
