@@ -51,6 +51,7 @@ use nixl_telemetry_push::{
 };
 use nixl_telemetry_series::{AgentSeries, Buckets, WorkloadLabels};
 use nixl_telemetry_test_support::prometheus::Prometheus;
+use nixl_telemetry_test_support::thread_cpu;
 
 /// Ranks per node.
 const RANKS: usize = 8;
@@ -131,18 +132,6 @@ fn header() -> String {
     let head = format!("| {} |", columns.join(" | "));
     let rule = format!("|{}", "---|".repeat(columns.len()));
     format!("{head}\n{rule}")
-}
-
-/// This thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// A process's CPU time (user + system), from `/proc/<pid>/stat`.

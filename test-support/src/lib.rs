@@ -5,8 +5,8 @@
 //! ([`full_disk`]), a scrape with a chosen `Accept` header
 //! ([`scrape`]), an idle-connection flood and the requests made beside it ([`flood`]) on raw
 //! sockets ([`sockets`]), the Go-built receivers: Prometheus 3, the OpenTelemetry Collector and
-//! VictoriaMetrics ([`receivers`]), OTLP requests as JSON ([`otlp_json`]), and the dashboard's
-//! and recording rules' queries ([`monitoring`]). It depends on `nixl-telemetry` (with its
+//! VictoriaMetrics ([`receivers`]), OTLP requests as JSON ([`otlp_json`]), the dashboard's
+//! and recording rules' queries ([`monitoring`]), and a thread's CPU time ([`thread_cpu`]). It depends on `nixl-telemetry` (with its
 //! `test-util` hooks) as an ordinary library, so an integration test links one copy of it and
 //! its statics exist once; the crate's own unit tests do not use it.
 
@@ -113,6 +113,19 @@ pub fn poll_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<
 /// [`poll_for`] for 60 s, panicking with `what` when nothing came.
 pub fn poll<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
     poll_for(Duration::from_secs(60), f).unwrap_or_else(|| panic!("never: {what}"))
+}
+
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`): what the benches' measured
+/// threads spend, kernel time included.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// A port for a server that must be told its port before it binds: reserved for this test
