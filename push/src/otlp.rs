@@ -2,7 +2,7 @@
 //! `nixl-telemetry serve --otlp`): metrics pushed as OTLP/HTTP with protobuf
 //! (`POST .../v1/metrics`, `Content-Type: application/x-protobuf`, optionally gzip), through
 //! the shared push loop of `nixl_telemetry_push`. Configuration: [`config`] (the standard
-//! `OTEL_*` variables). The request's protobuf is written by hand ([`encode`]); the tests check
+//! `OTEL_*` variables). The request's protobuf is written by hand ([`encode`](mod@encode)); the tests check
 //! it byte for byte against the messages generated from the official opentelemetry-proto
 //! definitions (`opentelemetry-proto`'s prost types, a dev-dependency only).
 //!
@@ -26,7 +26,7 @@
 //!   too; set by [`OtlpConfig::from_settings`]), `host.name`, `process.pid`, and
 //!   `OTEL_RESOURCE_ATTRIBUTES`. The
 //!   `prometheus` exporter's `hostname` label is the resource's `host.name` here;
-//! - the sender's own counters ([`PUSH_COUNTERS`]) follow as monotonic Sums.
+//! - the sender's own counters ([`PUSH_COUNTERS`](crate::pusher::PUSH_COUNTERS)) follow as monotonic Sums.
 //!
 //! Temporality: cumulative by default (start time: the exporter's creation); with delta, each
 //! accepted push reports what changed since the previous accepted one (a failed push's

@@ -179,7 +179,7 @@ pub struct SegmentWriter {
     file_len: u64,
     /// Rows in the complete members of `file`: counted as written while `file` is at its path.
     file_rows: u64,
-    /// When `file` was last found at its path (see [`SegmentWriter::file_is_at_its_path`]).
+    /// When `file` was last found at its path (see [`SegmentWriter::check_path`]).
     checked_at: Duration,
     /// Uncompressed bytes and rows of the active segment: written and buffered, not lost.
     segment_bytes: u64,

@@ -268,7 +268,7 @@ pub fn tool(name: &str) -> PathBuf {
     })
 }
 
-/// The label names of a series of [`Prometheus::vector`], sorted.
+/// The label names of a series of [`PromQl::vector`](crate::promql::PromQl::vector), sorted.
 pub fn label_names(labels: &serde_json::Value) -> Vec<&str> {
     let mut names: Vec<&str> = labels
         .as_object()
