@@ -125,7 +125,7 @@ fn core_header_is_current() {
             "c-api/src/telemetry.rs",
             "c-api/src/types.rs",
             "base/src/event.rs",
-            "src/collector.rs",
+            "src/collector/mod.rs",
         ],
         "include/nixl_telemetry.h",
     );
