@@ -53,29 +53,52 @@ fn module_of(file: &Path) -> Option<ModPath> {
     Some(parts)
 }
 
+/// Every module file of the crate whose sources are in `src`: its path relative to `src` and
+/// its code, without comments, strings and `#[cfg(test)] mod ... { }` blocks.
+fn module_sources(src: &Path) -> BTreeMap<ModPath, (PathBuf, String)> {
+    let mut sources = BTreeMap::new();
+    for path in files_with_extension(src, "rs") {
+        let rel = path.strip_prefix(src).unwrap().to_owned();
+        if let Some(module) = module_of(&rel) {
+            let code = std::fs::read_to_string(&path).unwrap();
+            let code = strip_test_modules(&strip_comments_and_strings(&code));
+            sources.insert(module, (rel, code));
+        }
+    }
+    sources
+}
+
+/// The modules declared `#[cfg(test)] mod name;` (tests in a file of their own) in `sources`.
+fn test_only_modules(sources: &BTreeMap<ModPath, (PathBuf, String)>) -> Vec<ModPath> {
+    sources
+        .iter()
+        .flat_map(|(module, (_, code))| {
+            test_module_declarations(code).into_iter().map(move |name| {
+                let mut child = module.clone();
+                child.push(name);
+                child
+            })
+        })
+        .collect()
+}
+
+/// The files of the crate whose sources are in `src` that are tests in a file of their own (a
+/// module declared `#[cfg(test)] mod name;`, and the modules under it), relative to `src`.
+pub fn test_module_files(src: &Path) -> BTreeSet<PathBuf> {
+    let sources = module_sources(src);
+    let test_only = test_only_modules(&sources);
+    sources
+        .into_iter()
+        .filter(|(module, _)| test_only.iter().any(|t| module.starts_with(t)))
+        .map(|(_, (file, _))| file)
+        .collect()
+}
+
 impl CrateModules {
     /// Reads every module file of the crate whose sources are in `src`.
     pub fn read(src: &Path) -> CrateModules {
-        let mut sources = BTreeMap::new();
-        for path in files_with_extension(src, "rs") {
-            let rel = path.strip_prefix(src).unwrap().to_owned();
-            if let Some(module) = module_of(&rel) {
-                let code = std::fs::read_to_string(&path).unwrap();
-                let code = strip_test_modules(&strip_comments_and_strings(&code));
-                sources.insert(module, (rel, code));
-            }
-        }
-        // Modules declared `#[cfg(test)] mod name;` (tests in a file of their own) are tests.
-        let test_only: Vec<ModPath> = sources
-            .iter()
-            .flat_map(|(module, (_, code))| {
-                test_module_declarations(code).into_iter().map(move |name| {
-                    let mut child = module.clone();
-                    child.push(name);
-                    child
-                })
-            })
-            .collect();
+        let mut sources = module_sources(src);
+        let test_only = test_only_modules(&sources);
         sources.retain(|module, _| !test_only.iter().any(|t| module.starts_with(t)));
         let mut modules = CrateModules {
             files: sources

@@ -1,12 +1,12 @@
 //! The library's messages read as one line with single spaces: no string literal of a crate's
-//! library code (outside its test modules) keeps a line break or a run of spaces between words.
-//! Both come from a message split over source lines without a line continuation (`\` at the
-//! end of the line, which skips the next line's indentation), or from a continuation lost when
-//! lines were joined: the FPM deletion warning said "its 3 rows are              lost". The
-//! CLI is left out: its tables are laid out in columns on purpose.
+//! library code (outside its test modules, inline or in a file of their own) keeps a line break
+//! or a run of spaces between words. Both come from a message split over source lines without a
+//! line continuation (`\` at the end of the line, which skips the next line's indentation), or
+//! from a continuation lost when lines were joined: the FPM deletion warning said "its 3 rows
+//! are              lost". The CLI is left out: its tables are laid out in columns on purpose.
 
 use nixl_telemetry_tools::files_with_extension;
-use nixl_telemetry_tools::modules::crate_sources;
+use nixl_telemetry_tools::modules::{crate_sources, test_module_files};
 use nixl_telemetry_tools::rust_source::{string_literals, StringLiteral};
 
 /// Crates whose text is not library messages: the CLI's column layouts, and the tests' helpers.
@@ -37,7 +37,11 @@ fn no_message_of_the_library_has_a_line_break_or_a_run_of_spaces() {
         if LAID_OUT.iter().any(|d| crate_dir.ends_with(d)) {
             continue;
         }
+        let tests = test_module_files(&src);
         for path in files_with_extension(&src, "rs") {
+            if tests.contains(path.strip_prefix(&src).unwrap()) {
+                continue;
+            }
             let source = std::fs::read_to_string(&path).unwrap();
             for literal in string_literals(&source) {
                 literals += 1;
@@ -92,4 +96,13 @@ fn the_check_reads_literals_as_the_compiler_does() {
     // The warning that had the defect, as it was written.
     let old = "log::warn!(\"{}: segment {} was deleted; its {rows} rows are              lost\");";
     assert_eq!(defect(&string_literals(old)[0]), Some(RUN_OF_SPACES));
+}
+
+#[test]
+fn tests_in_a_file_of_their_own_are_left_out_and_their_parent_is_not() {
+    let src = nixl_telemetry_tools::root().join("series/src");
+    let tests = test_module_files(&src);
+    let http = std::path::Path::new("endpoint/http");
+    assert!(tests.contains(&http.join("tests.rs")), "{tests:?}");
+    assert!(!tests.contains(&http.join("mod.rs")), "{tests:?}");
 }
